@@ -1,0 +1,169 @@
+"""Every exception outlines-like raises, in one tree.
+
+```
+OutlinesLikeError
+├── APIError                      (status_code, request_id, retryable)
+│   ├── AuthenticationError       401
+│   ├── PermissionDeniedError     403
+│   ├── NotFoundError             404
+│   ├── RateLimitError            429 (retryable; retry_after)
+│   ├── BadRequestError           400, 409, 422 and other 4xx
+│   ├── ServerError               5xx (retryable)
+│   ├── APITimeoutError           no answer in time (retryable)
+│   ├── APIConnectionError        no connection (retryable)
+│   ├── ProviderResponseError     a 2xx answer we cannot read
+│   └── GenerationError           refusal, content filter, output cut at max_tokens
+├── UnsupportedConstraintError    (also TypeError) the server or engine cannot take this type
+├── InvalidConstraintError        (also ValueError) the regex, schema or grammar is wrong
+└── ParseError                    (also ValueError) text that does not fit the output type
+```
+
+Foreign exceptions (``openai``, ``httpx``) are translated to these at one boundary,
+``outlines_like.models._errors``; programmer errors are never relabelled.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
+    "GenerationError",
+    "InvalidConstraintError",
+    "NotFoundError",
+    "OutlinesLikeError",
+    "ParseError",
+    "PermissionDeniedError",
+    "ProviderResponseError",
+    "RateLimitError",
+    "ServerError",
+    "UnsupportedConstraintError",
+]
+
+
+class OutlinesLikeError(Exception):
+    """Root of every exception this library raises on purpose."""
+
+
+class APIError(OutlinesLikeError):
+    """A request to a server failed.
+
+    Attributes:
+        status_code: The HTTP status, or ``None`` when no answer came.
+        request_id: The server's request id (``x-request-id``), when it sent one.
+        retryable: Whether sending the same request again may succeed.
+        body: The decoded error body, when there was one.
+    """
+
+    default_retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        request_id: str | None = None,
+        retryable: bool | None = None,
+        body: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.request_id = request_id
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.body = body
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.append(f"(status {self.status_code})")
+        if self.request_id:
+            parts.append(f"[request {self.request_id}]")
+        return " ".join(parts)
+
+
+class AuthenticationError(APIError):
+    """The server rejected the credentials (401)."""
+
+
+class PermissionDeniedError(APIError):
+    """The credentials are valid but not allowed to do this (403)."""
+
+
+class NotFoundError(APIError):
+    """The model or route does not exist on this server (404)."""
+
+
+class RateLimitError(APIError):
+    """Too many requests (429); ``retry_after`` holds the server's hint in seconds."""
+
+    default_retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.retry_after = retry_after
+
+
+class BadRequestError(APIError):
+    """The server refused the request as malformed (400, 409, 422, other 4xx)."""
+
+
+class ServerError(APIError):
+    """The server failed (5xx)."""
+
+    default_retryable = True
+
+
+class APITimeoutError(APIError):
+    """No answer came in time."""
+
+    default_retryable = True
+
+
+class APIConnectionError(APIError):
+    """The server could not be reached."""
+
+    default_retryable = True
+
+
+class ProviderResponseError(APIError):
+    """The server answered 2xx with something we cannot read."""
+
+
+class GenerationError(APIError):
+    """The model's answer cannot be used: a refusal, a content filter, or output cut at max_tokens.
+
+    Attributes:
+        reason: ``"refusal"``, ``"content_filter"`` or ``"length"``.
+        text: The (partial) text the model produced, when any.
+    """
+
+    def __init__(self, message: str, *, reason: str, text: str | None = None, **kwargs: object):
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.reason = reason
+        self.text = text
+
+
+class UnsupportedConstraintError(OutlinesLikeError, TypeError):
+    """The output type cannot be sent to this server or compiled by this engine.
+
+    Raised before any request goes out; the message names the server and what would work.
+    """
+
+
+class InvalidConstraintError(OutlinesLikeError, ValueError):
+    """The regex, JSON Schema or grammar is wrong; the message says where."""
+
+
+class ParseError(OutlinesLikeError, ValueError):
+    """Text that does not fit the requested output type; the message quotes the text.
+
+    Attributes:
+        text: The text that failed to parse.
+    """
+
+    def __init__(self, message: str, *, text: str) -> None:
+        super().__init__(message)
+        self.text = text

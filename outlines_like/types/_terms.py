@@ -1,0 +1,346 @@
+"""The terms of the constraint language: what an output must look like.
+
+A term is an immutable, hashable value. Regex-shaped terms (``Regex``, ``String``, ``Choice``
+and the combinators ``Sequence``, ``Alternatives``, ``Repeat``) compose with ``+`` and ``|``;
+``JsonSchema``, ``CFG`` and ``JsonObject`` stand on their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, cast
+
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+
+__all__ = [
+    "CFG",
+    "Alternatives",
+    "Choice",
+    "JsonObject",
+    "JsonSchema",
+    "Regex",
+    "Repeat",
+    "Sequence",
+    "String",
+    "Term",
+    "at_least",
+    "at_most",
+    "between",
+    "either",
+    "escape_regex",
+    "exactly",
+    "one_or_more",
+    "optional",
+    "zero_or_more",
+]
+
+_REGEX_SPECIALS = frozenset("\\.^$*+?{}[]|()")
+
+
+def escape_regex(text: str) -> str:
+    """Escape ``text`` so that it matches itself, using only escapes every regex engine reads."""
+    out = []
+    for ch in text:
+        if ch in _REGEX_SPECIALS:
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class Term:
+    """Base of every constraint term."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Term | str) -> Sequence:
+        return Sequence((self, _as_term(other)))
+
+    def __radd__(self, other: Term | str) -> Sequence:
+        return Sequence((_as_term(other), self))
+
+    def __or__(self, other: Term | str) -> Alternatives:
+        return Alternatives((self, _as_term(other)))
+
+    def __ror__(self, other: Term | str) -> Alternatives:
+        return Alternatives((_as_term(other), self))
+
+
+def _as_term(value: object) -> Term:
+    if isinstance(value, Term):
+        return value
+    if isinstance(value, str):
+        return String(value)
+    raise UnsupportedConstraintError(
+        f"cannot combine a term with {type(value).__name__!s}; use a Term or a str"
+    )
+
+
+def _check_regex(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        where = f" at position {exc.pos}" if exc.pos is not None else ""
+        raise InvalidConstraintError(f"invalid regex {pattern!r}{where}: {exc.msg}") from exc
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Regex(Term):
+    """Text that fully matches a regular expression (Python ``re`` syntax, no lookarounds).
+
+    Args:
+        pattern: The regular expression. It is checked at construction; an invalid one raises
+            ``InvalidConstraintError`` naming the position.
+    """
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str):
+            raise TypeError(f"Regex takes a str pattern, got {type(self.pattern).__name__}")
+        _check_regex(self.pattern)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class String(Term):
+    """Exactly this text."""
+
+    value: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Choice(Term):
+    """One of several fixed strings, taken verbatim."""
+
+    items: tuple[str, ...]
+
+    def __init__(self, items: Iterable[str]) -> None:
+        values = tuple(items)
+        if not values:
+            raise InvalidConstraintError("Choice needs at least one item")
+        for item in values:
+            if not isinstance(item, str):
+                raise TypeError(f"Choice items must be str, got {type(item).__name__}: {item!r}")
+        object.__setattr__(self, "items", values)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sequence(Term):
+    """The terms one after another."""
+
+    terms: tuple[Term, ...]
+
+    def __init__(self, terms: Iterable[Term | str]) -> None:
+        flat: list[Term] = []
+        for t in terms:
+            term = _as_term(t)
+            flat.extend(term.terms if isinstance(term, Sequence) else (term,))
+        object.__setattr__(self, "terms", tuple(flat))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Alternatives(Term):
+    """Any one of the terms."""
+
+    terms: tuple[Term, ...]
+
+    def __init__(self, terms: Iterable[Term | str]) -> None:
+        flat: list[Term] = []
+        for t in terms:
+            term = _as_term(t)
+            flat.extend(term.terms if isinstance(term, Alternatives) else (term,))
+        if not flat:
+            raise InvalidConstraintError("Alternatives needs at least one term")
+        object.__setattr__(self, "terms", tuple(flat))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Repeat(Term):
+    """The term repeated between ``min`` and ``max`` times (``max=None``: no upper bound)."""
+
+    term: Term
+    min: int
+    max: int | None
+
+    def __post_init__(self) -> None:
+        if self.min < 0 or (self.max is not None and self.max < self.min):
+            raise InvalidConstraintError(
+                f"invalid repetition bounds {{{self.min},{self.max}}}: need 0 <= min <= max"
+            )
+
+
+def optional(term: Term | str) -> Repeat:
+    """The term, or nothing."""
+    return Repeat(_as_term(term), 0, 1)
+
+
+def either(*terms: Term | str) -> Alternatives:
+    """Any one of the terms."""
+    return Alternatives(terms)
+
+
+def zero_or_more(term: Term | str) -> Repeat:
+    """The term any number of times."""
+    return Repeat(_as_term(term), 0, None)
+
+
+def one_or_more(term: Term | str) -> Repeat:
+    """The term at least once."""
+    return Repeat(_as_term(term), 1, None)
+
+
+def exactly(count: int, term: Term | str) -> Repeat:
+    """The term exactly ``count`` times."""
+    return Repeat(_as_term(term), count, count)
+
+
+def at_least(count: int, term: Term | str) -> Repeat:
+    """The term ``count`` times or more."""
+    return Repeat(_as_term(term), count, None)
+
+
+def at_most(count: int, term: Term | str) -> Repeat:
+    """The term at most ``count`` times."""
+    return Repeat(_as_term(term), 0, count)
+
+
+def between(low: int, high: int, term: Term | str) -> Repeat:
+    """The term between ``low`` and ``high`` times, both included."""
+    return Repeat(_as_term(term), low, high)
+
+
+def _schema_from(source: object) -> tuple[dict[str, Any], object]:
+    """Return (schema dict, python type or None) for every source ``JsonSchema`` accepts."""
+    if isinstance(source, Mapping):
+        return json.loads(json.dumps(source)), None
+    if isinstance(source, str):
+        try:
+            value = json.loads(source)
+        except json.JSONDecodeError as exc:
+            raise InvalidConstraintError(
+                f"JSON Schema text is not valid JSON: {exc.msg} at line {exc.lineno} "
+                f"column {exc.colno}"
+            ) from exc
+        if not isinstance(value, (dict, bool)):
+            raise InvalidConstraintError("a JSON Schema must be a JSON object or a boolean")
+        return (value if isinstance(value, dict) else ({} if value else {"not": {}})), None
+    if isinstance(source, type) or callable(source):
+        from outlines_like.types._python import json_schema_of
+
+        schema = json_schema_of(source)
+        if schema is None:
+            raise UnsupportedConstraintError(
+                f"JsonSchema cannot take {source!r}: pass a dict, JSON text, a pydantic model, "
+                "a dataclass, a TypedDict or a function"
+            )
+        return schema, source
+    raise UnsupportedConstraintError(
+        f"JsonSchema cannot take a {type(source).__name__}: pass a dict, JSON text, a pydantic "
+        "model, a dataclass, a TypedDict or a function"
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class JsonSchema(Term):
+    """A JSON document valid under a JSON Schema.
+
+    Args:
+        schema: A dict, JSON text, a pydantic model, a dataclass, a TypedDict or a function
+            (its signature becomes an object schema).
+        whitespace_pattern: Regex for the whitespace allowed between JSON tokens. ``None``
+            is the compact default (``json.dumps(separators=(",", ":"))``); ``"[ ]?"`` widens it.
+        lenient: Warn, instead of raising, when the schema uses a keyword the local engine
+            cannot enforce.
+    """
+
+    source: object
+    whitespace_pattern: str | None = None
+    lenient: bool = False
+    schema_json: str = dataclasses.field(init=False, repr=False)
+    python_type: object = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        schema, python_type = _schema_from(self.source)
+        if self.whitespace_pattern is not None:
+            _check_regex(self.whitespace_pattern)
+        object.__setattr__(self, "schema_json", json.dumps(schema, sort_keys=True))
+        object.__setattr__(self, "python_type", python_type)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The schema as a fresh dict (safe to modify)."""
+        return cast(dict[str, Any], json.loads(self.schema_json))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, JsonSchema)
+            and self.schema_json == other.schema_json
+            and self.whitespace_pattern == other.whitespace_pattern
+            and self.lenient == other.lenient
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.schema_json, self.whitespace_pattern, self.lenient))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JsonObject(Term):
+    """Any JSON object (the ``dict`` output type, ``response_format: json_object``)."""
+
+
+_EBNF_RULE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*::=", re.MULTILINE)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CFG(Term):
+    """Text in a context-free grammar.
+
+    Args:
+        definition: The grammar text, in Lark syntax (``start: ...``) or EBNF/GBNF
+            (``root ::= ...``, the xgrammar and llama.cpp dialects).
+        syntax: ``"lark"`` or ``"ebnf"``; detected from the text when not given.
+    """
+
+    definition: str
+    syntax: Literal["lark", "ebnf"] = dataclasses.field(default="lark")
+
+    def __init__(self, definition: str, syntax: Literal["lark", "ebnf"] | None = None) -> None:
+        if not isinstance(definition, str):
+            raise TypeError(f"CFG takes grammar text, got {type(definition).__name__}")
+        if syntax is None:
+            syntax = "ebnf" if _EBNF_RULE.search(definition) else "lark"
+        if syntax not in ("lark", "ebnf"):
+            raise ValueError(f"CFG syntax must be 'lark' or 'ebnf', got {syntax!r}")
+        object.__setattr__(self, "definition", definition)
+        object.__setattr__(self, "syntax", syntax)
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], syntax: Literal["lark", "ebnf"] | None = None
+    ) -> CFG:
+        """Read a grammar from a file (``.lark``, ``.ebnf`` or ``.gbnf``)."""
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+        if syntax is None:
+            suffix = os.fspath(path).rsplit(".", 1)[-1].lower()
+            syntax = "lark" if suffix == "lark" else "ebnf" if suffix in ("ebnf", "gbnf") else None
+        return cls(text, syntax)
+
+    @property
+    def lark(self) -> str:
+        """The grammar in Lark syntax (converted from EBNF when needed)."""
+        if self.syntax == "lark":
+            return self.definition
+        from outlines_like.types.grammars import ebnf_to_lark
+
+        return ebnf_to_lark(self.definition)

@@ -1,0 +1,727 @@
+r"""Regex -> minimal byte-level DFA: our own parser, UTF-8 expansion, byte classes, size limit.
+
+The regex syntax is Python ``re`` without lookarounds, backreferences and inline flags. The
+language is the one ``re.fullmatch`` accepts, on UTF-8 bytes, except that ``\\d``, ``\\w`` and
+``\\s`` are ASCII (``[0-9]``, ``[A-Za-z0-9_]``, ``[ \\t\\n\\r\\f\\v]``), as in xgrammar and
+interegular, so that a constrained model never emits, say, Arabic digits for ``\\d``. Lazy
+quantifiers (``*?``) accept the same language as greedy ones. Character classes become UTF-8
+byte sequences, so a multi-byte character may be split across tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.errors import InvalidConstraintError
+
+__all__ = ["DEFAULT_MAX_STATES", "ByteDFA", "compile_regex", "utf8_byte_ranges"]
+
+DEFAULT_MAX_STATES = 20_000
+_MAX_NFA_STATES = 400_000
+_MAX_CODEPOINT = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+class _Set(NamedTuple):
+    ranges: Ranges
+
+
+class _Cat(NamedTuple):
+    items: list[Node]
+
+
+class _Alt(NamedTuple):
+    items: list[Node]
+
+
+class _Rep(NamedTuple):
+    sub: Node
+    lo: int
+    hi: int | None
+
+
+Node = Union[_Set, _Cat, _Alt, _Rep]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A minimal DFA over bytes whose every state can still reach an accepting state.
+
+    Attributes:
+        start: The start state.
+        transitions: ``int32[n_states, 256]``; ``-1`` is the dead state.
+        accepting: ``bool[n_states]``.
+        byte_classes: ``int32[256]``: bytes with the same class have identical columns.
+        class_transitions: ``int32[n_states, n_classes]``: ``transitions`` over classes.
+        pattern: The regex it was compiled from.
+    """
+
+    start: int
+    transitions: npt.NDArray[np.int32]
+    accepting: npt.NDArray[np.bool_]
+    byte_classes: npt.NDArray[np.int32]
+    class_transitions: npt.NDArray[np.int32]
+    pattern: str = ""
+
+    @property
+    def n_states(self) -> int:
+        """Number of (live) states."""
+        return int(self.transitions.shape[0])
+
+    def step(self, state: int, data: bytes) -> int:
+        """Return the state after ``data`` from ``state``, or ``-1`` if it dies."""
+        t = self.transitions
+        for b in data:
+            if state < 0:
+                return -1
+            state = int(t[state, b])
+        return state
+
+    def fullmatch(self, data: bytes) -> bool:
+        """Return whether ``data`` is in the language."""
+        s = self.step(self.start, data)
+        return s >= 0 and bool(self.accepting[s])
+
+
+# --------------------------------------------------------------------------- UTF-8 ranges
+
+
+def _utf8_encode(cp: int) -> bytes:
+    return chr(cp).encode("utf-8", "surrogatepass")
+
+
+def utf8_byte_ranges(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Return byte-range sequences whose concatenations are the UTF-8 encodings of ``lo..hi``.
+
+    Each sequence is a list of inclusive ``(low_byte, high_byte)`` pairs, one per byte.
+    """
+    out: list[list[tuple[int, int]]] = []
+    for a, b in ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, _MAX_CODEPOINT)):
+        la, hb = max(lo, a), min(hi, b)
+        if la <= hb:
+            _split_same_length(la, hb, out)
+    return out
+
+
+def _split_same_length(lo: int, hi: int, out: list[list[tuple[int, int]]]) -> None:
+    n = len(_utf8_encode(lo))
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m:
+                _split_same_length(lo, lo | m, out)
+                _split_same_length((lo | m) + 1, hi, out)
+                return
+            if hi & m != m:
+                _split_same_length(lo, (hi & ~m) - 1, out)
+                _split_same_length(hi & ~m, hi, out)
+                return
+    a, b = _utf8_encode(lo), _utf8_encode(hi)
+    out.append(list(zip(a, b, strict=True)))
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _normalize(ranges: list[tuple[int, int]]) -> Ranges:
+    """Sort, merge and drop the surrogates."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    res: list[tuple[int, int]] = []
+    s_lo, s_hi = _SURROGATES
+    for lo, hi in out:
+        if hi < s_lo or lo > s_hi:
+            res.append((lo, hi))
+            continue
+        if lo < s_lo:
+            res.append((lo, s_lo - 1))
+        if hi > s_hi:
+            res.append((s_hi + 1, hi))
+    return tuple(res)
+
+
+def _negate(ranges: Ranges) -> Ranges:
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= _MAX_CODEPOINT:
+        out.append((nxt, _MAX_CODEPOINT))
+    return _normalize(out)
+
+
+_DIGIT: Ranges = ((0x30, 0x39),)
+_WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20))
+_CLASS_ESCAPES: dict[str, Ranges] = {
+    "d": _DIGIT,
+    "w": _WORD,
+    "s": _SPACE,
+    "D": _negate(_DIGIT),
+    "W": _negate(_WORD),
+    "S": _negate(_SPACE),
+}
+_CHAR_ESCAPES = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
+_DOT: Ranges = _negate(((10, 10),))
+_EMPTY: Node = _Cat([])
+
+
+class _Parser:
+    def __init__(self, pattern: str) -> None:
+        self.p = pattern
+        self.i = 0
+
+    def error(self, msg: str, pos: int | None = None) -> InvalidConstraintError:
+        where = self.i if pos is None else pos
+        return InvalidConstraintError(f"invalid regex {self.p!r} at position {where}: {msg}")
+
+    def parse(self) -> Node:
+        node = self.alternation()
+        if self.i < len(self.p):
+            raise self.error("unbalanced parenthesis ')'")
+        return node
+
+    def alternation(self) -> Node:
+        branches = [self.sequence()]
+        while self.i < len(self.p) and self.p[self.i] == "|":
+            self.i += 1
+            branches.append(self.sequence())
+        return branches[0] if len(branches) == 1 else _Alt(branches)
+
+    def sequence(self) -> Node:
+        items: list[Node] = []
+        p = self.p
+        while self.i < len(p) and p[self.i] not in "|)":
+            start = self.i
+            c = p[self.i]
+            if c == "^" or (c == "\\" and p[self.i + 1 : self.i + 2] == "A"):
+                self.i += 1 if c == "^" else 2
+                if items:
+                    raise self.error("'^' is only supported at the start of the pattern", start)
+                continue
+            if c == "$" or (c == "\\" and p[self.i + 1 : self.i + 2] == "Z"):
+                self.i += 1 if c == "$" else 2
+                if self.i < len(p) and p[self.i] not in "|)":
+                    raise self.error("'$' is only supported at the end of the pattern", start)
+                continue
+            atom = self.atom()
+            items.append(self.quantified(atom, start))
+        if len(items) == 1:
+            return items[0]
+        return _Cat(items)
+
+    def quantified(self, atom: Node, start: int) -> Node:
+        p = self.p
+        while self.i < len(p):
+            c = p[self.i]
+            qpos = self.i
+            if c == "*":
+                lo, hi = 0, None
+                self.i += 1
+            elif c == "+":
+                lo, hi = 1, None
+                self.i += 1
+            elif c == "?":
+                lo, hi = 0, 1
+                self.i += 1
+            elif c == "{":
+                bounds = self.braces()
+                if bounds is None:
+                    return atom
+                lo, hi = bounds
+            else:
+                return atom
+            if self.i < len(p) and p[self.i] == "?":
+                self.i += 1  # lazy: same language
+            elif self.i < len(p) and p[self.i] == "+":
+                raise self.error("possessive quantifiers are not supported", self.i)
+            if atom == _EMPTY and start == qpos:
+                raise self.error("nothing to repeat", qpos)
+            atom = _Rep(atom, lo, hi)
+        return atom
+
+    def braces(self) -> tuple[int, int | None] | None:
+        """Parse ``{n}``, ``{n,}``, ``{,m}``, ``{n,m}``; ``None`` (a literal '{') otherwise."""
+        p = self.p
+        j = p.find("}", self.i)
+        if j < 0:
+            return None
+        body = p[self.i + 1 : j]
+        lo_s, sep, hi_s = body.partition(",")
+        if not (lo_s.isdigit() or (sep and lo_s == "")) or not (hi_s == "" or hi_s.isdigit()):
+            return None
+        if not lo_s and not hi_s and sep:
+            return None
+        lo = int(lo_s) if lo_s else 0
+        hi = (int(hi_s) if hi_s else None) if sep else lo
+        if hi is not None and hi < lo:
+            raise self.error(f"min repeat greater than max repeat in {{{body}}}")
+        self.i = j + 1
+        return lo, hi
+
+    def atom(self) -> Node:
+        p = self.p
+        c = p[self.i]
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return _Set(self.char_class())
+        if c == ".":
+            self.i += 1
+            return _Set(_DOT)
+        if c == "\\":
+            return _Set(self.escape(in_class=False))
+        if c in "*+?":
+            raise self.error("nothing to repeat")
+        if c == "{" and self.braces_lookahead():
+            raise self.error("nothing to repeat")
+        self.i += 1
+        cp = ord(c)
+        return _Set(((cp, cp),))
+
+    def braces_lookahead(self) -> bool:
+        save = self.i
+        try:
+            return self.braces() is not None
+        finally:
+            self.i = save
+
+    def group(self) -> Node:
+        p = self.p
+        start = self.i
+        self.i += 1
+        if p.startswith("?", self.i):
+            rest = p[self.i :]
+            if rest.startswith("?:"):
+                self.i += 2
+            elif rest.startswith("?P<") or (rest.startswith("?<") and rest[2:3] not in ("=", "!")):
+                j = p.find(">", self.i)
+                if j < 0:
+                    raise self.error("missing '>' after group name", start)
+                self.i = j + 1
+            elif rest.startswith("?#"):
+                j = p.find(")", self.i)
+                if j < 0:
+                    raise self.error("missing ')' after comment", start)
+                self.i = j + 1
+                return _EMPTY
+            elif rest[:2] in ("?=", "?!") or rest[:3] in ("?<=", "?<!"):
+                raise self.error("lookaround assertions are not supported", start)
+            elif rest.startswith("?P="):
+                raise self.error("backreferences are not supported", start)
+            elif rest.startswith("?>"):
+                raise self.error("atomic groups are not supported", start)
+            else:
+                raise self.error("inline flags and conditionals are not supported", start)
+        node = self.alternation()
+        if self.i >= len(p) or p[self.i] != ")":
+            raise self.error("missing ')', unterminated group", start)
+        self.i += 1
+        return node
+
+    def char_class(self) -> Ranges:
+        p = self.p
+        start = self.i
+        self.i += 1
+        negate = False
+        if self.i < len(p) and p[self.i] == "^":
+            negate = True
+            self.i += 1
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while True:
+            if self.i >= len(p):
+                raise self.error("unterminated character set", start)
+            c = p[self.i]
+            if c == "]" and not first:
+                self.i += 1
+                break
+            first = False
+            lo_pos = self.i
+            lo_item = self.class_item()
+            if (
+                self.i + 1 < len(p)
+                and p[self.i] == "-"
+                and p[self.i + 1] != "]"
+                and isinstance(lo_item, int)
+            ):
+                self.i += 1
+                hi_item = self.class_item()
+                if not isinstance(hi_item, int):
+                    raise self.error("bad character range", lo_pos)
+                if hi_item < lo_item:
+                    raise self.error(f"bad character range {p[lo_pos : self.i]} (reversed)", lo_pos)
+                ranges.append((lo_item, hi_item))
+            elif isinstance(lo_item, int):
+                ranges.append((lo_item, lo_item))
+            else:
+                ranges.extend(lo_item)
+        norm = _normalize(ranges)
+        return _negate(norm) if negate else norm
+
+    def class_item(self) -> int | Ranges:
+        c = self.p[self.i]
+        if c == "\\":
+            r = self.escape(in_class=True)
+            if len(r) == 1 and r[0][0] == r[0][1] and self._last_escape_single:
+                return r[0][0]
+            return r
+        self.i += 1
+        return ord(c)
+
+    _last_escape_single = False
+
+    def escape(self, *, in_class: bool) -> Ranges:
+        p = self.p
+        start = self.i
+        if self.i + 1 >= len(p):
+            raise self.error("bad escape (end of pattern)", start)
+        c = p[self.i + 1]
+        self.i += 2
+        self._last_escape_single = True
+        if c in _CLASS_ESCAPES:
+            self._last_escape_single = False
+            return _CLASS_ESCAPES[c]
+        if c in _CHAR_ESCAPES:
+            cp = _CHAR_ESCAPES[c]
+        elif c == "b" and in_class:
+            cp = 8
+        elif c in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[c]
+            digits = p[self.i : self.i + width]
+            if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise self.error(f"incomplete escape \\{c}{digits}", start)
+            self.i += width
+            cp = int(digits, 16)
+            if cp > _MAX_CODEPOINT:
+                raise self.error(f"bad escape \\{c}{digits} (beyond U+10FFFF)", start)
+        elif c == "0":
+            j = self.i
+            while j < len(p) and j < self.i + 2 and p[j] in "01234567":
+                j += 1
+            cp = int("0" + p[self.i : j], 8)
+            self.i = j
+        elif c.isdigit():
+            raise self.error("backreferences are not supported", start)
+        elif c in "bB":
+            raise self.error(f"word boundary \\{c} is not supported", start)
+        elif c == "N":
+            raise self.error("named unicode escapes \\N{...} are not supported", start)
+        elif c.isascii() and c.isalnum():
+            raise self.error(f"bad escape \\{c}", start)
+        else:
+            cp = ord(c)
+        return ((cp, cp),)
+
+
+# --------------------------------------------------------------------------- NFA
+
+
+class _NFA:
+    """Thompson NFA over bytes: per state, byte-range edges and epsilon edges."""
+
+    def __init__(self) -> None:
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.eps: list[list[int]] = []
+
+    def new(self) -> int:
+        if len(self.edges) >= _MAX_NFA_STATES:
+            raise InvalidConstraintError(
+                f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
+                "states (large counted repetitions?); use a grammar or smaller bounds"
+            )
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def build(self, node: Node) -> tuple[int, int]:
+        if isinstance(node, _Set):
+            return self.build_set(node.ranges)
+        if isinstance(node, _Cat):
+            s = e = self.new()
+            for item in node.items:
+                a, b = self.build(item)
+                self.eps[e].append(a)
+                e = b
+            return s, e
+        if isinstance(node, _Alt):
+            s, e = self.new(), self.new()
+            for item in node.items:
+                a, b = self.build(item)
+                self.eps[s].append(a)
+                self.eps[b].append(e)
+            return s, e
+        # rep
+        sub, lo, hi = node
+        s = e = self.new()
+        for _ in range(lo):
+            a, b = self.build(sub)
+            self.eps[e].append(a)
+            e = b
+        if hi is None:
+            a, b = self.build(sub)
+            loop = self.new()
+            self.eps[e].append(loop)
+            self.eps[loop].append(a)
+            self.eps[b].append(loop)
+            return s, loop
+        end = self.new()
+        for _ in range(hi - lo):
+            a, b = self.build(sub)
+            self.eps[e].append(a)
+            self.eps[e].append(end)
+            e = b
+        self.eps[e].append(end)
+        return s, end
+
+    def build_set(self, ranges: Ranges) -> tuple[int, int]:
+        s, e = self.new(), self.new()
+        trie: dict[tuple[int, int, int], int] = {}
+        for lo, hi in ranges:
+            for seq in utf8_byte_ranges(lo, hi):
+                cur = s
+                for k, (blo, bhi) in enumerate(seq):
+                    if k == len(seq) - 1:
+                        self.edges[cur].append((blo, bhi, e))
+                    else:
+                        key = (cur, blo, bhi)
+                        nxt = trie.get(key)
+                        if nxt is None:
+                            nxt = self.new()
+                            trie[key] = nxt
+                            self.edges[cur].append((blo, bhi, nxt))
+                        cur = nxt
+        return s, e
+
+
+# --------------------------------------------------------------------------- DFA
+
+
+def _closures(nfa: _NFA, final: int) -> Callable[[int], frozenset[int]]:
+    """Epsilon closure of an NFA state, restricted to states with byte edges or final."""
+    n = len(nfa.edges)
+    memo: list[frozenset[int] | None] = [None] * n
+    eps = nfa.eps
+    edges = nfa.edges
+
+    def closure(s: int) -> frozenset[int]:
+        seen = {s}
+        stack = [s]
+        while stack:
+            x = stack.pop()
+            for y in eps[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        return frozenset(x for x in seen if edges[x] or x == final)
+
+    def get(s: int) -> frozenset[int]:
+        c = memo[s]
+        if c is None:
+            c = closure(s)
+            memo[s] = c
+        return c
+
+    return get
+
+
+def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
+    marks = np.zeros(257, dtype=np.int32)
+    marks[0] = 1
+    for es in nfa.edges:
+        for lo, hi, _ in es:
+            marks[lo] = 1
+            marks[hi + 1] = 1
+    classes = (np.cumsum(marks[:256]) - 1).astype(np.int32)
+    return classes, int(classes[-1]) + 1
+
+
+def _subset(
+    nfa: _NFA, start: int, final: int, max_states: int, pattern: str
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+    classes, k = _byte_classes(nfa)
+    closure = _closures(nfa, final)
+    # per NFA state: (first class, last class, target closure)
+    cls_edges: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
+
+    def edges_of(s: int) -> list[tuple[int, int, frozenset[int]]]:
+        r = cls_edges.get(s)
+        if r is None:
+            r = [(int(classes[lo]), int(classes[hi]), closure(t)) for lo, hi, t in nfa.edges[s]]
+            cls_edges[s] = r
+        return r
+
+    start_set = closure(start)
+    ids: dict[frozenset[int], int] = {start_set: 0}
+    order = [start_set]
+    rows: list[list[int]] = []
+    accepting: list[bool] = []
+    i = 0
+    while i < len(order):
+        d = order[i]
+        i += 1
+        acc: dict[int, set[int]] = {}
+        for s in d:
+            for clo, chi, tgt in edges_of(s):
+                for c in range(clo, chi + 1):
+                    cur = acc.get(c)
+                    if cur is None:
+                        acc[c] = set(tgt)
+                    else:
+                        cur |= tgt
+        row = [-1] * k
+        for c, tset in acc.items():
+            f = frozenset(tset)
+            j = ids.get(f)
+            if j is None:
+                j = len(order)
+                if j >= max_states:
+                    raise InvalidConstraintError(
+                        f"regex {_short(pattern)} needs more than max_states={max_states} DFA "
+                        "states; simplify it (smaller repetition bounds, fewer alternatives), "
+                        "raise max_states, or use a grammar"
+                    )
+                ids[f] = j
+                order.append(f)
+            row[c] = j
+        rows.append(row)
+        accepting.append(final in d)
+    return np.array(rows, dtype=np.int32).reshape(len(rows), k), np.array(accepting), classes
+
+
+def _short(pattern: str) -> str:
+    return repr(pattern) if len(pattern) <= 80 else repr(pattern[:77] + "...")
+
+
+def _prune(
+    table: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], int]:
+    """Drop states that cannot reach an accepting state or are unreachable; renumber."""
+    n, k = table.shape
+    # co-reachability by reverse BFS
+    src = np.repeat(np.arange(n), k)
+    dst = table.reshape(-1)
+    ok = dst >= 0
+    src, dst = src[ok], dst[ok]
+    live = accepting.copy()
+    rev_order = np.argsort(dst, kind="stable")
+    src_sorted, dst_sorted = src[rev_order], dst[rev_order]
+    starts = np.searchsorted(dst_sorted, np.arange(n + 1))
+    stack: list[int] = [int(x) for x in np.nonzero(live)[0]]
+    while stack:
+        x = stack.pop()
+        for y in src_sorted[starts[x] : starts[x + 1]]:
+            if not live[y]:
+                live[y] = True
+                stack.append(int(y))
+    if not live[start]:
+        return np.zeros((0, k), dtype=np.int32), np.zeros(0, dtype=bool), -1
+    t = np.where((table >= 0) & live[np.maximum(table, 0)], table, -1)
+    # forward reachability from start
+    reach = np.zeros(n, dtype=bool)
+    reach[start] = True
+    stack = [start]
+    while stack:
+        x = stack.pop()
+        for y in t[x]:
+            if y >= 0 and not reach[y]:
+                reach[y] = True
+                stack.append(int(y))
+    keep = np.nonzero(reach)[0]
+    remap = np.full(n + 1, -1, dtype=np.int32)
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    t2 = remap[t[keep]]  # -1 indexes remap[-1] == -1
+    return t2.astype(np.int32), accepting[keep], int(remap[start])
+
+
+def _minimize(
+    table: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], int]:
+    """Moore partition refinement, vectorised over states."""
+    n = table.shape[0]
+    if n <= 1:
+        return table, accepting, start
+    block = accepting.astype(np.int64)
+    n_blocks = len(np.unique(block))
+    while True:
+        ext = np.append(block, -1)
+        sig = np.concatenate([block[:, None], ext[table]], axis=1)
+        _, new_block = np.unique(sig, axis=0, return_inverse=True)
+        new_block = new_block.reshape(-1).astype(np.int64)
+        m = int(new_block.max()) + 1
+        if m == n_blocks:
+            break
+        block, n_blocks = new_block, m
+    if n_blocks == n:
+        return table, accepting, start
+    # renumber blocks in order of first appearance from the start state (BFS) for locality
+    rep = np.zeros(n_blocks, dtype=np.int64)
+    rep[block[::-1]] = np.arange(n)[::-1]
+    ext = np.append(block, -1)
+    new_table = ext[table[rep]].astype(np.int32)
+    new_acc = accepting[rep]
+    return new_table, new_acc, int(block[start])
+
+
+def _merge_classes(
+    table: npt.NDArray[np.int32], classes: npt.NDArray[np.int32]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+    """Merge byte classes with identical columns."""
+    if table.shape[0] == 0:
+        return table, classes
+    _, first, inv = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+    # keep classes numbered in byte order
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    new_cls = rank[inv.reshape(-1)]
+    new_table = table[:, first[order]]
+    return np.ascontiguousarray(new_table, dtype=np.int32), new_cls[classes].astype(np.int32)
+
+
+def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """Compile a regex to a minimal byte-level DFA (``re.fullmatch`` semantics on UTF-8 bytes).
+
+    Args:
+        pattern: The regular expression (Python ``re`` syntax; no lookarounds, backreferences
+            or inline flags).
+        max_states: Limit on DFA states; a larger automaton raises instead of using unbounded
+            time and memory.
+
+    Raises:
+        InvalidConstraintError: The regex is invalid or unsupported (the message names the
+            position), matches nothing, or needs more than ``max_states`` states.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
+    ast = _Parser(pattern).parse()
+    nfa = _NFA()
+    start, final = nfa.build(ast)
+    table, accepting, classes = _subset(nfa, start, final, max_states, pattern)
+    table, accepting, s0 = _prune(table, accepting, 0)
+    if s0 < 0:
+        raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
+    table, accepting, s0 = _minimize(table, accepting, s0)
+    table, classes = _merge_classes(table, classes)
+    full = np.ascontiguousarray(table[:, classes], dtype=np.int32)
+    return ByteDFA(
+        start=s0,
+        transitions=full,
+        accepting=np.ascontiguousarray(accepting, dtype=bool),
+        byte_classes=classes,
+        class_transitions=table,
+        pattern=pattern,
+    )

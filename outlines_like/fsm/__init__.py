@@ -9,14 +9,26 @@ m.fill_bitmask(out); m.advance(token_id)
 """
 
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
+from outlines_like.fsm.compile import clear_caches, compile_constraint
+from outlines_like.fsm.index import TokenIndex, TokenTable, token_table, walk_tokens
+from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled, RegexMatcher
 from outlines_like.fsm.regex_dfa import ByteDFA, compile_regex
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
     "ByteDFA",
     "Compiled",
+    "FreeTextCompiled",
     "Matcher",
+    "RegexCompiled",
+    "RegexMatcher",
     "RejectedTokenError",
+    "TokenIndex",
+    "TokenTable",
     "Vocabulary",
+    "clear_caches",
+    "compile_constraint",
     "compile_regex",
+    "token_table",
+    "walk_tokens",
 ]

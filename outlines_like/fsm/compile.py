@@ -1,0 +1,222 @@
+"""``compile_constraint``: any output type -> a compiled constraint, with in-memory and disk caches.
+
+Regex-shaped types (``Regex``, predefined types, ``int``, ``Literal``, ``Enum``, JSON Schema ...)
+go through :func:`outlines_like.types.to_regex` and the byte DFA; grammars (``CFG``) and any
+JSON object (``dict``) go to :func:`outlines_like.fsm.grammar.compile_grammar`; free text
+(``None``, ``str``) allows every text token.
+
+Caches:
+
+* the byte DFA of a regex, per (regex, ``max_states``), in memory (the vocabulary plays no
+  part in it);
+* the compiled constraint, per (constraint, vocabulary hash), in memory, so repeated compiles
+  reuse the per-state token rows already computed;
+* optionally the byte DFA on disk, as ``.npz`` files under ``cache_dir=`` or the
+  ``OUTLINES_LIKE_CACHE_DIR`` environment variable (off by default).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import importlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.fsm._protocols import Compiled
+from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled
+from outlines_like.fsm.regex_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_regex
+from outlines_like.fsm.vocabulary import Vocabulary
+from outlines_like.types import CFG, JsonObject, to_regex, to_term
+
+__all__ = ["CACHE_DIR_ENV", "clear_caches", "compile_constraint", "compile_regex_cached"]
+
+CACHE_DIR_ENV = "OUTLINES_LIKE_CACHE_DIR"
+_DISK_FORMAT = "ol-bytedfa-v1"
+_MAX_COMPILED = 128
+_MAX_DFAS = 512
+
+# A JSON value grammar for ``dict`` output (any JSON object), in Lark syntax.
+JSON_OBJECT_GRAMMAR = r"""
+start: object
+?value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+
+_lock = threading.Lock()
+_compiled: collections.OrderedDict[tuple[Any, ...], Compiled] = collections.OrderedDict()
+_dfas: collections.OrderedDict[tuple[str, int], ByteDFA] = collections.OrderedDict()
+
+
+def clear_caches() -> None:
+    """Empty the in-memory caches (DFAs and compiled constraints)."""
+    with _lock:
+        _compiled.clear()
+        _dfas.clear()
+
+
+def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:
+    with _lock:
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
+
+
+def _lru_put(cache: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    with _lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > limit:
+            cache.popitem(last=False)
+
+
+def _disk_path(cache_dir: Path, pattern: str, max_states: int) -> Path:
+    digest = hashlib.sha256(f"{_DISK_FORMAT}\0{max_states}\0{pattern}".encode()).hexdigest()
+    return cache_dir / f"dfa-{digest[:32]}.npz"
+
+
+def _load_dfa(path: Path, pattern: str) -> ByteDFA | None:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["pattern"]) != pattern or str(data["format"]) != _DISK_FORMAT:
+                return None
+            classes = data["byte_classes"].astype(np.int32)
+            class_t = data["class_transitions"].astype(np.int32)
+            return ByteDFA(
+                start=int(data["start"]),
+                transitions=np.ascontiguousarray(class_t[:, classes]),
+                accepting=data["accepting"].astype(bool),
+                byte_classes=classes,
+                class_transitions=class_t,
+                pattern=pattern,
+            )
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _save_dfa(path: Path, dfa: ByteDFA) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
+        np.savez(
+            tmp,
+            format=np.array(_DISK_FORMAT),
+            pattern=np.array(dfa.pattern),
+            start=np.array(dfa.start),
+            accepting=dfa.accepting,
+            byte_classes=dfa.byte_classes,
+            class_transitions=dfa.class_transitions,
+        )
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only or full disk only costs the cache
+
+
+def compile_regex_cached(
+    pattern: str, *, max_states: int = DEFAULT_MAX_STATES, cache_dir: str | Path | None = None
+) -> ByteDFA:
+    """Return :func:`compile_regex` of ``pattern``, from the memory (and disk) cache if present.
+
+    Args:
+        pattern: The regex.
+        max_states: DFA size limit.
+        cache_dir: Folder of the on-disk cache; ``None`` reads ``OUTLINES_LIKE_CACHE_DIR``
+            (unset: no disk cache).
+    """
+    key = (pattern, max_states)
+    dfa: ByteDFA | None = _lru_get(_dfas, key)
+    if dfa is not None:
+        return dfa
+    folder = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
+    path = _disk_path(Path(folder), pattern, max_states) if folder else None
+    if path is not None and path.exists():
+        dfa = _load_dfa(path, pattern)
+    if dfa is None:
+        dfa = compile_regex(pattern, max_states=max_states)
+        if path is not None:
+            _save_dfa(path, dfa)
+    _lru_put(_dfas, key, dfa, _MAX_DFAS)
+    return dfa
+
+
+def _compile_grammar(cfg: CFG, vocab: Vocabulary) -> Compiled:
+    try:
+        grammar = importlib.import_module("outlines_like.fsm.grammar")
+    except ImportError as exc:
+        raise UnsupportedConstraintError(
+            "the local masker has no grammar path yet (outlines_like.fsm.grammar is missing)"
+        ) from exc
+    compiled = grammar.compile_grammar(cfg, vocab)
+    if not isinstance(compiled, Compiled):
+        raise TypeError(f"compile_grammar returned {type(compiled).__name__}, not a Compiled")
+    return compiled
+
+
+def compile_constraint(
+    output_type: object,
+    vocab: Vocabulary,
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+    cache_dir: str | Path | None = None,
+) -> Compiled:
+    """Compile any output type into a constraint over ``vocab``'s tokens.
+
+    Args:
+        output_type: What the output must be: ``None``/``str`` (free text), a term
+            (``Regex``, ``JsonSchema``, ``CFG``, ``Choice`` ...), a predefined type, or a Python
+            type the type system maps (``int``, ``bool``, ``Literal``, ``Enum``, pydantic
+            models, ``dict`` ...).
+        vocab: The model's vocabulary.
+        max_states: Limit on the regex DFA's size.
+        cache_dir: On-disk cache folder for DFAs (default: ``OUTLINES_LIKE_CACHE_DIR``, unset =
+            no disk cache).
+
+    Returns:
+        A :class:`Compiled`; ``.matcher()`` gives per-generation matchers. Results are cached
+        per (constraint, vocabulary hash).
+
+    Raises:
+        UnsupportedConstraintError: The type has no local constraint.
+        InvalidConstraintError: The regex, schema or grammar is invalid or too large.
+    """
+    if not isinstance(vocab, Vocabulary):
+        raise TypeError(
+            f"compile_constraint needs a Vocabulary, got {type(vocab).__name__}; build one with "
+            "Vocabulary(tokens, eos_token_ids) or Vocabulary.from_transformers(tokenizer)"
+        )
+    term = to_term(output_type)
+    key: tuple[Any, ...]
+    pattern = ""
+    if term is None:
+        key = ("free", vocab.hash)
+    elif isinstance(term, (CFG, JsonObject)):
+        key = ("cfg", term, vocab.hash)
+    else:
+        pattern = to_regex(term)
+        key = ("regex", pattern, max_states, vocab.hash)
+    cached: Compiled | None = _lru_get(_compiled, key)
+    if cached is not None:
+        return cached
+    compiled: Compiled
+    if term is None:
+        compiled = FreeTextCompiled(vocab)
+    elif isinstance(term, CFG):
+        compiled = _compile_grammar(term, vocab)
+    elif isinstance(term, JsonObject):
+        compiled = _compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab)
+    else:
+        dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
+        compiled = RegexCompiled(dfa, vocab)
+    _lru_put(_compiled, key, compiled, _MAX_COMPILED)
+    return compiled

@@ -1,0 +1,166 @@
+"""What every adapter shares: dispatch on the kind of term, caching, and the error messages."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.types import (
+    CFG,
+    Alternatives,
+    Choice,
+    JsonObject,
+    JsonSchema,
+    Regex,
+    Repeat,
+    Sequence,
+    String,
+    Term,
+    to_regex,
+)
+
+__all__ = [
+    "DISPLAY_NAMES",
+    "GRAMMAR_SERVERS",
+    "REGEX_SERVERS",
+    "BaseAdapter",
+    "grammars",
+    "unsupported",
+]
+
+REGEX_SERVERS = "sglang, vllm, llamacpp, tgi (chat)"
+GRAMMAR_SERVERS = "sglang, vllm, llamacpp"
+DISPLAY_NAMES: dict[str, str] = {
+    "sglang": "SGLang",
+    "vllm": "vLLM",
+    "llamacpp": "llama.cpp's server",
+    "openai": "OpenAI",
+    "tgi": "TGI",
+    "ollama": "Ollama",
+    "generic": "an OpenAI-compatible server of unknown kind",
+}
+_REGEX_TERMS = (Regex, String, Choice, Sequence, Alternatives, Repeat)
+_ENDPOINTS = ("chat", "completions")
+
+
+def unsupported(server: str, what: str, instead: str) -> UnsupportedConstraintError:
+    """Build the error for a constraint ``server`` cannot enforce, saying what would work."""
+    return UnsupportedConstraintError(f"{server} cannot enforce {what}; {instead}")
+
+
+class BaseAdapter:
+    """Dispatch a term to ``regex`` / ``json_schema`` / ``json_object`` / ``grammar`` methods.
+
+    Subclasses override the methods for what their server takes; the defaults raise
+    ``UnsupportedConstraintError``. Results are cached per (adapter, term, endpoint): each call
+    returns fresh top-level dicts, but nested values (schemas) are shared and must be treated
+    as read-only.
+    """
+
+    kind: ServerKind
+
+    # --- what subclasses override -------------------------------------------------------
+    def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
+        """Fields for text matching ``pattern`` (``term`` is the regex-shaped term)."""
+        raise unsupported(
+            self._label(endpoint),
+            f"a regular expression (from {_term_label(term)})",
+            "wrap the value in a JSON Schema output type (a pydantic model, dataclass or "
+            f"TypedDict with one field), or use a server that takes regex: {REGEX_SERVERS}",
+        )
+
+    def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
+        """Fields for JSON valid under ``term.schema``."""
+        raise unsupported(
+            self._label(endpoint),
+            "a JSON Schema",
+            "use the chat endpoint, or a server that takes JSON Schema there: sglang, vllm, "
+            "llamacpp",
+        )
+
+    def json_object(self, term: JsonObject, endpoint: Endpoint) -> ConstraintFields:
+        """Fields for any JSON object."""
+        raise unsupported(
+            self._label(endpoint),
+            "'any JSON object' (the dict output type)",
+            "use the chat endpoint, or a server that takes it there: sglang, vllm, llamacpp",
+        )
+
+    def grammar(self, term: CFG, endpoint: Endpoint) -> ConstraintFields:
+        """Fields for text in the context-free grammar ``term``."""
+        raise unsupported(
+            self._label(endpoint),
+            "a context-free grammar (CFG)",
+            f"use a server that takes grammars: {GRAMMAR_SERVERS}; or a regex / JSON Schema "
+            "output type when the language allows it",
+        )
+
+    # --- the protocol ----------------------------------------------------------------------
+    def constraint_fields(self, term: Term | None, *, endpoint: Endpoint) -> ConstraintFields:
+        """Return the request fields that make the server enforce ``term``.
+
+        Raises:
+            UnsupportedConstraintError: this server cannot enforce ``term`` on ``endpoint``.
+            InvalidConstraintError: the term's regex, schema or grammar is wrong.
+        """
+        if term is None:
+            return {}
+        if endpoint not in _ENDPOINTS:
+            raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
+        cached = self._cached_fields(term, endpoint)
+        return _fresh(cached)
+
+    @functools.lru_cache(maxsize=1024)  # noqa: B019 - adapters are few, frozen and hashable
+    def _cached_fields(self, term: Term, endpoint: Endpoint) -> ConstraintFields:
+        if isinstance(term, _REGEX_TERMS):
+            return self.regex(to_regex(term), term, endpoint)
+        if isinstance(term, JsonSchema):
+            return self.json_schema(term, endpoint)
+        if isinstance(term, JsonObject):
+            return self.json_object(term, endpoint)
+        if isinstance(term, CFG):
+            return self.grammar(term, endpoint)
+        raise UnsupportedConstraintError(
+            f"{self.kind}: no request fields for the term {term!r}; expected a Regex, String, "
+            "Choice, Sequence, Alternatives, Repeat, JsonSchema, JsonObject or CFG"
+        )
+
+    def _label(self, endpoint: Endpoint) -> str:
+        path = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
+        return f"{DISPLAY_NAMES[self.kind]} (server '{self.kind}', {path})"
+
+
+def _term_label(term: Term) -> str:
+    if isinstance(term, Regex):
+        return "a Regex or a type such as int, float, bool, date"
+    if isinstance(term, Choice):
+        return "a Literal / Enum / Choice"
+    return f"a {type(term).__name__} term"
+
+
+def _fresh(fields: ConstraintFields) -> ConstraintFields:
+    """Copy the top two levels so callers may update the dicts they get."""
+    out: ConstraintFields = {}
+    if "response_format" in fields:
+        out["response_format"] = _copy_format(fields["response_format"])
+    if "extra_body" in fields:
+        out["extra_body"] = {
+            k: (dict(v) if isinstance(v, dict) else v) for k, v in fields["extra_body"].items()
+        }
+    return out
+
+
+def _copy_format(fmt: Any) -> Any:
+    copied = dict(fmt)
+    if isinstance(copied.get("json_schema"), dict):
+        copied["json_schema"] = dict(copied["json_schema"])
+    return copied
+
+
+def grammars() -> Any:
+    """The grammar converters (``outlines_like.types.grammars``), imported on first use."""
+    import importlib
+
+    return importlib.import_module("outlines_like.types.grammars")

@@ -1,0 +1,48 @@
+"""llama.cpp's ``llama-server``: ``grammar`` (GBNF) and ``json_schema`` in the body.
+
+The server ignores ``response_format`` on ``/v1/completions`` (HTTP 200, no constraint), so
+schemas always go as the top-level ``json_schema`` field, which both endpoints read. On
+``/v1/completions`` that field is compiled by LLGuidance with flexible whitespace; the compact
+default asks for ``x-guidance: {"whitespace_flexible": false}`` inside the schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from outlines_like.adapters._common import BaseAdapter, grammars
+from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.types import CFG, JsonObject, JsonSchema, Term
+
+__all__ = ["LlamaCppAdapter"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaCppAdapter(BaseAdapter):
+    """The llama.cpp server dialect."""
+
+    kind: ServerKind = dataclasses.field(default="llamacpp", init=False)
+
+    def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
+        """``grammar``: the regex converted to GBNF."""
+        return {"extra_body": {"grammar": grammars().regex_to_gbnf(pattern)}}
+
+    def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
+        """``json_schema``; compact whitespace asked of LLGuidance on completions."""
+        schema = term.schema
+        if endpoint == "completions" and term.whitespace_pattern is None:
+            schema = {"x-guidance": {"whitespace_flexible": False}, **schema}
+        return {"extra_body": {"json_schema": schema}}
+
+    def json_object(self, term: JsonObject, endpoint: Endpoint) -> ConstraintFields:
+        """``response_format`` json_object on chat; an object ``json_schema`` on completions."""
+        if endpoint == "completions":
+            return {"extra_body": {"json_schema": {"type": "object"}}}
+        return {"response_format": {"type": "json_object"}}
+
+    def grammar(self, term: CFG, endpoint: Endpoint) -> ConstraintFields:
+        """``grammar``: GBNF as given, Lark converted."""
+        text = (
+            term.definition if term.syntax == "ebnf" else grammars().lark_to_gbnf(term.definition)
+        )
+        return {"extra_body": {"grammar": text}}

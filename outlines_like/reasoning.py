@@ -1,15 +1,633 @@
-"""Reasoning: split a model's thinking from its answer."""
+"""Reasoning: split a model's thinking from its answer, in whole texts, streams and token ids.
+
+Servers report reasoning in several ways, all handled here:
+
+- a separate message field: ``message.reasoning`` (vLLM >= 0.11, Ollama's ``/v1``),
+  ``message.reasoning_content`` (SGLang, llama.cpp, older vLLM, DeepSeek), ``message.thinking``
+  (Ollama's native API);
+- ``<think>...</think>`` at the start of the text (a server without a reasoning parser);
+- a lone ``</think>`` when the chat template already opened the tag in the prompt
+  (DeepSeek-R1, Qwen3 thinking templates);
+- the same in streams, where a tag may be split across chunks (:class:`ReasoningStream`);
+- token ids on the server side (:class:`ReasoningTokenParser`).
+
+The text rules, shared by :func:`split_reasoning` and :class:`ReasoningStream` (their results
+agree for any split of the text into chunks):
+
+1. Text whose first non-blank characters are ``<think>``: the reasoning runs to the first
+   ``</think>`` (or to the end when the tag is never closed: the model was cut while thinking).
+2. Otherwise, the first ``</think>`` ends a reasoning that the template opened: everything
+   before it is reasoning.
+3. Otherwise there is no reasoning and the text is the answer, unchanged.
+
+Reasoning taken from tags is stripped of surrounding blanks, and the answer after a
+reasoning block loses its leading blanks. Reasoning from a server field is kept as sent.
+"""
 
 from __future__ import annotations
 
-__all__ = ["split_reasoning"]
+import dataclasses
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+__all__ = [
+    "THINK_END",
+    "THINK_START",
+    "ReasoningRecoveredWarning",
+    "ReasoningSpan",
+    "ReasoningStream",
+    "ReasoningTokenParser",
+    "ThinkingConstrainedWarning",
+    "model_thinks",
+    "reasoning_from_message",
+    "split_reasoning",
+    "warn_if_thinking_unconstrained",
+]
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+"""Message fields that hold reasoning, in the order they are read."""
 
 
-def split_reasoning(text: str) -> tuple[str | None, str]:
-    """Return ``(reasoning, answer)``; reasoning is ``None`` when there is none."""
-    start, end = "<think>", "</think>"
-    if end not in text:
-        return None, text
-    head, _, answer = text.partition(end)
-    reasoning = head.split(start, 1)[1] if start in head else head
-    return reasoning.strip(), answer.lstrip()
+class ReasoningRecoveredWarning(UserWarning):
+    """The answer was found in a reasoning field (a known server bug) and moved back.
+
+    Seen with vLLM's and LM Studio's reasoning parsers when thinking is disabled or the
+    output is constrained: ``content`` is empty and the whole answer sits in
+    ``reasoning_content``.
+    """
+
+
+class ThinkingConstrainedWarning(UserWarning):
+    """A constraint will be enforced from the first token of a thinking model's output.
+
+    Without a reasoning parser on the server, the schema or regex also applies to the
+    model's ``<think>`` block, so the model cannot think: quality drops, silently.
+    """
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _first_end(text: str, end: str) -> int:
+    return text.find(end)
+
+
+def split_reasoning(
+    text: str,
+    *,
+    think_open: bool = False,
+    start: str = THINK_START,
+    end: str = THINK_END,
+) -> tuple[str | None, str]:
+    """Return ``(reasoning, answer)`` from a text that may hold a ``<think>`` block.
+
+    Args:
+        text: The model's text.
+        think_open: The chat template opened the reasoning tag in the prompt, so the text
+            starts inside the reasoning even without a ``</think>`` (cut while thinking).
+        start: The opening tag.
+        end: The closing tag.
+
+    Returns:
+        The reasoning (``None`` when there is none, or when it is empty) and the answer.
+    """
+    stripped = text.lstrip()
+    if stripped.startswith(start):
+        body = stripped[len(start) :]
+        i = _first_end(body, end)
+        if i < 0:
+            return body.strip() or None, ""
+        return body[:i].strip() or None, body[i + len(end) :].lstrip()
+    i = _first_end(text, end)
+    if i >= 0:
+        return text[:i].strip() or None, text[i + len(end) :].lstrip()
+    if think_open:
+        return text.strip() or None, ""
+    return None, text
+
+
+def _field(message: object, name: str) -> object:
+    """Read ``name`` from a dict, an SDK object, or an SDK object's ``model_extra``."""
+    if isinstance(message, Mapping):
+        return message.get(name)
+    value = getattr(message, name, None)
+    if value is None:
+        extra = getattr(message, "model_extra", None)
+        if isinstance(extra, Mapping):
+            value = extra.get(name)
+    return value
+
+
+def _text_field(message: object, name: str) -> str | None:
+    value = _field(message, name)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts: [{"type": "text", "text": ...}]
+        parts = [_field(p, "text") for p in value]
+        return "".join(p for p in parts if isinstance(p, str))
+    raise TypeError(
+        f"message field {name!r} should be a string, got {type(value).__name__}: {value!r:.80}"
+    )
+
+
+def _resolve(
+    field_reasoning: str | None,
+    content: str | None,
+    *,
+    finish_reason: str | None,
+    think_open: bool,
+    recover: bool,
+    has_tool_calls: bool = False,
+) -> tuple[str | None, str]:
+    """Combine a reasoning field and the content into ``(reasoning, answer)``.
+
+    This is the single place where the "answer in the reasoning field" bug is repaired, for
+    whole messages and for aggregated streams alike.
+    """
+    tag_reasoning, answer = split_reasoning(content or "", think_open=think_open)
+    field = field_reasoning or None
+    if (
+        recover
+        and field is not None
+        and tag_reasoning is None
+        and not answer.strip()
+        and not has_tool_calls
+        and finish_reason != "tool_calls"
+    ):
+        if THINK_END in field:
+            # The server's parser missed the end tag: the answer follows it.
+            inner, after = split_reasoning(field)
+            if after.strip():
+                warnings.warn(
+                    "the answer was inside the reasoning field after a '</think>' the server "
+                    "did not split; it was moved to the answer",
+                    ReasoningRecoveredWarning,
+                    stacklevel=3,
+                )
+                return inner, after
+        elif finish_reason != "length":
+            warnings.warn(
+                "the server returned an empty content and put the text in the reasoning "
+                "field (a known reasoning-parser bug, e.g. vLLM with thinking disabled or a "
+                "constrained output); it was used as the answer. Pass recover=False to keep it "
+                "as reasoning.",
+                ReasoningRecoveredWarning,
+                stacklevel=3,
+            )
+            return None, field
+    if field is not None and tag_reasoning is not None:
+        return field + "\n" + tag_reasoning, answer
+    return (field if field is not None else tag_reasoning), answer
+
+
+def reasoning_from_message(
+    message: object,
+    *,
+    finish_reason: str | None = None,
+    think_open: bool = False,
+    recover: bool = True,
+) -> tuple[str | None, str]:
+    """Return ``(reasoning, answer)`` from a chat message of any server.
+
+    Reads ``reasoning_content``, ``reasoning`` and ``thinking`` (attributes, pydantic
+    ``model_extra`` or dict keys), and splits ``<think>`` tags out of ``content``.
+
+    Args:
+        message: ``choice.message`` as an openai SDK object or a dict.
+        finish_reason: The choice's finish reason. With ``"length"`` an empty answer means
+            the model was cut while thinking, so the reasoning is never moved to the answer.
+        think_open: The template opened ``<think>`` in the prompt (see :func:`split_reasoning`).
+        recover: When ``content`` is empty, no tool call was made, the output was not cut,
+            and a reasoning field holds text (a known server bug), use that text as the
+            answer and warn with :class:`ReasoningRecoveredWarning`.
+
+    Returns:
+        The reasoning (``None`` when there is none) and the answer text (``""`` when none).
+
+    Raises:
+        TypeError: a field holds something that is not text.
+    """
+    field: str | None = None
+    for name in REASONING_FIELDS:
+        value = _text_field(message, name)
+        if value:
+            field = value
+            break
+    content = _text_field(message, "content")
+    return _resolve(
+        field,
+        content,
+        finish_reason=finish_reason,
+        think_open=think_open,
+        recover=recover,
+        has_tool_calls=bool(_field(message, "tool_calls")),
+    )
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """Length of the longest end of ``text`` that is a proper prefix of ``tag``."""
+    for k in range(min(len(text), len(tag) - 1), 0, -1):
+        if tag.startswith(text[-k:]):
+            return k
+    return 0
+
+
+_State = Literal["start", "reasoning", "answer"]
+
+
+class ReasoningStream:
+    """Split a stream of text chunks into reasoning and answer deltas.
+
+    Each :meth:`feed` returns ``(reasoning_delta, answer_delta)``. Text that may be the start
+    of a tag (``"<thi"``), leading blanks before a possible ``<think>``, and trailing blanks of
+    the reasoning are held back until the next chunk decides; :meth:`finish` flushes them.
+    Deltas concatenate to what :func:`split_reasoning` returns for the whole text, whatever
+    the split, with one exception: when ``think_open`` is ``False`` and a lone ``</think>``
+    arrives, the text before it was already sent as answer. The totals (:attr:`reasoning`,
+    :attr:`answer`) are then corrected; pass ``think_open=True`` when the template opens the
+    tag to get correct deltas too.
+
+    Example:
+        >>> s = ReasoningStream()
+        >>> s.feed("<thi"), s.feed("nk>hmm</th"), s.feed("ink> 42"), s.finish()
+        (('', ''), ('hmm', ''), ('', '42'), ('', ''))
+    """
+
+    def __init__(
+        self, *, think_open: bool = False, start: str = THINK_START, end: str = THINK_END
+    ) -> None:
+        self._start, self._end = start, end
+        self._think_open = think_open
+        self._state: _State = "start"
+        self._buf = ""
+        self._ws = ""  # blanks held at the end of the reasoning
+        self._reasoning_begun = False  # leading blanks of tag reasoning are dropped
+        self._after_reasoning = False  # the answer follows a reasoning block: lstrip it
+        self._answer_begun = False
+        self._field_parts: list[str] = []
+        self._tag_parts: list[str] = []
+        self._answer_parts: list[str] = []
+        self._finished = False
+
+    @property
+    def reasoning(self) -> str | None:
+        """All reasoning so far (server field first, then tag reasoning), or ``None``."""
+        field = "".join(self._field_parts)
+        tag = "".join(self._tag_parts)
+        if field and tag:
+            return field + "\n" + tag
+        return field or tag or None
+
+    @property
+    def answer(self) -> str:
+        """All answer text so far."""
+        return "".join(self._answer_parts)
+
+    @property
+    def field_reasoning(self) -> str | None:
+        """Reasoning received through the server's reasoning field only."""
+        return "".join(self._field_parts) or None
+
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the text is inside a reasoning block now."""
+        return self._state == "reasoning"
+
+    def feed(self, text: str | None = "", *, reasoning: str | None = None) -> tuple[str, str]:
+        """Take one chunk of content (and/or of a server's reasoning field).
+
+        Args:
+            text: The content delta (may hold ``<think>`` tags, whole or split).
+            reasoning: The reasoning-field delta (``delta.reasoning`` or
+                ``delta.reasoning_content``), passed through unchanged.
+
+        Returns:
+            ``(reasoning_delta, answer_delta)``, either possibly empty.
+        """
+        if self._finished:
+            raise RuntimeError("ReasoningStream.feed() after finish(); make a new stream")
+        r_out: list[str] = []
+        if reasoning:
+            self._field_parts.append(reasoning)
+            r_out.append(reasoning)
+        a_out: list[str] = []
+        if text:
+            self._buf += text
+            self._run(r_out, a_out, final=False)
+        return "".join(r_out), "".join(a_out)
+
+    def finish(self) -> tuple[str, str]:
+        """Flush held-back text at the end of the stream."""
+        r_out: list[str] = []
+        a_out: list[str] = []
+        if not self._finished:
+            self._run(r_out, a_out, final=True)
+            self._finished = True
+        return "".join(r_out), "".join(a_out)
+
+    # -- internals
+
+    def _emit_reasoning(self, text: str, out: list[str], *, closing: bool) -> None:
+        if not self._reasoning_begun:
+            text = text.lstrip()
+            if not text:
+                return
+            self._reasoning_begun = True
+        text = self._ws + text
+        if closing:
+            text = text.rstrip()
+            self._ws = ""
+        else:
+            body = text.rstrip()
+            self._ws = text[len(body) :]
+            text = body
+        if text:
+            out.append(text)
+            self._tag_parts.append(text)
+
+    def _emit_answer(self, text: str, out: list[str]) -> None:
+        if self._after_reasoning and not self._answer_begun:
+            text = text.lstrip()
+        if text:
+            self._answer_begun = True
+            out.append(text)
+            self._answer_parts.append(text)
+
+    def _run(self, r_out: list[str], a_out: list[str], *, final: bool) -> None:
+        start, end = self._start, self._end
+        while True:
+            buf = self._buf
+            if self._state == "start":
+                head = buf.lstrip()
+                if head.startswith(start):
+                    self._buf = head[len(start) :]
+                    self._state = "reasoning"
+                    continue
+                if not final and start.startswith(head):  # blanks, or a prefix of the tag
+                    return
+                self._state = "reasoning" if self._think_open else "answer"
+                continue
+            if self._state == "reasoning":
+                i = buf.find(end)
+                if i >= 0:
+                    self._emit_reasoning(buf[:i], r_out, closing=True)
+                    self._buf = buf[i + len(end) :]
+                    self._state = "answer"
+                    self._after_reasoning = True
+                    continue
+                if final:
+                    self._emit_reasoning(buf, r_out, closing=True)
+                    self._buf = ""
+                    return
+                k = _partial_suffix(buf, end)
+                self._emit_reasoning(buf[: len(buf) - k], r_out, closing=False)
+                self._buf = buf[len(buf) - k :]
+                return
+            # answer
+            if self._after_reasoning:
+                self._emit_answer(buf, a_out)
+                self._buf = ""
+                return
+            i = buf.find(end)
+            if i >= 0:
+                # A lone end tag: everything so far was reasoning the template opened.
+                before = "".join(self._answer_parts) + buf[:i]
+                self._answer_parts.clear()
+                self._emit_reasoning(before, r_out, closing=True)
+                self._buf = buf[i + len(end) :]
+                self._after_reasoning = True
+                continue
+            k = 0 if final else _partial_suffix(buf, end)
+            self._emit_answer(buf[: len(buf) - k], a_out)
+            self._buf = buf[len(buf) - k :]
+            return
+
+
+# --------------------------------------------------------------------------- token ids
+
+
+@dataclasses.dataclass(frozen=True)
+class ReasoningSpan:
+    """Where the reasoning lies in one chunk of token ids (slice bounds into the chunk).
+
+    Attributes:
+        start: First reasoning token (tags excluded).
+        end: One past the last reasoning token (tags excluded).
+        outer_start: First token of the reasoning with its tags.
+        outer_end: One past the reasoning with its tags; answer tokens start here
+            (when the reasoning ended in this chunk).
+    """
+
+    start: int
+    end: int
+    outer_start: int
+    outer_end: int
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the chunk holds no reasoning token and no tag."""
+        return self.outer_start == self.outer_end
+
+
+class ReasoningTokenParser:
+    """Server-side reasoning parser over token ids, fed chunk by chunk.
+
+    Constructed with the ids of the think-start and think-end tokens (both single special
+    tokens in Qwen3, DeepSeek-R1, QwQ). :meth:`stream` returns the reasoning span of each
+    chunk and whether reasoning continues after it; tokens before ``outer_start`` and after
+    ``outer_end`` are answer tokens. Only the first reasoning block counts: a think tag later
+    in the answer is answer text.
+
+    Args:
+        think_start_id: Token id of ``<think>``; ``None`` when the model never emits it.
+        think_end_id: Token id of ``</think>``.
+        think_open: The prompt already opened the reasoning (the template ends with
+            ``<think>``), so the output starts inside it.
+    """
+
+    def __init__(
+        self, think_start_id: int | None, think_end_id: int, *, think_open: bool = False
+    ) -> None:
+        if not isinstance(think_end_id, int) or (
+            think_start_id is not None and not isinstance(think_start_id, int)
+        ):
+            raise TypeError(
+                "ReasoningTokenParser takes integer token ids; use "
+                "ReasoningTokenParser.from_tokenizer(tokenizer) to look them up"
+            )
+        self.think_start_id = think_start_id
+        self.think_end_id = think_end_id
+        self.think_open = think_open
+        self.reset()
+
+    @classmethod
+    def from_tokenizer(
+        cls,
+        tokenizer: object,
+        *,
+        start: str = THINK_START,
+        end: str = THINK_END,
+        think_open: bool = False,
+    ) -> ReasoningTokenParser:
+        """Look the tag ids up in a tokenizer with ``convert_tokens_to_ids`` (transformers).
+
+        Raises:
+            ValueError: the tokenizer has no single token for the end tag.
+        """
+        convert = getattr(tokenizer, "convert_tokens_to_ids", None)
+        if convert is None:
+            raise TypeError("from_tokenizer needs a tokenizer with convert_tokens_to_ids()")
+        unk = getattr(tokenizer, "unk_token_id", None)
+
+        def lookup(tag: str) -> int | None:
+            tid = convert(tag)
+            return tid if isinstance(tid, int) and tid != unk else None
+
+        end_id = lookup(end)
+        if end_id is None:
+            raise ValueError(
+                f"the tokenizer has no single token for {end!r}: not a reasoning model?"
+            )
+        return cls(lookup(start), end_id, think_open=think_open)
+
+    def reset(self) -> None:
+        """Forget the stream: the next :meth:`stream` starts a new output."""
+        self._state: _State = "reasoning" if self.think_open else "start"
+
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the output is inside the reasoning now (or may still start it)."""
+        return self._state != "answer"
+
+    def stream(self, token_ids: Sequence[int]) -> tuple[ReasoningSpan, bool]:
+        """Take the next chunk of generated ids.
+
+        Returns:
+            The chunk's reasoning span and whether reasoning continues after the chunk.
+        """
+        n = len(token_ids)
+        if self._state == "answer":
+            return ReasoningSpan(n, n, n, n), False
+        i = 0
+        outer_start = 0
+        if self._state == "start":
+            if n == 0:
+                return ReasoningSpan(0, 0, 0, 0), True
+            if token_ids[0] == self.think_start_id:
+                i = 1
+                self._state = "reasoning"
+            else:
+                self._state = "answer"
+                return ReasoningSpan(0, 0, 0, 0), False
+        start = i
+        for j in range(i, n):
+            if token_ids[j] == self.think_end_id:
+                self._state = "answer"
+                return ReasoningSpan(start, j, outer_start, j + 1), False
+        return ReasoningSpan(start, n, outer_start, n), True
+
+    def split(self, token_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Split one complete output into ``(reasoning_ids, answer_ids)`` (tags dropped).
+
+        Resets the parser first; the output is read as a whole.
+        """
+        self.reset()
+        span, _ = self.stream(token_ids)
+        ids = list(token_ids)
+        self.reset()
+        return ids[span.start : span.end], ids[: span.outer_start] + ids[span.outer_end :]
+
+
+# --------------------------------------------------------------------------- warnings
+
+_THINKING_NAME = re.compile(
+    r"deepseek-?r1|(?<![a-z])r1-distill|qwq|qwen3(?!.*instruct)|thinking|reason|gpt-oss|"
+    r"magistral|phi-4-(mini-)?reasoning|glm-4\.[5-9]|glm-z1|exaone-deep|skywork-or1|"
+    r"openthinker|marco-o1|(?<![a-z])o[134](-mini)?(?![a-z0-9])",
+    re.IGNORECASE,
+)
+
+
+def model_thinks(model_name: str | None) -> bool | None:
+    """Guess from its name whether a model emits reasoning before its answer.
+
+    Returns ``True`` for known reasoning families (DeepSeek-R1 and its distills, QwQ,
+    Qwen3 except the ``Instruct`` releases, ``*-Thinking``, gpt-oss, Magistral, o1/o3/o4...),
+    ``None`` when the name says nothing (the guess is a name match, not a fact).
+    """
+    if not model_name:
+        return None
+    return True if _THINKING_NAME.search(model_name) else None
+
+
+_PARSES_BEFORE_CONSTRAINING: dict[str, bool | None] = {
+    # The server applies constraints after the reasoning on its own.
+    "openai": True,
+    "ollama": True,  # `think` + `format`: the format applies to the answer (Ollama >= 0.9)
+    # Only when started with --reasoning-parser (vLLM, SGLang): we cannot see that.
+    "vllm": None,
+    "sglang": None,
+    "generic": None,
+    # No reasoning-aware constraining: the grammar starts at token 0.
+    "tgi": False,
+    "llamacpp": False,
+}
+
+
+def warn_if_thinking_unconstrained(
+    *,
+    server: str,
+    constrained: bool,
+    thinks: bool | None,
+    reasoning_parser: bool | None = None,
+    stacklevel: int = 2,
+) -> bool:
+    """Warn when a constraint would be applied to a thinking model from its first token.
+
+    A server without a reasoning parser enforces the regex or schema from token 0, so the
+    model's ``<think>`` block is forced into the schema too: the thinking silently vanishes.
+
+    Args:
+        server: The server kind (``"vllm"``, ``"sglang"``, ``"llamacpp"``, ``"tgi"``,
+            ``"ollama"``, ``"openai"``, ``"generic"``; ``"local"`` for our own masker).
+        constrained: Whether the request carries a constraint (regex, schema, grammar).
+        thinks: Whether the model reasons before answering (``None``: unknown; see
+            :func:`model_thinks`).
+        reasoning_parser: Whether the server runs a reasoning parser that delays the
+            constraint until the reasoning ends (vLLM and SGLang ``--reasoning-parser``, our
+            masker's reasoning-aware mode). ``None``: unknown, judged from ``server``.
+        stacklevel: Passed to :func:`warnings.warn`.
+
+    Returns:
+        Whether a :class:`ThinkingConstrainedWarning` was issued.
+    """
+    if not constrained or not thinks:
+        return False
+    parses = reasoning_parser
+    if parses is None:
+        parses = _PARSES_BEFORE_CONSTRAINING.get(server)
+    if parses:
+        return False
+    how = {
+        "vllm": "start vLLM with --reasoning-parser (e.g. qwen3, deepseek_r1)",
+        "sglang": "start SGLang with --reasoning-parser (e.g. qwen3, deepseek-r1)",
+        "llamacpp": "llama.cpp applies the grammar from the first token; disable thinking "
+        "(chat_template_kwargs={'enable_thinking': False}) or constrain in a second call",
+        "tgi": "TGI applies the grammar from the first token; disable thinking in the template",
+    }.get(server, "run the server with a reasoning parser, or disable thinking")
+    unknown = " (if it runs one, pass reasoning_parser=True)" if parses is None else ""
+    warnings.warn(
+        f"the model thinks, but the {server} server may enforce the constraint from the first "
+        f"token{unknown}: the reasoning would be forced into the output type and lost. "
+        f"To keep it: {how}.",
+        ThinkingConstrainedWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return True

@@ -1,0 +1,221 @@
+"""The grammar masker's lexer: one byte DFA per terminal, and their product per lexer context.
+
+A lexer context is the terminal set Lark's contextual lexer uses in one LALR state (the state's
+terminals plus the ``%ignore`` ones), in Lark's scanner order. Its :class:`ContextDFA` is the
+product of the terminals' DFAs: a state is live while any terminal can still match, and it
+records which terminal a lexeme ending there becomes (Lark's choice: the first terminal in
+scanner order that matches the whole lexeme, retyped to an equal string terminal, as Lark's
+``UnlessCallback`` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.fsm.regex_dfa import compile_regex
+
+__all__ = ["ContextDFA", "TerminalDFA", "build_context", "literal_dfa", "terminal_dfa"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TerminalDFA:
+    """One terminal's byte DFA; every state can reach an accepting one.
+
+    Attributes:
+        transitions: ``int32[n_states + 1, 256]``; row ``-1`` (the last) is the dead state,
+            all ``-1``, so that ``transitions[-1]`` needs no special case.
+        accepting: ``bool[n_states + 1]`` (the dead row is not accepting).
+        start: The start state.
+    """
+
+    transitions: npt.NDArray[np.int32]
+    accepting: npt.NDArray[np.bool_]
+    start: int
+
+
+def _with_dead_row(
+    transitions: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
+) -> TerminalDFA:
+    trans = np.vstack([transitions, np.full((1, 256), -1, dtype=np.int32)]).astype(np.int32)
+    acc = np.concatenate([accepting, np.zeros(1, dtype=np.bool_)])
+    return TerminalDFA(trans, acc, start)
+
+
+def literal_dfa(data: bytes) -> TerminalDFA:
+    """Return the DFA of exactly ``data`` (a chain of ``len(data) + 1`` states)."""
+    n = len(data) + 1
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    for i, byte in enumerate(data):
+        trans[i, byte] = i + 1
+    acc = np.zeros(n, dtype=np.bool_)
+    acc[-1] = True
+    return _with_dead_row(trans, acc, 0)
+
+
+_REGEX_SPECIALS = frozenset("\\.^$*+?{}[]|()-")
+
+
+def _escape(ch: str) -> str:
+    if ch in _REGEX_SPECIALS:
+        return "\\" + ch
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, ch)
+
+
+def terminal_dfa(name: str, kind: str, value: str, flags: Sequence[str]) -> TerminalDFA:
+    """Compile one Lark terminal to a byte DFA.
+
+    Args:
+        name: The terminal's name (for error messages).
+        kind: ``"str"`` (a literal) or ``"re"`` (a regex).
+        value: The literal text or the regex.
+        flags: Lark's pattern flags; ``i`` is supported on literals, none on regexes.
+
+    Raises:
+        UnsupportedConstraintError: A flag the byte DFA cannot express.
+        InvalidConstraintError: The regex does not compile.
+    """
+    flag_set = set(flags)
+    if kind == "str":
+        if not flag_set:
+            return literal_dfa(value.encode("utf-8"))
+        if flag_set == {"i"}:
+            parts = []
+            for ch in value:
+                variants = sorted({ch, ch.lower(), ch.upper()})
+                if len(variants) == 1:
+                    parts.append(_escape(ch))
+                else:
+                    parts.append("(" + "|".join(_escape(v) for v in variants) + ")")
+            dfa = compile_regex("".join(parts))
+            return _with_dead_row(dfa.transitions, dfa.accepting, dfa.start)
+    elif not flag_set:
+        dfa = compile_regex(value)
+        return _with_dead_row(dfa.transitions, dfa.accepting, dfa.start)
+    raise UnsupportedConstraintError(
+        f"grammar terminal {name} uses the regex flags {''.join(sorted(flag_set))!r}, which the "
+        "token masker does not support; write the pattern without flags (e.g. [aA] for /a/i)"
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ContextDFA:
+    """The product DFA of one lexer context.
+
+    State 0 is the start (no byte of the lexeme read yet); it is never accepting, since Lark
+    forbids zero-width terminals, and no transition leads back to it.
+
+    Attributes:
+        terminals: The context's terminal ids (global numbering).
+        transitions: ``int32[n_states, 256]``, ``-1`` = the lexeme cannot go on with that byte.
+        flat: ``transitions`` raveled, for :func:`~outlines_like.fsm._grammar_walk.walk`.
+        rows: ``transitions`` as Python lists (fast scalar lookups while advancing).
+        winner: ``int64[n_states]``: the terminal id a lexeme ending here becomes, or -1.
+        reach: ``bool[n_states, n_terminals_global]``: terminals a lexeme going through this
+            state can still become.
+    """
+
+    terminals: tuple[int, ...]
+    transitions: npt.NDArray[np.int32]
+    flat: npt.NDArray[np.int32]
+    rows: list[list[int]]
+    winner: npt.NDArray[np.int64]
+    reach: npt.NDArray[np.bool_]
+
+    @property
+    def n_states(self) -> int:
+        """Number of states."""
+        return int(self.transitions.shape[0])
+
+
+def build_context(
+    order: Sequence[int],
+    unless: Mapping[int, Sequence[int]],
+    dfas: Sequence[TerminalDFA],
+    n_terminals: int,
+) -> ContextDFA:
+    """Build the product DFA of a lexer context.
+
+    Args:
+        order: The scanner's terminals (global ids), in Lark's priority order.
+        unless: For a regex terminal, the string terminals a lexeme it matched is retyped to
+            when equal to one of them, in order (Lark's ``UnlessCallback``).
+        dfas: The DFA of every terminal, by global id.
+        n_terminals: Number of global terminal ids.
+    """
+    live = list(order)
+    tracked: list[int] = []
+    for targets in unless.values():
+        for t in targets:
+            if t not in tracked:
+                tracked.append(t)
+    comps = live + tracked
+    n_live = len(live)
+    comp_trans = [dfas[t].transitions for t in comps]
+    comp_acc = [dfas[t].accepting for t in comps]
+    unless_pos = {
+        live.index(t): [n_live + tracked.index(u) for u in targets]
+        for t, targets in unless.items()
+        if t in live
+    }
+
+    def label(tup: tuple[int, ...]) -> int:
+        for i in range(n_live):
+            if comp_acc[i][tup[i]]:
+                for j in unless_pos.get(i, ()):
+                    if comp_acc[j][tup[j]]:
+                        return comps[j]
+                return comps[i]
+        return -1
+
+    start_tuple = tuple(dfas[t].start for t in comps)
+    tuples: list[tuple[int, ...]] = [start_tuple]
+    index: dict[tuple[int, ...], int] = {}  # the start state is not in it: nothing returns there
+    rows: list[npt.NDArray[np.int32]] = []
+    k = 0
+    while k < len(tuples):
+        tup = tuples[k]
+        k += 1
+        block = np.stack([comp_trans[i][s] for i, s in enumerate(tup)])
+        live_bytes = np.flatnonzero((block[:n_live] >= 0).any(axis=0))
+        row = np.full(256, -1, dtype=np.int32)
+        if len(live_bytes):
+            cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
+            ids = np.empty(len(cols), dtype=np.int32)
+            for c, col in enumerate(cols):
+                key = tuple(int(x) for x in col)
+                sid = index.get(key)
+                if sid is None:
+                    sid = index[key] = len(tuples)
+                    tuples.append(key)
+                ids[c] = sid
+            row[live_bytes] = ids[inverse.reshape(-1)]
+        rows.append(row)
+    transitions = np.stack(rows).astype(np.int32)
+    n = len(tuples)
+    winner = np.array([label(t) for t in tuples], dtype=np.int64)
+    reach = np.zeros((n, n_terminals), dtype=np.bool_)
+    has = winner >= 0
+    reach[np.flatnonzero(has), winner[has]] = True
+    succ = [sorted(set(int(x) for x in r[r >= 0])) for r in rows]
+    changed = True
+    while changed:  # backward closure; contexts have tens of states
+        changed = False
+        for q in range(n - 1, -1, -1):
+            if succ[q]:
+                merged = reach[q] | reach[succ[q]].any(axis=0)
+                if not np.array_equal(merged, reach[q]):
+                    reach[q] = merged
+                    changed = True
+    return ContextDFA(
+        terminals=tuple(order),
+        transitions=transitions,
+        flat=np.ascontiguousarray(transitions.reshape(-1)),
+        rows=transitions.tolist(),
+        winner=winner,
+        reach=reach,
+    )

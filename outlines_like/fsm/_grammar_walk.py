@@ -1,0 +1,177 @@
+"""Vectorised walks of many (token, byte offset) pairs through one byte DFA (grammar masker).
+
+The grammar masker needs more than "does this token survive the DFA": where a token's bytes stop
+fitting the current lexeme, the lexeme may end there and the rest of the token starts a new one.
+:func:`walk` therefore reports, for every item, either the state it ends in (all bytes consumed)
+or the offset of the first byte with no transition and the state just before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from outlines_like.fsm.vocabulary import Vocabulary
+
+__all__ = ["TokenTable", "WalkResult", "token_table", "walk"]
+
+_CACHE_KEY = "fsm.grammar.token_table"
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TokenTable:
+    """The vocabulary's bytes laid out for column-wise numpy walks.
+
+    Attributes:
+        buf: Every token's bytes, concatenated (uint8).
+        starts: Offset of each token id in ``buf``.
+        lengths: Byte length of each token id; special and empty tokens count as 0 (never walked).
+        text_ids: The ids of the walkable tokens (non-special, non-empty), longest first.
+        size: Number of token ids.
+    """
+
+    buf: npt.NDArray[np.uint8]
+    starts: IntArray
+    lengths: IntArray
+    text_ids: IntArray
+    size: int
+
+
+def token_table(vocab: Vocabulary) -> TokenTable:
+    """Return the :class:`TokenTable` of ``vocab`` (built once, cached on the vocabulary)."""
+    cached = vocab._cache.get(_CACHE_KEY)
+    if isinstance(cached, TokenTable):
+        return cached
+    tokens = vocab.tokens
+    lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
+    starts = np.zeros(len(tokens), dtype=np.int64)
+    if len(tokens) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    # one spare byte so that a gather at the end of the buffer never goes out of range
+    buf = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8)
+    walk_lengths = lengths.copy()
+    if vocab.special_token_ids:
+        walk_lengths[np.fromiter(vocab.special_token_ids, dtype=np.int64)] = 0
+    ids = np.flatnonzero(walk_lengths > 0)
+    ids = ids[np.argsort(-walk_lengths[ids], kind="stable")]
+    table = TokenTable(buf, starts, walk_lengths, ids.astype(np.int64), len(tokens))
+    vocab._cache[_CACHE_KEY] = table
+    return table
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WalkResult:
+    """What :func:`walk` found for each item.
+
+    Attributes:
+        end_ids: Tokens whose remaining bytes were all consumed.
+        end_states: The state each of those ended in.
+        stop_ids: Tokens that hit a byte with no transition.
+        stop_offsets: The offset (in the token) of that byte.
+        stop_states: The state before that byte.
+    """
+
+    end_ids: IntArray
+    end_states: IntArray
+    stop_ids: IntArray
+    stop_offsets: IntArray
+    stop_states: IntArray
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def walk(
+    table: TokenTable,
+    flat_transitions: npt.NDArray[np.int32],
+    start: int,
+    ids: IntArray,
+    offsets: IntArray | None = None,
+    *,
+    presorted: bool = False,
+) -> WalkResult:
+    """Walk each token ``ids[i]`` from byte ``offsets[i]`` through a DFA, starting in ``start``.
+
+    Args:
+        table: The vocabulary's :class:`TokenTable`.
+        flat_transitions: The DFA's ``int32[n_states * 256]`` table (``-1`` = no transition).
+        start: The state every item starts in.
+        ids: Token ids (int64).
+        offsets: Byte offset to start from in each token (``None``: 0).
+        presorted: ``ids`` are already ordered by remaining length, longest first.
+
+    Returns:
+        The items split into those that consumed all their bytes and those that stopped.
+    """
+    starts = table.starts[ids]
+    if offsets is None:
+        base = starts
+        remaining = table.lengths[ids]
+    else:
+        base = starts + offsets
+        remaining = table.lengths[ids] - offsets
+    if not presorted:
+        order = np.argsort(-remaining, kind="stable")
+        ids, base, remaining, starts = ids[order], base[order], remaining[order], starts[order]
+    neg_remaining = -remaining
+    state = np.full(len(ids), start, dtype=np.int64)
+    end_ids: list[IntArray] = []
+    end_states: list[IntArray] = []
+    stop_ids: list[IntArray] = []
+    stop_offsets: list[IntArray] = []
+    stop_states: list[IntArray] = []
+    buf = table.buf
+    column = 0
+    while len(ids):
+        # items are ordered longest first, so the finished ones form the tail
+        cut = int(np.searchsorted(neg_remaining, -column, side="left"))
+        if cut < len(ids):
+            end_ids.append(ids[cut:])
+            end_states.append(state[cut:])
+            ids, base, neg_remaining, starts, state = (
+                ids[:cut],
+                base[:cut],
+                neg_remaining[:cut],
+                starts[:cut],
+                state[:cut],
+            )
+            if not cut:
+                break
+        byte = buf.take(base + column)
+        nxt = flat_transitions.take(state * 256 + byte).astype(np.int64)
+        dead = nxt < 0
+        if dead.any():
+            stop_ids.append(ids[dead])
+            stop_offsets.append(base[dead] + column - starts[dead])
+            stop_states.append(state[dead])
+            keep = ~dead
+            ids, base, neg_remaining, starts, nxt = (
+                ids[keep],
+                base[keep],
+                neg_remaining[keep],
+                starts[keep],
+                nxt[keep],
+            )
+        state = nxt
+        column += 1
+    return WalkResult(
+        _cat(end_ids),
+        _cat(end_states),
+        _cat(stop_ids),
+        _cat(stop_offsets),
+        _cat(stop_states),
+    )
+
+
+def _cat(parts: list[IntArray]) -> IntArray:
+    if not parts:
+        return _EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts)

@@ -1,0 +1,523 @@
+r"""Token masks for context-free grammars: Lark's LALR tables plus a byte-level contextual lexer.
+
+How it works:
+
+* The grammar (Lark syntax; EBNF/GBNF arrives converted by ``CFG.lark``) is built with
+  ``lark.Lark(..., parser="lalr")``. Its LALR table drives our own parser, which keeps only the
+  stack of LALR states (no values, no callbacks), so a parser configuration is a hashable tuple.
+* Lexing follows Lark's contextual lexer: in LALR state ``s`` the lexer knows only the terminals
+  of ``s`` plus the ``%ignore`` ones. Each such terminal set gets a product byte DFA
+  (:mod:`outlines_like.fsm._grammar_lexer`).
+* A matcher state is ``(LALR stack, lexer DFA state)``. The mask of a state is computed once, by
+  walking the whole vocabulary through the lexer DFA with numpy (:func:`~._grammar_walk.walk`);
+  tokens that run past the end of a lexeme continue, from the next byte, in the lexer of the
+  parser state the finished terminal leads to, and so on (a token may finish several terminals,
+  ``%ignore`` ones included). Masks are cached per state, so the steady state is a row copy.
+
+Lexing semantics (maximal munch without backtracking): a lexeme goes on as long as the next
+byte can extend it (some terminal of the context can still match); it ends only when the next
+byte cannot extend it, and then it must fully match a terminal. The terminal it becomes is
+Lark's choice: the first terminal in Lark's scanner order (priority, then longest possible
+match) matching the whole lexeme, retyped to an equal string terminal as Lark does for
+keywords. This is what Lark's lexer does on every input where its regex alternation finds the
+longest match, so the texts the matcher accepts parse with ``lark.Lark(grammar,
+parser="lalr")``. Where Lark's lexer would backtrack (a lexeme that runs into a dead end, such
+as ``1.`` followed by ``x`` for a number terminal ``[0-9]+(\.[0-9]+)?``), the matcher is
+stricter: it never splits a lexeme that could still grow. Terminal priorities order the
+choice between terminals matching the same lexeme; they never make a shorter lexeme win.
+
+Rejection contract: see :mod:`outlines_like.fsm._protocols` (``advance`` raises
+:class:`~outlines_like.fsm._protocols.RejectedTokenError` and leaves the state unchanged; EOS is
+allowed exactly when the text so far is a complete sentence; special tokens never are).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.fsm._grammar_lexer import ContextDFA, TerminalDFA, build_context, terminal_dfa
+from outlines_like.fsm._grammar_walk import TokenTable, token_table, walk
+from outlines_like.fsm._protocols import Compiled, RejectedTokenError
+from outlines_like.types import CFG
+
+if TYPE_CHECKING:
+    from outlines_like.fsm.vocabulary import Vocabulary
+
+__all__ = [
+    "JSON_OBJECT_GRAMMAR",
+    "CompiledGrammar",
+    "GrammarMatcher",
+    "compile_grammar",
+    "compile_json_object",
+]
+
+JSON_OBJECT_GRAMMAR = r"""
+start: object
+value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+"""Any JSON object (the ``dict`` output type), in Lark syntax; whitespace between tokens."""
+
+_COMPILED_KEY = "fsm.grammar.compiled"
+_MAX_CACHED_GRAMMARS = 32
+_MAX_CACHED_MASKS = 4096
+_END = "$END"
+
+Stack = tuple[int, ...]
+Row = npt.NDArray[np.int32]
+
+
+def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
+    """Compile a context-free grammar for a vocabulary.
+
+    Compiling builds the LALR tables only; token masks are computed lazily, per parser state,
+    and cached in the returned object. The result is cached on the vocabulary too, keyed by the
+    grammar text, so compiling the same grammar again is a dictionary lookup.
+
+    Args:
+        cfg: The grammar (``CFG``; EBNF is converted to Lark by ``cfg.lark``). Its start rule
+            is ``start``.
+        vocab: The model's vocabulary.
+
+    Returns:
+        An immutable :class:`CompiledGrammar`; ``.matcher()`` gives per-generation matchers.
+
+    Raises:
+        InvalidConstraintError: The grammar is malformed (Lark's message says where).
+        UnsupportedConstraintError: The grammar is not LALR(1) (a reduce/reduce conflict), or
+            uses a terminal feature the byte lexer lacks (regex flags).
+    """
+    if not isinstance(cfg, CFG):
+        raise TypeError(
+            f"compile_grammar takes a CFG, got {type(cfg).__name__}; wrap text in CFG()"
+        )
+    try:
+        text = cfg.lark
+    except ImportError as exc:  # the EBNF converter is an optional module
+        raise UnsupportedConstraintError(f"cannot convert this EBNF grammar: {exc}") from exc
+    cache: dict[str, CompiledGrammar] = vocab._cache.setdefault(_COMPILED_KEY, {})
+    compiled = cache.get(text)
+    if compiled is None:
+        compiled = CompiledGrammar(text, vocab)
+        if len(cache) >= _MAX_CACHED_GRAMMARS:
+            cache.pop(next(iter(cache)))
+        cache[text] = compiled
+    return compiled
+
+
+def compile_json_object(vocab: Vocabulary) -> CompiledGrammar:
+    """Compile :data:`JSON_OBJECT_GRAMMAR` (any JSON object) for a vocabulary."""
+    return compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab)
+
+
+def _build_lark(text: str) -> Any:
+    import lark
+
+    try:
+        return lark.Lark(text, parser="lalr", lexer="contextual", start="start")
+    except lark.exceptions.GrammarError as exc:
+        message = str(exc)
+        if "collision" in message.lower() or "conflict" in message.lower():
+            raise UnsupportedConstraintError(
+                f"the grammar is not LALR(1), which the token masker needs: {message.strip()}\n"
+                "Rewrite the rules so one token of lookahead decides each reduction (e.g. merge "
+                "alternatives that derive the same text, or inline a rule)."
+            ) from exc
+        raise InvalidConstraintError(f"invalid grammar: {message.strip()}") from exc
+    except lark.exceptions.LarkError as exc:
+        raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
+
+
+class _LALR:
+    """Lark's LALR(1) table as a stack machine over tuples of states (no values)."""
+
+    def __init__(self, parse_table: Any) -> None:
+        from lark.parsers.lalr_analysis import Shift
+
+        rule_ids: dict[int, int] = {}
+        self.rule_size: list[int] = []
+        self.rule_origin: list[str] = []
+        # action: >= 0 shift to that state; < 0 reduce by rule ~action
+        self.actions: dict[int, dict[str, int]] = {}
+        for state, table in parse_table.states.items():
+            row: dict[str, int] = {}
+            for symbol, (action, arg) in table.items():
+                if action is Shift:
+                    row[symbol] = int(arg)
+                else:
+                    rid = rule_ids.get(id(arg))
+                    if rid is None:
+                        rid = rule_ids[id(arg)] = len(self.rule_size)
+                        self.rule_size.append(len(arg.expansion))
+                        self.rule_origin.append(arg.origin.name)
+                    row[symbol] = ~rid
+            self.actions[int(state)] = row
+        self.start: int = int(parse_table.start_states["start"])
+        self.end: int = int(parse_table.end_states["start"])
+        self._feed: dict[tuple[Stack, str], Stack | None] = {}
+        self._accepts_end: dict[Stack, bool] = {}
+
+    def feed(self, stack: Stack, terminal: str) -> Stack | None:
+        """Return the stack after shifting ``terminal`` (reducing first), or None if an error."""
+        key = (stack, terminal)
+        try:
+            return self._feed[key]
+        except KeyError:
+            pass
+        result = self._run(stack, terminal)
+        self._feed[key] = result
+        return result
+
+    def accepts_end(self, stack: Stack) -> bool:
+        """Return whether the input may end here (``$END`` reduces to the accepting state)."""
+        result = self._accepts_end.get(stack)
+        if result is None:
+            result = self._accepts_end[stack] = self._run(stack, _END) is not None
+        return result
+
+    def _run(self, stack: Stack, terminal: str) -> Stack | None:
+        states = list(stack)
+        actions = self.actions
+        while True:
+            action = actions[states[-1]].get(terminal)
+            if action is None:
+                return None
+            if action >= 0:
+                if terminal == _END:
+                    return None
+                states.append(action)
+                return tuple(states)
+            rule = ~action
+            size = self.rule_size[rule]
+            if size:
+                del states[-size:]
+            goto = actions[states[-1]][self.rule_origin[rule]]
+            states.append(goto)
+            if terminal == _END and goto == self.end:
+                return tuple(states)
+
+
+class _StaticWalk:
+    """The stack-independent part of a state's mask: the whole vocabulary walked from it."""
+
+    __slots__ = ("end_ids", "end_states", "groups")
+
+    def __init__(self, context: ContextDFA, lex: int, table: TokenTable) -> None:
+        res = walk(table, context.flat, lex, table.text_ids, presorted=True)
+        self.end_ids = res.end_ids
+        self.end_states = res.end_states
+        self.groups = _group_stops(context, res.stop_ids, res.stop_offsets, res.stop_states)
+
+
+def _group_stops(
+    context: ContextDFA,
+    ids: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+    states: npt.NDArray[np.int64],
+) -> list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """Split the tokens that left the lexeme by the terminal it became (dropping the others)."""
+    if not len(ids):
+        return []
+    terms = context.winner[states]
+    groups = []
+    for term in np.unique(terms):
+        if term < 0:
+            continue
+        sel = terms == term
+        groups.append((int(term), ids[sel], offsets[sel]))
+    return groups
+
+
+class CompiledGrammar(Compiled):
+    """A grammar compiled for one vocabulary: LALR tables, lexer DFAs and the mask cache.
+
+    Immutable from the outside; masks fill in lazily (thread-safe under the GIL: a race only
+    computes the same row twice). Create with :func:`compile_grammar`.
+    """
+
+    def __init__(self, grammar: str, vocab: Vocabulary) -> None:
+        from lark.lexer import UnlessCallback
+
+        self._vocab = vocab
+        self.grammar = grammar
+        parser = _build_lark(grammar)
+        self._lark = parser
+        try:
+            parse_table = parser.parser.parser._parse_table
+            contextual = parser.parser.lexer
+            lark_terminals = list(parser.terminals)
+            ignore = set(parser.lexer_conf.ignore)
+        except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
+            raise UnsupportedConstraintError(
+                f"this lark version's parser internals are not supported: {exc}"
+            ) from exc
+        self._lalr = _LALR(parse_table)
+        self._unless_cls = UnlessCallback
+        self._contextual = contextual
+        self.terminal_names: list[str] = [t.name for t in lark_terminals]
+        self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
+        self._ignore_ids = frozenset(self._term_id[n] for n in ignore if n in self._term_id)
+        self._dfas: list[TerminalDFA] = []
+        for t in lark_terminals:
+            pattern = t.pattern
+            try:
+                dfa = terminal_dfa(t.name, pattern.type, pattern.value, tuple(pattern.flags))
+            except InvalidConstraintError as exc:
+                raise InvalidConstraintError(
+                    f"grammar terminal {t.name} ({pattern}): {exc}"
+                ) from exc
+            self._dfas.append(dfa)
+        self._table = token_table(vocab)
+        self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
+        self._eos_set = frozenset(vocab.eos_token_ids)
+        self._contexts: list[ContextDFA] = []
+        self._context_by_key: dict[tuple[object, ...], int] = {}
+        self._context_of_state: dict[int, int] = {}
+        self._static: dict[tuple[int, int], _StaticWalk] = {}
+        self._ok_terms: dict[tuple[Stack, int], npt.NDArray[np.bool_]] = {}
+        self._masks: dict[tuple[Stack, int], Row] = {}
+        self._steps: dict[tuple[Stack, int, int], tuple[Stack, int]] = {}
+        self.initial_stack: Stack = (self._lalr.start,)
+        self._finished_row = self._row_from_bool(np.zeros(self._table.size, dtype=np.bool_), True)
+
+    # ------------------------------------------------------------------ public
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The vocabulary the grammar was compiled for."""
+        return self._vocab
+
+    def matcher(self) -> GrammarMatcher:
+        """Return a fresh matcher at the start of the grammar."""
+        return GrammarMatcher(self)
+
+    def accepts_text(self, data: bytes) -> bool:
+        """Return whether ``data`` is a complete sentence under the matcher's lexing semantics.
+
+        A byte-level check without the vocabulary (tests and debugging).
+        """
+        state: tuple[Stack, int] | None = (self.initial_stack, 0)
+        for byte in data:
+            if state is None:
+                return False
+            state = self._step_byte(state[0], state[1], byte)
+        return state is not None and self._eos_ok(state[0], state[1])
+
+    # --------------------------------------------------------------- contexts
+    def _context_id(self, parser_state: int) -> int:
+        cid = self._context_of_state.get(parser_state)
+        if cid is not None:
+            return cid
+        lexer = self._contextual.lexers[parser_state]
+        scanner = lexer.scanner
+        order = tuple(self._term_id[t.name] for t in scanner.terminals)
+        unless: dict[int, tuple[int, ...]] = {}
+        for name, callback in lexer.callback.items():
+            if isinstance(callback, self._unless_cls):
+                unless[self._term_id[name]] = tuple(
+                    self._term_id[t.name] for t in callback.scanner.terminals
+                )
+        key = (order, tuple(sorted(unless.items())))
+        cid = self._context_by_key.get(key)
+        if cid is None:
+            cid = len(self._contexts)
+            self._contexts.append(build_context(order, unless, self._dfas, len(self._dfas)))
+            self._context_by_key[key] = cid
+        self._context_of_state[parser_state] = cid
+        return cid
+
+    def _context(self, stack: Stack) -> ContextDFA:
+        return self._contexts[self._context_id(stack[-1])]
+
+    # ------------------------------------------------------------------ parser
+    def _after(self, stack: Stack, term: int) -> Stack | None:
+        if term in self._ignore_ids:
+            return stack
+        return self._lalr.feed(stack, self.terminal_names[term])
+
+    def _viable(self, stack: Stack, cid: int) -> npt.NDArray[np.bool_]:
+        """Per lexer state of context ``cid``: can the lexeme become a terminal the parser takes."""
+        key = (stack, cid)
+        viable = self._ok_terms.get(key)
+        if viable is None:
+            context = self._contexts[cid]
+            ok = np.zeros(len(self._dfas), dtype=np.bool_)
+            for term in context.terminals:
+                ok[term] = self._after(stack, term) is not None
+            for term in range(len(self._dfas)):  # retyped string terminals
+                if not ok[term] and context.reach[:, term].any():
+                    ok[term] = self._after(stack, term) is not None
+            computed = np.asarray((context.reach & ok).any(axis=1), dtype=np.bool_)
+            self._ok_terms[key] = viable = computed
+        return viable
+
+    def _eos_ok(self, stack: Stack, lex: int) -> bool:
+        if lex == 0:
+            return self._lalr.accepts_end(stack)
+        term = int(self._context(stack).winner[lex])
+        if term < 0:
+            return False
+        after = self._after(stack, term)
+        return after is not None and self._lalr.accepts_end(after)
+
+    def _step_byte(self, stack: Stack, lex: int, byte: int) -> tuple[Stack, int] | None:
+        context = self._context(stack)
+        nxt = context.rows[lex][byte]
+        if nxt >= 0:
+            return stack, nxt
+        term = int(context.winner[lex])
+        if term < 0:
+            return None
+        after = self._after(stack, term)
+        if after is None:
+            return None
+        nxt = self._context(after).rows[0][byte]
+        if nxt < 0:
+            return None
+        return after, nxt
+
+    def _step_token(self, stack: Stack, lex: int, token_id: int) -> tuple[Stack, int] | None:
+        key = (stack, lex, token_id)
+        found = self._steps.get(key)
+        if found is not None:
+            return found
+        state: tuple[Stack, int] | None = (stack, lex)
+        for byte in self._vocab.tokens[token_id]:
+            if state is None:
+                return None
+            state = self._step_byte(state[0], state[1], byte)
+        if state is not None:
+            self._steps[key] = state
+        return state
+
+    # ------------------------------------------------------------------- masks
+    def _mask(self, stack: Stack, lex: int) -> Row:
+        key = (stack, lex)
+        row = self._masks.get(key)
+        if row is None:
+            row = self._compute_mask(stack, lex)
+            if len(self._masks) >= _MAX_CACHED_MASKS:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[key] = row
+        return row
+
+    def _compute_mask(self, stack: Stack, lex: int) -> Row:
+        table = self._table
+        allowed = np.zeros(table.size, dtype=np.bool_)
+        cid = self._context_id(stack[-1])
+        context = self._contexts[cid]
+        static = self._static.get((cid, lex))
+        if static is None:
+            static = self._static[(cid, lex)] = _StaticWalk(context, lex, table)
+        viable = self._viable(stack, cid)
+        allowed[static.end_ids[viable[static.end_states]]] = True
+        pending: dict[Stack, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = {}
+        groups, at = static.groups, stack
+        while True:
+            for term, ids, offsets in groups:
+                after = self._after(at, term)
+                if after is not None:
+                    pending.setdefault(after, []).append((ids, offsets))
+            if not pending:
+                break
+            # tokens that finished a terminal go on from the next lexeme's start state
+            at, parts = pending.popitem()
+            ids = np.concatenate([p[0] for p in parts])
+            offsets = np.concatenate([p[1] for p in parts])
+            cid = self._context_id(at[-1])
+            context = self._contexts[cid]
+            res = walk(table, context.flat, 0, ids, offsets)
+            viable = self._viable(at, cid)
+            allowed[res.end_ids[viable[res.end_states]]] = True
+            groups = _group_stops(context, res.stop_ids, res.stop_offsets, res.stop_states)
+        return self._row_from_bool(allowed, self._eos_ok(stack, lex))
+
+    def _row_from_bool(self, allowed: npt.NDArray[np.bool_], eos: bool) -> Row:
+        if eos:
+            allowed[self._eos] = True
+        packed = np.packbits(allowed, bitorder="little")
+        words = (self._table.size + 31) // 32
+        padded = np.zeros(words * 4, dtype=np.uint8)
+        padded[: len(packed)] = packed
+        row = padded.view(np.int32)
+        row.flags.writeable = False
+        return row
+
+
+class GrammarMatcher:
+    """Per-generation state over a :class:`CompiledGrammar` (see the module's rejection contract).
+
+    The state is ``(LALR stack, lexer state, finished)``; copying is O(1).
+    """
+
+    __slots__ = ("_compiled", "_finished", "_lex", "_stack")
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self._compiled = compiled
+        self._stack: Stack = compiled.initial_stack
+        self._lex = 0
+        self._finished = False
+
+    def _row(self) -> Row:
+        if self._finished:
+            return self._compiled._finished_row
+        return self._compiled._mask(self._stack, self._lex)
+
+    def fill_bitmask(self, out: npt.NDArray[np.int32]) -> None:
+        """Write the allowed-token bitmask into ``out`` (``ceil(V/32)`` int32 words, any shape)."""
+        row = self._row()
+        if out.size != row.size:
+            raise ValueError(
+                f"bitmask has {out.size} words, the vocabulary needs {row.size} (ceil(V / 32))"
+            )
+        out[...] = row.reshape(out.shape)
+
+    def allowed_token_ids(self) -> npt.NDArray[np.int32]:
+        """Return the allowed token ids, sorted, as int32."""
+        bits = np.unpackbits(self._row().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self._compiled._table.size]).astype(np.int32)
+
+    def is_allowed(self, token_id: int) -> bool:
+        """Return whether ``token_id`` is allowed now."""
+        if not 0 <= token_id < self._compiled._table.size:
+            return False
+        return bool((int(self._row()[token_id >> 5]) >> (token_id & 31)) & 1)
+
+    def advance(self, token_id: int) -> None:
+        """Consume one token; raise ``RejectedTokenError`` (state unchanged) if not allowed."""
+        token_id = int(token_id)
+        if not self.is_allowed(token_id):
+            raise RejectedTokenError(
+                f"token {token_id} is not allowed by the grammar here", token_id=token_id
+            )
+        if token_id in self._compiled._eos_set:
+            self._finished = True
+            return
+        nxt = self._compiled._step_token(self._stack, self._lex, token_id)
+        if nxt is None:  # the mask said yes: a disagreement is a bug, not bad input
+            raise RuntimeError(f"grammar matcher: mask allows token {token_id} but lexing fails")
+        self._stack, self._lex = nxt
+
+    def is_finished(self) -> bool:
+        """Return whether EOS has been accepted."""
+        return self._finished
+
+    def reset(self) -> None:
+        """Go back to the start of the grammar."""
+        self._stack = self._compiled.initial_stack
+        self._lex = 0
+        self._finished = False
+
+    def copy(self) -> GrammarMatcher:
+        """Return an independent matcher in the same state."""
+        other = GrammarMatcher(self._compiled)
+        other._stack, other._lex, other._finished = self._stack, self._lex, self._finished
+        return other

@@ -1,0 +1,43 @@
+"""Models: remote servers through their ``openai`` client (sync and async), and generators.
+
+```python
+import openai
+from outlines_like.models import from_server
+model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="-"))
+```
+"""
+
+from outlines_like.models._core import TruncatedOutputWarning
+from outlines_like.models.factories import (
+    from_llamacpp,
+    from_ollama,
+    from_openai,
+    from_server,
+    from_sglang,
+    from_tgi,
+    from_vllm,
+)
+from outlines_like.models.generator import AsyncModelGenerator, Generator, ModelGenerator
+from outlines_like.models.remote import AsyncModel, Model
+from outlines_like.models.result import Completion, Usage
+from outlines_like.models.retry import RateLimiter, RetryPolicy
+
+__all__ = [
+    "AsyncModel",
+    "AsyncModelGenerator",
+    "Completion",
+    "Generator",
+    "Model",
+    "ModelGenerator",
+    "RateLimiter",
+    "RetryPolicy",
+    "TruncatedOutputWarning",
+    "Usage",
+    "from_llamacpp",
+    "from_ollama",
+    "from_openai",
+    "from_server",
+    "from_sglang",
+    "from_tgi",
+    "from_vllm",
+]

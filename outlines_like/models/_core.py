@@ -1,0 +1,650 @@
+"""The pure core shared by ``Model`` and ``AsyncModel``: build requests, read responses.
+
+Nothing here performs I/O. A call goes through four pure stages, and the models only add
+the sending (blocking or awaited) between them:
+
+1. ``prepare``: prompt -> messages, output type -> term, kwargs checked (server-independent);
+2. ``resolve_flow``: a flow yielding ``Detect`` / ``ListModels`` steps until the server kind
+   and the model id are known (cached on the model; skipped afterwards);
+3. ``build_request``: the adapter's constraint fields merged into a copy of the kwargs;
+4. ``read`` / ``StreamReader``: text, reasoning, tool calls, usage and finish reason, checked
+   for refusals, content filters and truncation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+import json
+import threading
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
+
+from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
+from outlines_like.errors import GenerationError, ProviderResponseError
+from outlines_like.inputs import to_messages, to_prompt_text
+from outlines_like.models.result import Completion, Usage
+from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy
+from outlines_like.reasoning import ReasoningStream, reasoning_from_message, split_reasoning
+from outlines_like.tools import ToolCall
+from outlines_like.types import Term, parse, to_term
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "SERVER_KINDS",
+    "Call",
+    "Constraint",
+    "Detect",
+    "ListModels",
+    "ModelCore",
+    "Request",
+    "StreamReader",
+    "TruncatedOutputWarning",
+]
+
+ClientT = TypeVar("ClientT")
+
+SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
+
+
+class TruncatedOutputWarning(UserWarning):
+    """Constrained output was cut at ``max_tokens``: it is likely incomplete and invalid.
+
+    ``model(...)`` and ``model.stream(...)`` warn; ``model.parse(...)`` raises
+    ``GenerationError(reason="length")`` instead. Raise ``max_tokens`` to fix it.
+    """
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Detect:
+    """Flow step: ask the server what it is (``detect_server``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListModels:
+    """Flow step: list the served model ids (``GET /v1/models``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Constraint:
+    """An output type and the term it became (``None``: free text)."""
+
+    output_type: object
+    term: Term | None
+
+    @staticmethod
+    def of(output_type: object) -> Constraint:
+        """Validate ``output_type`` once.
+
+        Raises:
+            UnsupportedConstraintError: ``output_type`` is not something we can constrain to.
+            InvalidConstraintError: its regex, schema or grammar is wrong.
+        """
+        if isinstance(output_type, Constraint):
+            return output_type
+        if output_type is None:
+            return FREE_TEXT
+        return Constraint(output_type, to_term(output_type))
+
+
+FREE_TEXT = Constraint(None, None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """What goes to ``client.chat.completions.create`` (or ``client.completions.create``)."""
+
+    endpoint: Endpoint
+    params: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call:
+    """One prepared call: everything that does not depend on the server."""
+
+    prompt_key: str  # "messages" or "prompt"
+    prompt: object
+    kwargs: Mapping[str, Any]  # the caller's, never mutated
+    constraint: Constraint
+    n: int
+    stream: bool
+    model: str | None
+
+
+_RESERVED = {
+    "messages": "pass the prompt as the first argument (a str, a list with Images, or a Chat)",
+    "prompt": "pass the prompt as the first argument",
+    "stream": "call model.stream(...) to stream",
+}
+
+
+@functools.cache
+def _create_params(endpoint: Endpoint) -> frozenset[str]:
+    """The keyword arguments the openai SDK's ``create`` takes for ``endpoint``.
+
+    Other inference kwargs (``top_k``, ``min_p``, ``repetition_penalty``...) go in
+    ``extra_body``, where every OpenAI-compatible server reads them.
+    """
+    if endpoint == "chat":
+        from openai.resources.chat.completions import Completions
+    else:
+        from openai.resources.completions import Completions  # type: ignore[assignment]
+    names = set(inspect.signature(Completions.create).parameters) - {"self"}
+    return frozenset(names)
+
+
+def _field(obj: object, name: str) -> Any:
+    """Read ``name`` from a dict or an SDK object (extra fields included)."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None)
+        if isinstance(extra, Mapping):
+            value = extra.get(name)
+    return value
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def read_usage(raw: object) -> Usage | None:
+    """Token counts from a response's ``usage`` (``None`` when the server sent none)."""
+    if raw is None:
+        return None
+    prompt = _int(_field(raw, "prompt_tokens"))
+    completion = _int(_field(raw, "completion_tokens"))
+    total = _int(_field(raw, "total_tokens")) or prompt + completion
+    details = _field(raw, "completion_tokens_details")
+    reasoning = _field(details, "reasoning_tokens") if details is not None else None
+    return Usage(prompt, completion, total, reasoning if isinstance(reasoning, int) else None)
+
+
+def read_tool_calls(raw: object) -> tuple[ToolCall, ...]:
+    """OpenAI ``message.tool_calls`` as ``ToolCall`` values, arguments JSON-decoded.
+
+    Arguments sent as a JSON string (OpenAI, vLLM...) or as an object (TGI) are both read.
+
+    Raises:
+        ProviderResponseError: a call has no name, or arguments that are not a JSON object.
+    """
+    if not raw:
+        return ()
+    if not isinstance(raw, (list, tuple)):
+        raise ProviderResponseError(f"tool_calls should be a list, got {type(raw).__name__}")
+    calls = []
+    for i, item in enumerate(raw):
+        function = _field(item, "function")
+        name = _field(function, "name") if function is not None else None
+        if not isinstance(name, str) or not name:
+            raise ProviderResponseError(f"tool_calls[{i}] has no function name")
+        arguments = _field(function, "arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ProviderResponseError(
+                    f"tool_calls[{i}] ({name}) has arguments that are not JSON: "
+                    f"{exc.msg} at position {exc.pos} in {arguments[:200]!r}"
+                ) from exc
+        elif arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise ProviderResponseError(
+                f"tool_calls[{i}] ({name}) has arguments of type {type(arguments).__name__}; "
+                "expected a JSON object"
+            )
+        call_id = _field(item, "id")
+        calls.append(
+            ToolCall(call_id if isinstance(call_id, str) else f"call_{i}", name, arguments)
+        )
+    return tuple(calls)
+
+
+def _request_id(response: object) -> str | None:
+    value = getattr(response, "_request_id", None)
+    return value if isinstance(value, str) else None
+
+
+def _refused(refusal: str, request_id: str | None) -> GenerationError:
+    return GenerationError(
+        f"the model refused to answer: {refusal!r}",
+        reason="refusal",
+        text=refusal,
+        request_id=request_id,
+    )
+
+
+def _filtered(text: str, request_id: str | None) -> GenerationError:
+    return GenerationError(
+        "the server's content filter stopped the output (finish_reason='content_filter')",
+        reason="content_filter",
+        text=text,
+        request_id=request_id,
+    )
+
+
+class _UsageMeter:
+    """Thread-safe running total of token usage."""
+
+    __slots__ = ("_lock", "total")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = Usage()
+
+    def add(self, usage: Usage | None) -> None:
+        if usage is not None:
+            with self._lock:
+                self.total = self.total + usage
+
+
+def _pick_model(ids: Sequence[str], kind: str) -> str:
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        raise ValueError(
+            f"the {kind} server lists no models; pass model_name=... when creating the model "
+            "or model=... per call"
+        )
+    shown = ", ".join(repr(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
+    raise ValueError(
+        f"the {kind} server serves {len(ids)} models ({shown}); choose one with "
+        "model_name=... when creating the model, or model=... per call"
+    )
+
+
+class ModelCore(Generic[ClientT]):
+    """Everything ``Model`` and ``AsyncModel`` share; the subclasses only add I/O.
+
+    Args:
+        client: An ``openai.OpenAI`` (``Model``) or ``openai.AsyncOpenAI`` (``AsyncModel``).
+        server: The server kind, or ``None`` to detect it at the first call.
+        model_name: The model id to send; ``None`` uses the server's single served model.
+        endpoint: ``"chat"`` (``/v1/chat/completions``, default) or ``"completions"``
+            (``/v1/completions``, raw text prompts).
+        retry: Our retry policy. With a policy, the client's own retries are turned off
+            (``client.with_options(max_retries=0)``) so that attempts are not multiplied;
+            ``None`` sends each request once through the client as given, its own
+            ``max_retries`` included.
+        rate_limit: A ``RateLimiter``, or requests per minute, or ``None``.
+        adapter: A custom adapter, for a dialect we do not ship (bypasses detection).
+    """
+
+    def __init__(
+        self,
+        client: ClientT,
+        server: ServerKind | None = None,
+        *,
+        model_name: str | None = None,
+        endpoint: Endpoint = "chat",
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
+        rate_limit: RateLimiter | float | None = None,
+        adapter: Adapter | None = None,
+    ) -> None:
+        if server is not None and server not in SERVER_KINDS:
+            raise ValueError(
+                f"server={server!r} is not a known kind; use one of {list(SERVER_KINDS)} "
+                "or None to detect it"
+            )
+        if endpoint not in ("chat", "completions"):
+            raise ValueError(f"endpoint={endpoint!r}; use 'chat' or 'completions'")
+        if model_name is not None and not isinstance(model_name, str):
+            raise TypeError(f"model_name must be a str, got {type(model_name).__name__}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy or None, got {type(retry).__name__}")
+        if rate_limit is None or isinstance(rate_limit, RateLimiter):
+            limiter = rate_limit
+        elif isinstance(rate_limit, (int, float)) and not isinstance(rate_limit, bool):
+            limiter = RateLimiter(rate_limit)
+        else:
+            raise TypeError(
+                "rate_limit must be a RateLimiter, a number of requests per minute, or None; "
+                f"got {type(rate_limit).__name__}"
+            )
+        self.client = client
+        """The client as given."""
+        self._client: Any = (
+            client if retry is None else client.with_options(max_retries=0)  # type: ignore[attr-defined]
+        )
+        self.endpoint: Endpoint = endpoint
+        self.model_name = model_name
+        self.retry = retry
+        self.rate_limiter = limiter
+        self._policy = retry if retry is not None else NO_RETRY
+        self._info: ServerInfo | None = None
+        self._adapter: Adapter | None = adapter
+        if adapter is not None:
+            self._info = ServerInfo(kind=adapter.kind)
+        elif server is not None:
+            self._info = ServerInfo(kind=server)
+        self._default_model: str | None = None
+        self._fields: dict[Term, ConstraintFields] = {}
+        self._meter = _UsageMeter()
+        self._lock = threading.Lock()  # serialises detection in Model
+        self._alock = asyncio.Lock()  # serialises detection in AsyncModel (binds no loop here)
+        self._allowed = _create_params(endpoint)
+
+    # -- state
+
+    @property
+    def usage(self) -> Usage:
+        """Token usage summed over every call this model made (thread-safe)."""
+        return self._meter.total
+
+    def __repr__(self) -> str:
+        kind = self._info.kind if self._info is not None else "not detected yet"
+        model = self.model_name or self._default_model
+        return (
+            f"{type(self).__name__}(server={kind!r}, model={model!r}, endpoint={self.endpoint!r})"
+        )
+
+    # -- stage 1: prepare (pure, server-independent)
+
+    def prepare(
+        self, prompt: object, constraint: Constraint, kwargs: Mapping[str, Any], *, stream: bool
+    ) -> Call:
+        """Check a call's arguments and turn the prompt into messages (or raw text).
+
+        Raises:
+            TypeError: the prompt or a kwarg has the wrong type.
+            ValueError: a kwarg cannot be used here (``n > 1`` when streaming, ``messages``...).
+        """
+        for key in kwargs.keys() & _RESERVED.keys():
+            raise TypeError(f"unexpected keyword argument {key!r}: {_RESERVED[key]}")
+        n = kwargs.get("n", 1)
+        if n is None:
+            n = 1
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an int >= 1, got {n!r}")
+        if stream and n > 1:
+            raise ValueError(
+                f"stream() yields one answer; n={n} asks for several. Use model(..., n={n}) "
+                "or model.complete(..., n=...) instead, or stream n=1 requests concurrently"
+            )
+        model = kwargs.get("model")
+        if model is not None and not isinstance(model, str):
+            raise TypeError(f"model= must be a str, got {type(model).__name__}")
+        extra = kwargs.get("extra_body")
+        if extra is not None and not isinstance(extra, Mapping):
+            raise TypeError(f"extra_body must be a dict, got {type(extra).__name__}")
+        if self.endpoint == "chat":
+            return Call("messages", to_messages(prompt), kwargs, constraint, n, stream, model)
+        return Call("prompt", to_prompt_text(prompt), kwargs, constraint, n, stream, model)
+
+    # -- stage 2: resolve the server and the model id
+
+    def ready_now(self, model: str | None) -> tuple[Adapter, str] | None:
+        """The adapter and model id when both are known already, else ``None``."""
+        adapter = self._adapter
+        if adapter is None:
+            return None
+        model = model or self.model_name or self._default_model
+        return None if model is None else (adapter, model)
+
+    def server_flow(self) -> Flow[ServerInfo]:
+        """Detect the server kind if it is not known yet; cache the result."""
+        info = self._info
+        if info is None:
+            info = yield Detect()
+            if not isinstance(info, ServerInfo):
+                raise TypeError(f"server detection returned {info!r}, not a ServerInfo")
+            self._info = info
+        return info
+
+    def resolve_flow(self, model: str | None) -> Flow[tuple[Adapter, str]]:
+        """Find (detecting and listing models when needed) the adapter and the model id."""
+        info = yield from self.server_flow()
+        adapter = self._adapter
+        if adapter is None:
+            from outlines_like.adapters import get_adapter
+
+            adapter = self._adapter = get_adapter(info)
+        model = model or self.model_name or self._default_model
+        if model is None:
+            ids: Sequence[str] = info.model_ids
+            if not ids:
+                ids = yield ListModels()
+            model = self._default_model = _pick_model(ids, info.kind)
+        return adapter, model
+
+    # -- stage 3: build the request
+
+    def constraint_fields(self, adapter: Adapter, term: Term | None) -> ConstraintFields:
+        """The adapter's fields for ``term`` (cached per term; the result is shared: no edits)."""
+        if term is None:
+            return {}
+        try:
+            return self._fields[term]
+        except KeyError:
+            fields = self._fields[term] = adapter.constraint_fields(term, endpoint=self.endpoint)
+            return fields
+        except TypeError:  # an unhashable term
+            return adapter.constraint_fields(term, endpoint=self.endpoint)
+
+    def build_request(self, call: Call, adapter: Adapter, model: str) -> Request:
+        """Merge the caller's kwargs and the constraint fields into a fresh parameter dict.
+
+        The caller's dicts are copied, never mutated. Kwargs the SDK does not take go in
+        ``extra_body``.
+
+        Raises:
+            ValueError: the caller sets a constraint field of their own that ours would
+                overwrite (``response_format``, or an ``extra_body`` key).
+        """
+        fields = self.constraint_fields(adapter, call.constraint.term)
+        params: dict[str, Any] = {call.prompt_key: call.prompt}
+        extra: dict[str, Any] | None = None
+        allowed = self._allowed
+        for key, value in call.kwargs.items():
+            if key in allowed:
+                params[key] = value
+            else:
+                if extra is None:
+                    extra = {}
+                extra[key] = value
+        params["model"] = model
+        caller_extra = call.kwargs.get("extra_body")
+        if caller_extra:
+            if extra:
+                both = sorted(extra.keys() & caller_extra.keys())
+                if both:
+                    raise ValueError(
+                        f"{both} given both as keyword arguments and in extra_body; give each once"
+                    )
+                extra.update(caller_extra)
+            else:
+                extra = dict(caller_extra)
+        response_format = fields.get("response_format")
+        if response_format is not None:
+            if params.get("response_format") is not None:
+                raise ValueError(
+                    "response_format was given and output_type also sets it; pass one or the "
+                    f"other (output_type={_label(call.constraint)})"
+                )
+            params["response_format"] = response_format
+        ours = fields.get("extra_body")
+        if ours:
+            if extra is None:
+                extra = {}
+            clash = sorted(ours.keys() & extra.keys())
+            if clash:
+                raise ValueError(
+                    f"extra_body key(s) {clash} conflict with the constraint that "
+                    f"output_type={_label(call.constraint)} sends to the {adapter.kind} server; "
+                    "remove them or drop output_type"
+                )
+            extra.update(ours)
+        if extra is not None:
+            params["extra_body"] = extra
+        if call.stream:
+            params["stream"] = True
+        return Request(self.endpoint, params)
+
+    # -- stage 4: read the answer
+
+    def read(self, call: Call, response: object) -> list[Completion]:
+        """Read every choice of a response; account its usage.
+
+        Raises:
+            GenerationError: a choice was refused or stopped by a content filter.
+            ProviderResponseError: the response has no choices or malformed fields.
+        """
+        choices = _field(response, "choices")
+        if not choices:
+            raise ProviderResponseError(
+                "the server answered without choices", request_id=_request_id(response)
+            )
+        usage = read_usage(_field(response, "usage"))
+        self._meter.add(usage)
+        request_id = _request_id(response)
+        chat = call.prompt_key == "messages"
+        out = []
+        for choice in choices:
+            finish = _field(choice, "finish_reason")
+            tool_calls: tuple[ToolCall, ...] = ()
+            if chat:
+                message = _field(choice, "message")
+                if message is None:
+                    raise ProviderResponseError("a choice has no message", request_id=request_id)
+                refusal = _field(message, "refusal")
+                if refusal:
+                    raise _refused(str(refusal), request_id)
+                try:
+                    reasoning, text = reasoning_from_message(message, finish_reason=finish)
+                except TypeError as exc:
+                    raise ProviderResponseError(str(exc), request_id=request_id) from exc
+                tool_calls = read_tool_calls(_field(message, "tool_calls"))
+            else:
+                raw_text = _field(choice, "text")
+                reasoning, text = split_reasoning(raw_text if isinstance(raw_text, str) else "")
+            if finish == "content_filter":
+                raise _filtered(text, request_id)
+            out.append(Completion(text, reasoning, tool_calls, finish, usage, response))
+        return out
+
+    def check_length(
+        self, call: Call, completions: Sequence[Completion], *, strict: bool, stacklevel: int
+    ) -> None:
+        """Warn (or, ``strict``, raise) when constrained output was cut at ``max_tokens``."""
+        if call.constraint.term is None:
+            return
+        for completion in completions:
+            if completion.finish_reason == "length":
+                message = (
+                    f"the output for output_type={_label(call.constraint)} was cut at max_tokens "
+                    f"(finish_reason='length') and is likely incomplete: {completion.text[:200]!r}"
+                    "; raise max_tokens"
+                )
+                if strict:
+                    raise GenerationError(message, reason="length", text=completion.text)
+                warnings.warn(message, TruncatedOutputWarning, stacklevel=stacklevel + 1)
+                return
+
+    def texts(self, call: Call, completions: list[Completion], *, stacklevel: int) -> Any:
+        """What ``model(...)`` returns: the answer text, or a list of them when ``n > 1``."""
+        self.check_length(call, completions, strict=False, stacklevel=stacklevel + 1)
+        if call.n == 1:
+            return completions[0].text
+        return [c.text for c in completions]
+
+    def values(self, call: Call, completions: list[Completion]) -> Any:
+        """What ``model.parse(...)`` returns: the typed value, or a list when ``n > 1``."""
+        self.check_length(call, completions, strict=True, stacklevel=1)
+        output_type = call.constraint.output_type
+        if call.n == 1:
+            return parse(output_type, completions[0].text)
+        return [parse(output_type, c.text) for c in completions]
+
+    @staticmethod
+    def rich(call: Call, completions: list[Completion]) -> Any:
+        """What ``model.complete(...)`` returns: a ``Completion``, or a list when ``n > 1``."""
+        return completions[0] if call.n == 1 else completions
+
+    def stream_reader(self, call: Call) -> StreamReader:
+        """A reader for the chunks of one streamed call."""
+        return StreamReader(self, call)
+
+
+def _label(constraint: Constraint) -> str:
+    tp = constraint.output_type
+    name = getattr(tp, "__name__", None)
+    return name if isinstance(name, str) else repr(tp)[:80]
+
+
+class StreamReader:
+    """Turns stream chunks into answer-text deltas; reasoning never reaches the answer.
+
+    ``feed(chunk)`` returns the answer delta of one chunk; ``finish()`` flushes held-back
+    text and runs the end-of-stream checks (refusal, content filter, truncation).
+    """
+
+    __slots__ = ("_call", "_core", "_finish", "_refusal", "_split", "_usage", "text")
+
+    def __init__(self, core: ModelCore[Any], call: Call) -> None:
+        self._core = core
+        self._call = call
+        self._split = ReasoningStream()
+        self._finish: str | None = None
+        self._refusal: list[str] = []
+        self._usage: Usage | None = None
+        self.text = ""
+        """The answer streamed so far."""
+
+    def feed(self, chunk: object) -> str:
+        """Take one chunk; return its answer delta (possibly empty)."""
+        raw_usage = _field(chunk, "usage")
+        if raw_usage is not None:
+            self._usage = read_usage(raw_usage)
+        choices = _field(chunk, "choices")
+        if not choices:
+            return ""
+        out = []
+        for choice in choices:
+            finish = _field(choice, "finish_reason")
+            if finish:
+                self._finish = finish
+            if self._call.prompt_key == "messages":
+                delta = _field(choice, "delta")
+                if delta is None:
+                    continue
+                refusal = _field(delta, "refusal")
+                if refusal:
+                    self._refusal.append(refusal)
+                content = _field(delta, "content")
+                thinking = _field(delta, "reasoning_content") or _field(delta, "reasoning")
+            else:
+                content = _field(choice, "text")
+                thinking = None
+            _, answer = self._split.feed(
+                content if isinstance(content, str) else None,
+                reasoning=thinking if isinstance(thinking, str) else None,
+            )
+            if answer:
+                out.append(answer)
+        delta_text = "".join(out)
+        self.text += delta_text
+        return delta_text
+
+    def finish(self, *, stacklevel: int = 1) -> str:
+        """Flush the last answer text; raise or warn on a bad ending.
+
+        Raises:
+            GenerationError: the model refused, or a content filter stopped it.
+        """
+        _, tail = self._split.finish()
+        self.text += tail
+        self._core._meter.add(self._usage)
+        if self._refusal:
+            raise _refused("".join(self._refusal), None)
+        if self._finish == "content_filter":
+            raise _filtered(self.text, None)
+        completion = Completion(self.text, self._split.reasoning, (), self._finish, self._usage)
+        self._core.check_length(self._call, [completion], strict=False, stacklevel=stacklevel + 1)
+        return tail

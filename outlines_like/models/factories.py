@@ -1,0 +1,160 @@
+"""Factories: wrap an ``openai`` client into a ``Model`` (sync) or ``AsyncModel`` (async).
+
+```python
+model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="-"))
+amodel = from_vllm(openai.AsyncOpenAI(base_url=...), model_name="Qwen/Qwen3-0.6B")
+```
+"""
+
+from __future__ import annotations
+
+from typing import overload
+
+import openai
+
+from outlines_like.adapters.base import Endpoint, ServerKind
+from outlines_like.models.remote import AsyncModel, Model
+from outlines_like.models.retry import RateLimiter, RetryPolicy
+
+__all__ = [
+    "ServerFactory",
+    "from_llamacpp",
+    "from_ollama",
+    "from_openai",
+    "from_server",
+    "from_sglang",
+    "from_tgi",
+    "from_vllm",
+]
+
+_DEFAULT_RETRY = RetryPolicy()
+
+
+@overload
+def from_server(
+    client: openai.OpenAI,
+    server: ServerKind | None = None,
+    *,
+    model_name: str | None = None,
+    endpoint: Endpoint = "chat",
+    retry: RetryPolicy | None = _DEFAULT_RETRY,
+    rate_limit: RateLimiter | float | None = None,
+) -> Model: ...
+@overload
+def from_server(
+    client: openai.AsyncOpenAI,
+    server: ServerKind | None = None,
+    *,
+    model_name: str | None = None,
+    endpoint: Endpoint = "chat",
+    retry: RetryPolicy | None = _DEFAULT_RETRY,
+    rate_limit: RateLimiter | float | None = None,
+) -> AsyncModel: ...
+def from_server(
+    client: openai.OpenAI | openai.AsyncOpenAI,
+    server: ServerKind | None = None,
+    *,
+    model_name: str | None = None,
+    endpoint: Endpoint = "chat",
+    retry: RetryPolicy | None = _DEFAULT_RETRY,
+    rate_limit: RateLimiter | float | None = None,
+) -> Model | AsyncModel:
+    """Wrap a client: ``Model`` for ``openai.OpenAI``, ``AsyncModel`` for ``openai.AsyncOpenAI``.
+
+    Args:
+        client: The client you already have, pointed at the server (``base_url``).
+        server: ``"sglang"``, ``"vllm"``, ``"llamacpp"``, ``"tgi"``, ``"ollama"``,
+            ``"openai"`` or ``"generic"``; ``None`` detects it from the server at the
+            first call (probed once, cached).
+        model_name: The model id to request; ``None`` uses the server's single served model.
+            A per-call ``model=`` wins over it.
+        endpoint: ``"chat"`` (default) or ``"completions"`` for raw text prompts.
+        retry: Our retry policy (the client's own retries are then turned off so attempts
+            do not multiply); ``None`` leaves retrying to the client's ``max_retries``.
+        rate_limit: A ``RateLimiter``, a number of requests per minute, or ``None``.
+
+    Raises:
+        TypeError: ``client`` is not an ``openai.OpenAI`` or ``openai.AsyncOpenAI``.
+        ValueError: ``server`` or ``endpoint`` is not a known value.
+    """
+    options = {
+        "model_name": model_name,
+        "endpoint": endpoint,
+        "retry": retry,
+        "rate_limit": rate_limit,
+    }
+    if isinstance(client, openai.AsyncOpenAI):
+        return AsyncModel(client, server, **options)  # type: ignore[arg-type]
+    if isinstance(client, openai.OpenAI):
+        return Model(client, server, **options)  # type: ignore[arg-type]
+    raise TypeError(
+        f"from_server takes an openai.OpenAI (gives a Model) or an openai.AsyncOpenAI "
+        f"(gives an AsyncModel) client, got {type(client).__module__}.{type(client).__qualname__}; "
+        "create one with openai.OpenAI(base_url='http://host:port/v1', api_key=...)"
+    )
+
+
+class ServerFactory:
+    """``from_<server>(client, model_name=None, **options)``: ``from_server`` with the kind fixed.
+
+    No detection probe is sent; the dialect is the one named.
+    """
+
+    def __init__(self, kind: ServerKind, title: str) -> None:
+        self.kind: ServerKind = kind
+        self.__name__ = self.__qualname__ = f"from_{kind}"
+        self.__doc__ = (
+            f"Wrap a client pointed at {title}: ``from_server(client, {kind!r}, ...)``.\n\n"
+            "Returns a ``Model`` for ``openai.OpenAI`` and an ``AsyncModel`` for "
+            "``openai.AsyncOpenAI``."
+        )
+
+    @overload
+    def __call__(
+        self,
+        client: openai.OpenAI,
+        model_name: str | None = None,
+        *,
+        endpoint: Endpoint = "chat",
+        retry: RetryPolicy | None = _DEFAULT_RETRY,
+        rate_limit: RateLimiter | float | None = None,
+    ) -> Model: ...
+    @overload
+    def __call__(
+        self,
+        client: openai.AsyncOpenAI,
+        model_name: str | None = None,
+        *,
+        endpoint: Endpoint = "chat",
+        retry: RetryPolicy | None = _DEFAULT_RETRY,
+        rate_limit: RateLimiter | float | None = None,
+    ) -> AsyncModel: ...
+    def __call__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        model_name: str | None = None,
+        *,
+        endpoint: Endpoint = "chat",
+        retry: RetryPolicy | None = _DEFAULT_RETRY,
+        rate_limit: RateLimiter | float | None = None,
+    ) -> Model | AsyncModel:
+        """Wrap ``client`` for this server kind."""
+        return from_server(
+            client,
+            self.kind,
+            model_name=model_name,
+            endpoint=endpoint,
+            retry=retry,
+            rate_limit=rate_limit,
+        )
+
+    def __repr__(self) -> str:
+        return f"<server factory {self.__name__}>"
+
+
+from_sglang = ServerFactory("sglang", "an SGLang server")
+from_vllm = ServerFactory("vllm", "a vLLM server")
+from_llamacpp = ServerFactory("llamacpp", "llama.cpp's llama-server")
+from_tgi = ServerFactory("tgi", "a Text Generation Inference (TGI) server")
+from_ollama = ServerFactory("ollama", "Ollama's OpenAI-compatible API (``/v1``)")
+from_openai = ServerFactory("openai", "the OpenAI API")

@@ -101,7 +101,7 @@ def close_objects(schema: dict[str, Any]) -> dict[str, Any]:
 def _resolve(root: dict[str, Any], ref: str, where: str) -> dict[str, Any]:
     if not ref.startswith("#/"):
         raise UnsupportedConstraintError(
-            f"openai strict mode: $ref {ref!r} at {where} is not local; inline the schema "
+            f"OpenAI strict mode: $ref {ref!r} at {where} is not local; inline the schema "
             "or put it under $defs"
         )
     node: Any = root
@@ -109,12 +109,12 @@ def _resolve(root: dict[str, Any], ref: str, where: str) -> dict[str, Any]:
         part = part.replace("~1", "/").replace("~0", "~")
         if not isinstance(node, dict) or part not in node:
             raise UnsupportedConstraintError(
-                f"openai strict mode: $ref {ref!r} at {where} points nowhere"
+                f"OpenAI strict mode: $ref {ref!r} at {where} points nowhere"
             )
         node = node[part]
     if not isinstance(node, dict):
         raise UnsupportedConstraintError(
-            f"openai strict mode: $ref {ref!r} at {where} is not a schema object"
+            f"OpenAI strict mode: $ref {ref!r} at {where} is not a schema object"
         )
     return node
 
@@ -156,7 +156,7 @@ def to_openai_strict(schema: dict[str, Any]) -> dict[str, Any]:
         root = merged
     if root.get("type") != "object":
         raise UnsupportedConstraintError(
-            "openai strict mode needs an object at the root of the JSON Schema, got "
+            "OpenAI strict mode needs an object at the root of the JSON Schema, got "
             f"{_describe(root)}; wrap the value in a pydantic model (e.g. a field 'value'), "
             "or use a server that takes any schema: sglang, vllm, llamacpp"
         )
@@ -177,7 +177,7 @@ def _strict_node(node: Any, root: dict[str, Any], where: str, ref_stack: tuple[s
     """Rewrite ``node`` in place (it is already a private copy)."""
     if not isinstance(node, dict):
         raise UnsupportedConstraintError(
-            f"openai strict mode: the boolean schema {node!r} at {where} is not supported; "
+            f"OpenAI strict mode: the boolean schema {node!r} at {where} is not supported; "
             "write out the schema"
         )
     discriminated = "discriminator" in node
@@ -186,21 +186,21 @@ def _strict_node(node: Any, root: dict[str, Any], where: str, ref_stack: tuple[s
     for key, hint in _OPENAI_UNSUPPORTED.items():
         if key in node and not (key == "allOf" and _single_all_of(node)):
             raise UnsupportedConstraintError(
-                f"openai strict mode does not support {key!r} (at {where}): {hint}; or use a "
+                f"OpenAI strict mode does not support {key!r} (at {where}): {hint}; or use a "
                 "server that enforces full JSON Schema: sglang, vllm, llamacpp"
             )
     if _single_all_of(node):
         (part,) = node.pop("allOf")
         if not isinstance(part, dict):
             raise UnsupportedConstraintError(
-                f"openai strict mode: allOf at {where} must hold a schema object"
+                f"OpenAI strict mode: allOf at {where} must hold a schema object"
             )
         for k, v in part.items():
             node.setdefault(k, v)
     # Branches told apart by a discriminator are disjoint: anyOf means the same.
     if "oneOf" in node and not discriminated:
         raise UnsupportedConstraintError(
-            f"openai strict mode does not support 'oneOf' (at {where}): use anyOf "
+            f"OpenAI strict mode does not support 'oneOf' (at {where}): use anyOf "
             "(a pydantic discriminated union is rewritten for you)"
         )
     if "const" in node:
@@ -208,14 +208,14 @@ def _strict_node(node: Any, root: dict[str, Any], where: str, ref_stack: tuple[s
     fmt = node.get("format")
     if fmt is not None and fmt not in _OPENAI_FORMATS:
         raise UnsupportedConstraintError(
-            f"openai strict mode does not support format {fmt!r} (at {where}); supported: "
+            f"OpenAI strict mode does not support format {fmt!r} (at {where}); supported: "
             f"{', '.join(sorted(_OPENAI_FORMATS))}; use 'pattern' instead"
         )
     ref = node.get("$ref")
     if isinstance(ref, str) and len(node) > 1:
         if ref in ref_stack:
             raise UnsupportedConstraintError(
-                f"openai strict mode: recursive $ref {ref!r} at {where} has sibling keywords; "
+                f"OpenAI strict mode: recursive $ref {ref!r} at {where} has sibling keywords; "
                 "move them into the referenced schema"
             )
         target = copy.deepcopy(_resolve(root, ref, where))
@@ -226,7 +226,7 @@ def _strict_node(node: Any, root: dict[str, Any], where: str, ref_stack: tuple[s
         return
     if not (set(node) & {"type", "enum", "anyOf", "oneOf", "$ref", "properties"}):
         raise UnsupportedConstraintError(
-            f"openai strict mode needs a 'type' for every value; the schema at {where} accepts "
+            f"OpenAI strict mode needs a 'type' for every value; the schema at {where} accepts "
             "anything (an Any field or a free-form dict); give it a type"
         )
     types = node.get("type")
@@ -262,12 +262,12 @@ def _strict_object(
     extra = node.get("additionalProperties", False)
     if extra is not False:
         raise UnsupportedConstraintError(
-            f"openai strict mode needs additionalProperties false on every object; the object "
+            f"OpenAI strict mode needs additionalProperties false on every object; the object "
             f"at {where} allows extra keys (a dict[str, ...] field?); give it named properties"
         )
     if not isinstance(properties, dict) or not properties:
         raise UnsupportedConstraintError(
-            f"openai strict mode needs named properties on every object; the object at {where} "
+            f"OpenAI strict mode needs named properties on every object; the object at {where} "
             "has none (a free-form dict?); declare its fields"
         )
     required = node.get("required", [])

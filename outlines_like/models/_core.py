@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import functools
 import inspect
-import json
 import threading
 import warnings
 from collections.abc import Mapping
@@ -29,7 +28,11 @@ from outlines_like.inputs import to_messages, to_prompt_text
 from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy
 from outlines_like.reasoning import ReasoningStream, reasoning_from_message, split_reasoning
-from outlines_like.tools import ToolCall
+from outlines_like.tools import (
+    ToolCall,
+    parse_tool_calls,
+    tool_calls_from_message,
+)
 from outlines_like.types import Term, parse, to_term
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ __all__ = [
     "ModelCore",
     "Request",
     "StreamReader",
+    "Target",
     "TruncatedOutputWarning",
 ]
 
@@ -101,6 +105,15 @@ class Request:
 
     endpoint: Endpoint
     params: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    """A resolved server: what it is, its adapter, and the fields built for it so far."""
+
+    info: ServerInfo
+    adapter: Adapter
+    fields: dict[Term, ConstraintFields] = dataclasses.field(default_factory=dict, compare=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,47 +177,6 @@ def read_usage(raw: object) -> Usage | None:
     details = _field(raw, "completion_tokens_details")
     reasoning = _field(details, "reasoning_tokens") if details is not None else None
     return Usage(prompt, completion, total, reasoning if isinstance(reasoning, int) else None)
-
-
-def read_tool_calls(raw: object) -> tuple[ToolCall, ...]:
-    """OpenAI ``message.tool_calls`` as ``ToolCall`` values, arguments JSON-decoded.
-
-    Arguments sent as a JSON string (OpenAI, vLLM...) or as an object (TGI) are both read.
-
-    Raises:
-        ProviderResponseError: a call has no name, or arguments that are not a JSON object.
-    """
-    if not raw:
-        return ()
-    if not isinstance(raw, (list, tuple)):
-        raise ProviderResponseError(f"tool_calls should be a list, got {type(raw).__name__}")
-    calls = []
-    for i, item in enumerate(raw):
-        function = _field(item, "function")
-        name = _field(function, "name") if function is not None else None
-        if not isinstance(name, str) or not name:
-            raise ProviderResponseError(f"tool_calls[{i}] has no function name")
-        arguments = _field(function, "arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise ProviderResponseError(
-                    f"tool_calls[{i}] ({name}) has arguments that are not JSON: "
-                    f"{exc.msg} at position {exc.pos} in {arguments[:200]!r}"
-                ) from exc
-        elif arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise ProviderResponseError(
-                f"tool_calls[{i}] ({name}) has arguments of type {type(arguments).__name__}; "
-                "expected a JSON object"
-            )
-        call_id = _field(item, "id")
-        calls.append(
-            ToolCall(call_id if isinstance(call_id, str) else f"call_{i}", name, arguments)
-        )
-    return tuple(calls)
 
 
 def _request_id(response: object) -> str | None:
@@ -319,13 +291,13 @@ class ModelCore(Generic[ClientT]):
         self.rate_limiter = limiter
         self._policy = retry if retry is not None else NO_RETRY
         self._info: ServerInfo | None = None
-        self._adapter: Adapter | None = adapter
+        self._target: Target | None = None
         if adapter is not None:
             self._info = ServerInfo(kind=adapter.kind)
+            self._target = Target(self._info, adapter)
         elif server is not None:
             self._info = ServerInfo(kind=server)
         self._default_model: str | None = None
-        self._fields: dict[Term, ConstraintFields] = {}
         self._meter = _UsageMeter()
         self._lock = threading.Lock()  # serialises detection in Model
         self._alock = asyncio.Lock()  # serialises detection in AsyncModel (binds no loop here)
@@ -380,55 +352,62 @@ class ModelCore(Generic[ClientT]):
 
     # -- stage 2: resolve the server and the model id
 
-    def ready_now(self, model: str | None) -> tuple[Adapter, str] | None:
-        """The adapter and model id when both are known already, else ``None``."""
-        adapter = self._adapter
-        if adapter is None:
+    def ready_now(self, model: str | None) -> tuple[Target, str] | None:
+        """The target server and the model id when both are known already, else ``None``."""
+        target = self._target
+        if target is None or self._info is None:
             return None
         model = model or self.model_name or self._default_model
-        return None if model is None else (adapter, model)
+        return None if model is None else (target, model)
 
     def server_flow(self) -> Flow[ServerInfo]:
-        """Detect the server kind if it is not known yet; cache the result."""
+        """Detect the server kind if it is not known yet.
+
+        The answer is kept for the model's life, except ``generic``, which may mean "not
+        reachable yet": detection is asked again next time (``detect_server`` caches per
+        base URL and retries failed probes after a while, so this costs no request).
+        """
         info = self._info
         if info is None:
             info = yield Detect()
             if not isinstance(info, ServerInfo):
                 raise TypeError(f"server detection returned {info!r}, not a ServerInfo")
-            self._info = info
+            if info.kind != "generic":
+                self._info = info
         return info
 
-    def resolve_flow(self, model: str | None) -> Flow[tuple[Adapter, str]]:
-        """Find (detecting and listing models when needed) the adapter and the model id."""
+    def resolve_flow(self, model: str | None) -> Flow[tuple[Target, str]]:
+        """Find (detecting and listing models when needed) the target and the model id."""
         info = yield from self.server_flow()
-        adapter = self._adapter
-        if adapter is None:
+        target = self._target
+        if target is None or target.info != info:
             from outlines_like.adapters import get_adapter
 
-            adapter = self._adapter = get_adapter(info)
+            target = self._target = Target(info, get_adapter(info))
         model = model or self.model_name or self._default_model
         if model is None:
             ids: Sequence[str] = info.model_ids
             if not ids:
                 ids = yield ListModels()
             model = self._default_model = _pick_model(ids, info.kind)
-        return adapter, model
+        return target, model
 
     # -- stage 3: build the request
 
-    def constraint_fields(self, adapter: Adapter, term: Term | None) -> ConstraintFields:
+    def constraint_fields(self, target: Target, term: Term | None) -> ConstraintFields:
         """The adapter's fields for ``term`` (cached per term; the result is shared: no edits)."""
         if term is None:
             return {}
+        cache = target.fields
         try:
-            return self._fields[term]
+            return cache[term]
         except KeyError:
-            fields = self._fields[term] = adapter.constraint_fields(term, endpoint=self.endpoint)
+            fields = cache[term] = target.adapter.constraint_fields(term, endpoint=self.endpoint)
             return fields
         except TypeError:  # an unhashable term
-            return adapter.constraint_fields(term, endpoint=self.endpoint)
+            return target.adapter.constraint_fields(term, endpoint=self.endpoint)
 
-    def build_request(self, call: Call, adapter: Adapter, model: str) -> Request:
+    def build_request(self, call: Call, target: Target, model: str) -> Request:
         """Merge the caller's kwargs and the constraint fields into a fresh parameter dict.
 
         The caller's dicts are copied, never mutated. Kwargs the SDK does not take go in
@@ -438,7 +417,7 @@ class ModelCore(Generic[ClientT]):
             ValueError: the caller sets a constraint field of their own that ours would
                 overwrite (``response_format``, or an ``extra_body`` key).
         """
-        fields = self.constraint_fields(adapter, call.constraint.term)
+        fields = self.constraint_fields(target, call.constraint.term)
         params: dict[str, Any] = {call.prompt_key: call.prompt}
         extra: dict[str, Any] | None = None
         allowed = self._allowed
@@ -476,9 +455,9 @@ class ModelCore(Generic[ClientT]):
             clash = sorted(ours.keys() & extra.keys())
             if clash:
                 raise ValueError(
-                    f"extra_body key(s) {clash} conflict with the constraint that "
-                    f"output_type={_label(call.constraint)} sends to the {adapter.kind} server; "
-                    "remove them or drop output_type"
+                    f"extra_body key(s) {clash} conflict with the constraint that output_type="
+                    f"{_label(call.constraint)} sends to the {target.info.kind} server; remove "
+                    "them or drop output_type"
                 )
             extra.update(ours)
         if extra is not None:
@@ -520,7 +499,11 @@ class ModelCore(Generic[ClientT]):
                     reasoning, text = reasoning_from_message(message, finish_reason=finish)
                 except TypeError as exc:
                     raise ProviderResponseError(str(exc), request_id=request_id) from exc
-                tool_calls = read_tool_calls(_field(message, "tool_calls"))
+                tool_calls = tuple(tool_calls_from_message(message))
+                if not tool_calls and call.kwargs.get("tools") and "<tool_call>" in text:
+                    # A server without a tool parser: the calls are in the text.
+                    found, text = parse_tool_calls(text)
+                    tool_calls = tuple(found)
             else:
                 raw_text = _field(choice, "text")
                 reasoning, text = split_reasoning(raw_text if isinstance(raw_text, str) else "")

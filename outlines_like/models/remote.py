@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from outlines_like.adapters.base import Adapter, ServerInfo, ServerKind
+from outlines_like.adapters.base import ServerInfo, ServerKind
 from outlines_like.models._core import (
     Call,
     Constraint,
@@ -29,6 +29,7 @@ from outlines_like.models._core import (
     ListModels,
     ModelCore,
     Request,
+    Target,
 )
 from outlines_like.models._errors import translate_errors
 from outlines_like.models.retry import Send, adrive, drive, retry_flow
@@ -77,7 +78,7 @@ class Model(ModelCore[openai.OpenAI]):
                 return _model_ids(self._client.models.list())
         raise TypeError(f"unknown flow step {step!r}")
 
-    def _ready(self, model: str | None) -> tuple[Adapter, str]:
+    def _ready(self, model: str | None) -> tuple[Target, str]:
         ready = self.ready_now(model)
         if ready is None:
             with self._lock:
@@ -265,7 +266,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
                 return _model_ids(await self._client.models.list())
         raise TypeError(f"unknown flow step {step!r}")
 
-    async def _ready(self, model: str | None) -> tuple[Adapter, str]:
+    async def _ready(self, model: str | None) -> tuple[Target, str]:
         ready = self.ready_now(model)
         if ready is None:
             async with self._alock:

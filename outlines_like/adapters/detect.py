@@ -16,6 +16,8 @@ What each server answers (see ``docs/servers/``):
 * Ollama ``GET /api/version`` -> ``{"version": "0.5.7"}``;
 * SGLang ``GET /get_server_info`` (or ``/server_info``) -> server args with ``model_path``
   and ``version``;
+* outlines-like's reference server (``owned_by: "outlines-like"``) reads every dialect: it
+  is given vLLM's newest;
 * OpenAI by its host, ``api.openai.com`` (or Azure's ``*.openai.azure.com``), with no probe.
 
 Each base URL is probed once, lazily; the answer is cached for the process (thread-safe, and
@@ -58,6 +60,7 @@ _OWNERS: dict[str, ServerKind] = {
     "llamacpp": "llamacpp",
     "llama.cpp": "llamacpp",
 }
+_REFERENCE_SERVER = "outlines-like"
 _OPENAI_HOSTS = ("api.openai.com",)
 _OPENAI_HOST_SUFFIXES = (".openai.azure.com",)
 
@@ -116,6 +119,9 @@ def _probe_flow(base_url: str) -> _Flow:
                     model_ids += (model_id,)
                 if (owner := _str(card.get("owned_by"))) is not None:
                     owners.add(owner.lower())
+    if owners == {_REFERENCE_SERVER}:
+        # outlines-like's own server reads every dialect; vLLM's newest is the richest.
+        return ServerInfo("vllm", None, model_ids), True
     kinds = {_OWNERS[o] for o in owners if o in _OWNERS}
     if kinds == {"vllm"}:
         answer = yield root + "/version"
@@ -161,6 +167,8 @@ def _probe_flow(base_url: str) -> _Flow:
 
     answer = yield root + "/version"
     body = answer.json_object
+    if body is not None and body.get("server") == _REFERENCE_SERVER:
+        return ServerInfo("vllm", None, model_ids), True
     if body is not None and _str(body.get("version")) and len(body) <= 2:
         return ServerInfo("vllm", _str(body.get("version")), model_ids), True
     return ServerInfo("generic", None, model_ids), answer.status is not None

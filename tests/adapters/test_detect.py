@@ -81,6 +81,11 @@ OLLAMA = {
     "/v1/models": models("llama3.2:latest", "qwen3:8b", owned_by="library"),
     "/api/version": {"version": "0.5.7"},
 }
+REFERENCE = {  # outlines_like.server: reads every dialect, gets vLLM's newest
+    "/v1/models": models("tiny", owned_by="outlines-like"),
+    "/version": {"version": "0.1.0", "server": "outlines-like"},
+}
+REFERENCE_KEYED = {"/version": {"version": "0.1.0", "server": "outlines-like"}}
 GENERIC = {"/v1/models": models("local-model", owned_by="organization_owner")}
 VLLM_KEYED = {"/version": {"version": "0.11.0"}}  # /v1/* needs a key we do not have
 
@@ -93,7 +98,7 @@ class FakeServer:
     ) -> None:
         self.routes = routes
         self.delay = delay
-        self.v1_needs_key = v1_needs_key or routes is VLLM_KEYED
+        self.v1_needs_key = v1_needs_key or routes is VLLM_KEYED or routes is REFERENCE_KEYED
         self.requests: list[httpx2.Request] = []
         self._lock = threading.Lock()
 
@@ -195,6 +200,21 @@ CASES = [
             "/version",
         ],
         id="generic",
+    ),
+    pytest.param(REFERENCE, ServerInfo("vllm", None, ("tiny",)), ["/v1/models"], id="reference"),
+    pytest.param(
+        REFERENCE_KEYED,
+        ServerInfo("vllm", None),
+        [
+            "/v1/models",
+            "/props",
+            "/info",
+            "/api/version",
+            "/get_server_info",
+            "/server_info",
+            "/version",
+        ],
+        id="reference-models-behind-key",
     ),
     pytest.param(
         VLLM_KEYED,

@@ -1,0 +1,61 @@
+"""The ``outlines-like`` command: ``serve`` runs the reference server, ``demo`` shows the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="outlines-like", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the OpenAI-compatible reference server")
+    serve.add_argument(
+        "--model", default="tiny", help="'tiny' (built locally) or a transformers model folder"
+    )
+    serve.add_argument("--model-name", default=None, help="the id served in /v1/models")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind (default: loopback only)"
+    )
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    serve.add_argument("--max-batch-size", type=int, default=64)
+    serve.add_argument("--max-tokens-limit", type=int, default=2048)
+    serve.add_argument("--compile-timeout", type=float, default=10.0, help="seconds per constraint")
+    serve.add_argument("--log-level", default="info")
+
+    demo = sub.add_parser(
+        "demo", help="start the server on the tiny model and run structured calls"
+    )
+    demo.add_argument("--model", default="tiny")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        from outlines_like.server.app import ServerConfig
+        from outlines_like.server.run import serve
+
+        config = ServerConfig(
+            model=args.model,
+            model_name=args.model_name,
+            api_key=args.api_key,
+            max_batch_size=args.max_batch_size,
+            max_tokens_limit=args.max_tokens_limit,
+            compile_timeout=args.compile_timeout,
+        )
+        serve(config, host=args.host, port=args.port, log_level=args.log_level)
+        return 0
+    from outlines_like.server.demo import run_demo
+
+    return run_demo(model=args.model)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

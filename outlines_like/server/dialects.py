@@ -1,0 +1,246 @@
+"""Reading a request's constraint, whatever server dialect wrote it, into one term.
+
+The reference server takes every dialect of DESIGN section 4, so a client that believes it
+talks to SGLang, vLLM (new ``structured_outputs`` or old ``guided_*``), llama.cpp or OpenAI
+gets its constraint enforced:
+
+==========================  ===================================================
+field                       term
+==========================  ===================================================
+``regex`` (SGLang)           ``Regex``
+``ebnf`` (SGLang)            ``CFG`` (EBNF)
+``json_schema`` (SGLang: JSON text; llama.cpp: object)  ``JsonSchema``
+``grammar`` (llama.cpp GBNF, or Lark)   ``CFG``
+``structured_outputs``      ``{regex | choice | json | grammar | json_object}``
+``guided_regex`` ...        ``guided_regex | guided_choice | guided_json | guided_grammar``
+``response_format``         ``json_schema`` -> ``JsonSchema``; ``json_object`` -> ``JsonObject``
+                            (or ``JsonSchema`` when llama.cpp's ``schema`` is given)
+==========================  ===================================================
+
+Two constraints in one request are a conflict (a 400), never a silent pick.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Regex, Term
+
+__all__ = ["CONSTRAINT_FIELDS", "ConstraintSpec", "RequestError", "read_constraint"]
+
+CONSTRAINT_FIELDS = frozenset(
+    {
+        "regex",
+        "ebnf",
+        "json_schema",
+        "grammar",
+        "structured_outputs",
+        "guided_regex",
+        "guided_json",
+        "guided_choice",
+        "guided_grammar",
+        "response_format",
+    }
+)
+"""Top-level request fields that may carry a constraint."""
+
+_IGNORED_GUIDED = frozenset({"guided_decoding_backend", "guided_whitespace_pattern"})
+_STRUCTURED_KEYS = frozenset({"regex", "choice", "json", "grammar", "json_object"})
+_STRUCTURED_OPTIONS = frozenset({"disable_any_whitespace", "whitespace_pattern", "backend"})
+
+
+class RequestError(ValueError):
+    """A request the server refuses (an OpenAI-style 4xx).
+
+    Attributes:
+        message: What is wrong, and where.
+        param: The request field at fault, when one is.
+        code: A short machine-readable code.
+        status: The HTTP status.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = "invalid_request",
+        status: int = 400,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstraintSpec:
+    """The constraint of one request.
+
+    Attributes:
+        term: The constraint term.
+        field: The request field it came from (for error messages), e.g.
+            ``structured_outputs.regex``.
+        key: A hashable cache key for the compiled constraint.
+    """
+
+    term: Term
+    field: str
+    key: tuple[str, str]
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise RequestError(f"{field} must be a non-empty string", param=field)
+    return value
+
+
+def _schema(value: object, field: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise RequestError(
+                f"{field} is not valid JSON: {exc.msg} at character {exc.pos}", param=field
+            ) from exc
+    if isinstance(value, bool) or not isinstance(value, Mapping):
+        raise RequestError(f"{field} must be a JSON Schema object", param=field)
+    return dict(value)
+
+
+def _grammar(value: object, field: str, syntax: str | None = None) -> CFG:
+    text = _text(value, field)
+    try:
+        return CFG(text, syntax) if syntax == "ebnf" else CFG(text)
+    except (ValueError, TypeError) as exc:
+        raise RequestError(f"{field}: {exc}", param=field) from exc
+
+
+def _choice(value: object, field: str) -> Choice:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise RequestError(f"{field} must be a non-empty list of strings", param=field)
+    return Choice(value)
+
+
+def _term(field: str, value: object) -> Term | None:
+    """The term of one constraint field (``None``: the field asks for nothing)."""
+    try:
+        return _term_unchecked(field, value)
+    except RequestError:
+        raise
+    except (InvalidConstraintError, UnsupportedConstraintError, ValueError, TypeError) as exc:
+        raise RequestError(f"{field}: {exc}", param=field, code="invalid_constraint") from exc
+
+
+def _term_unchecked(field: str, value: object) -> Term | None:
+    if field in ("regex", "structured_outputs.regex", "guided_regex"):
+        return Regex(_text(value, field))
+    if field == "ebnf":
+        return _grammar(value, field, "ebnf")
+    if field in ("grammar", "structured_outputs.grammar", "guided_grammar"):
+        return _grammar(value, field)
+    if field in ("json_schema", "structured_outputs.json", "guided_json"):
+        return JsonSchema(_schema(value, field))
+    if field in ("structured_outputs.choice", "guided_choice"):
+        return _choice(value, field)
+    if field == "structured_outputs.json_object":
+        if value is True:
+            return JsonObject()
+        if value in (False, None):
+            return None
+        raise RequestError(f"{field} must be a boolean", param=field)
+    raise AssertionError(f"unhandled constraint field {field}")  # pragma: no cover
+
+
+def _response_format(value: object) -> tuple[str, Term] | None:
+    field = "response_format"
+    if not isinstance(value, Mapping):
+        raise RequestError("response_format must be an object", param=field)
+    kind = value.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        if value.get("schema") is not None:  # llama.cpp's extension
+            return field + ".schema", JsonSchema(_schema(value["schema"], field + ".schema"))
+        return field, JsonObject()
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, Mapping) or "schema" not in spec:
+            raise RequestError(
+                "response_format.json_schema must be an object with a 'schema'",
+                param="response_format.json_schema",
+            )
+        return field + ".json_schema", JsonSchema(
+            _schema(spec["schema"], "response_format.json_schema.schema")
+        )
+    raise RequestError(
+        f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}",
+        param="response_format.type",
+    )
+
+
+def read_constraint(body: Mapping[str, Any]) -> ConstraintSpec | None:
+    """Read the constraint of a request body, in any dialect.
+
+    Args:
+        body: The decoded JSON request.
+
+    Returns:
+        The constraint, or ``None`` for free text.
+
+    Raises:
+        RequestError: A malformed constraint field, or two constraints at once.
+    """
+    found: list[tuple[str, Term]] = []
+    for field in sorted(CONSTRAINT_FIELDS & body.keys()):
+        value = body[field]
+        if value is None:
+            continue
+        if field == "response_format":
+            try:
+                got = _response_format(value)
+            except (InvalidConstraintError, UnsupportedConstraintError) as exc:
+                raise RequestError(f"{field}: {exc}", param=field) from exc
+            if got is not None:
+                found.append(got)
+            continue
+        if field == "structured_outputs":
+            if not isinstance(value, Mapping):
+                raise RequestError("structured_outputs must be an object", param=field)
+            unknown = set(value) - _STRUCTURED_KEYS - _STRUCTURED_OPTIONS
+            if unknown:
+                raise RequestError(
+                    f"structured_outputs has unsupported keys {sorted(unknown)}; this server "
+                    f"reads {sorted(_STRUCTURED_KEYS)}",
+                    param=field,
+                )
+            for key in sorted(_STRUCTURED_KEYS & value.keys()):
+                if value[key] is None:
+                    continue
+                name = f"structured_outputs.{key}"
+                term = _term(name, value[key])
+                if term is not None:
+                    found.append((name, term))
+            continue
+        term = _term(field, value)
+        if term is not None:
+            found.append((field, term))
+    if not found:
+        return None
+    if len(found) > 1:
+        names = " and ".join(name for name, _ in found)
+        raise RequestError(
+            f"conflicting constraints: {names}; send one", param=found[1][0], code="conflict"
+        )
+    name, term = found[0]
+    return ConstraintSpec(term, name, (type(term).__name__, repr(term)))
+
+
+def ignored_fields() -> frozenset[str]:
+    """Dialect fields accepted and ignored (backend choices that do not apply here)."""
+    return _IGNORED_GUIDED

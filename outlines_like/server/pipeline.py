@@ -1,0 +1,402 @@
+"""The model side of the reference server: a ``Pipeline`` that runs one step for a whole batch.
+
+The contract is the one serving engines use (MAX's pipeline types are the model):
+``execute(batch)`` takes every active request, runs *one* forward pass for all of them
+(prefill for requests it has not seen yet, one decode token for the others, mixed freely)
+and returns ``{request_id: StepOutput}``; ``release(request_id)`` frees a request's state
+(its KV cache, its matcher).
+
+``TransformersPipeline`` implements it for any ``transformers`` causal LM. Each request keeps
+its own KV cache; a step left-pads the caches and the new tokens of all rows into one batch
+(attention mask and explicit position ids keep rows apart), runs the model once, and appends
+each row's new keys and values to its own cache. Constraints are applied to the whole batch's
+logits at once: the matchers fill one packed bitmask (host), it is uploaded once, and unpacked
+on the logits' device (:func:`outlines_like.fsm.processors.apply_token_bitmask`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, import_torch
+
+if TYPE_CHECKING:
+    from outlines_like.fsm._protocols import Compiled, Matcher
+
+__all__ = [
+    "GenerationRequest",
+    "Pipeline",
+    "PipelineStats",
+    "SamplingParams",
+    "StepOutput",
+    "TransformersPipeline",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """How to pick tokens and when to stop.
+
+    Attributes:
+        max_tokens: Most tokens to generate.
+        temperature: 0 is greedy.
+        top_p: Nucleus sampling mass (1 keeps every token).
+        seed: Seeds this request's own generator (same seed, same tokens); ``None`` is random.
+        stop: Strings that end generation; the text is cut before them.
+    """
+
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class GenerationRequest:
+    """One sequence to generate.
+
+    Attributes:
+        request_id: Unique among active requests.
+        prompt_ids: The prompt's token ids.
+        params: Sampling parameters.
+        constraint: A compiled constraint (``compile_constraint``), or ``None`` for free text.
+    """
+
+    request_id: str
+    prompt_ids: Sequence[int]
+    params: SamplingParams = dataclasses.field(default_factory=SamplingParams)
+    constraint: Compiled | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOutput:
+    """What one step produced for one request.
+
+    Attributes:
+        request_id: The request.
+        token_ids: Tokens generated this step (zero or one; none once finished by a stop string).
+        text: New text since the last step (held back while it may be the start of a stop
+            string or an incomplete UTF-8 character).
+        finished: Whether the request is done (then ``release`` it).
+        finish_reason: ``"stop"`` (EOS or a stop string), ``"length"``, or ``"error"``.
+        prompt_tokens: Prompt length.
+        completion_tokens: Tokens generated so far.
+    """
+
+    request_id: str
+    token_ids: tuple[int, ...]
+    text: str
+    finished: bool
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class Pipeline(Protocol):
+    """One model, stepped a batch at a time."""
+
+    def execute(self, batch: Sequence[GenerationRequest]) -> dict[str, StepOutput]:
+        """Run one step (prefill or decode) for every request of ``batch``."""
+        ...
+
+    def release(self, request_id: str) -> None:
+        """Free the state of a finished or cancelled request."""
+        ...
+
+
+@dataclasses.dataclass
+class PipelineStats:
+    """Cumulative timings, for the benchmark and ``/stats``."""
+
+    steps: int = 0
+    rows: int = 0
+    tokens: int = 0
+    step_seconds: float = 0.0
+    forward_seconds: float = 0.0
+    mask_seconds: float = 0.0
+    sample_seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class _Sequence:
+    request: GenerationRequest
+    cache: list[tuple[Any, Any]]  # per layer: (keys, values), each (1, kv_heads, length, dim)
+    pending: list[int]  # tokens to feed next step (the prompt, then the last sampled token)
+    matcher: Matcher | None
+    generator: Any
+    generated: list[int] = dataclasses.field(default_factory=list)
+    n_tokens: int = 0  # generated tokens, EOS included
+    text: str = ""  # decoded text of ``generated``
+    emitted: int = 0  # characters of ``text`` already returned
+    finished: bool = False
+
+
+def _held_back(text: str, stops: tuple[str, ...]) -> int:
+    """Characters at the end of ``text`` that might begin a stop string."""
+    hold = 0
+    for stop in stops:
+        for k in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:k]):
+                hold = max(hold, k)
+                break
+    return hold
+
+
+class TransformersPipeline:
+    """A :class:`Pipeline` over a ``transformers`` causal LM and its tokenizer.
+
+    Args:
+        model: A ``PreTrainedModel`` with a causal LM head (any device).
+        tokenizer: Its tokenizer.
+        eos_token_ids: Ids that end generation; the tokenizer's EOS and the model's
+            ``generation_config.eos_token_id`` when not given.
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, *, eos_token_ids: Sequence[int] | None = None
+    ) -> None:
+        self.torch = import_torch()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = next(model.parameters()).device
+        if eos_token_ids is None:
+            eos: set[int] = set()
+            if tokenizer.eos_token_id is not None:
+                eos.add(int(tokenizer.eos_token_id))
+            gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+            if isinstance(gen_eos, int):
+                eos.add(gen_eos)
+            elif isinstance(gen_eos, (list, tuple)):
+                eos.update(int(e) for e in gen_eos)
+            eos_token_ids = sorted(eos)
+        self.eos_token_ids = frozenset(eos_token_ids)
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else min(self.eos_token_ids, default=0))
+        self.vocab_size = int(model.config.vocab_size)
+        self.max_length = int(getattr(model.config, "max_position_embeddings", 4096))
+        params = inspect.signature(model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._sequences: dict[str, _Sequence] = {}
+        self.stats = PipelineStats()
+        self._host_words: Any = None
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def release(self, request_id: str) -> None:
+        """Free a request's KV cache and matcher (unknown ids are ignored)."""
+        self._sequences.pop(request_id, None)
+
+    def execute(self, batch: Sequence[GenerationRequest]) -> dict[str, StepOutput]:
+        """Run one forward pass for the whole batch and sample one token per request."""
+        torch = self.torch
+        t0 = time.perf_counter()
+        seqs: list[_Sequence] = []
+        outputs: dict[str, StepOutput] = {}
+        for req in batch:
+            seq = self._sequences.get(req.request_id)
+            if seq is None:
+                seq = self._admit(req)
+            if seq.finished:
+                outputs[req.request_id] = self._output(seq, (), "", None)
+                continue
+            seqs.append(seq)
+        if not seqs:
+            return outputs
+        with torch.inference_mode():
+            t1 = time.perf_counter()
+            logits = self._forward(seqs)
+            t2 = time.perf_counter()
+            self._mask(seqs, logits)
+            t3 = time.perf_counter()
+            tokens = self._sample(seqs, logits)
+            t4 = time.perf_counter()
+        for seq, token in zip(seqs, tokens, strict=True):
+            outputs[seq.request.request_id] = self._advance(seq, token)
+        self.stats.steps += 1
+        self.stats.rows += len(seqs)
+        self.stats.tokens += len(seqs)
+        self.stats.forward_seconds += t2 - t1
+        self.stats.mask_seconds += t3 - t2
+        self.stats.sample_seconds += t4 - t3
+        self.stats.step_seconds += time.perf_counter() - t0
+        return outputs
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def _admit(self, req: GenerationRequest) -> _Sequence:
+        torch = self.torch
+        prompt = [int(t) for t in req.prompt_ids]
+        if not prompt:
+            raise ValueError(f"request {req.request_id}: empty prompt")
+        seed = req.params.seed
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(seed))
+        matcher = req.constraint.matcher() if req.constraint is not None else None
+        seq = _Sequence(req, [], prompt, matcher, generator)
+        self._sequences[req.request_id] = seq
+        return seq
+
+    def _forward(self, seqs: list[_Sequence]) -> Any:
+        """One forward pass over all rows; returns ``(N, V)`` float32 logits of the last position."""
+        torch = self.torch
+        from transformers import DynamicCache
+
+        n = len(seqs)
+        past = [int(s.cache[0][0].shape[2]) if s.cache else 0 for s in seqs]
+        new = [len(s.pending) for s in seqs]
+        c_max, t_max = max(past), max(new)
+        ids = torch.full((n, t_max), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((n, c_max + t_max), dtype=torch.long)
+        pos = torch.zeros((n, t_max), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, t_max - new[i] :] = torch.tensor(s.pending, dtype=torch.long)
+            mask[i, c_max - past[i] : c_max] = 1
+            mask[i, c_max + t_max - new[i] :] = 1
+            pos[i, t_max - new[i] :] = torch.arange(past[i], past[i] + new[i])
+        cache = DynamicCache()
+        if c_max:
+            template = next(s for s in seqs if s.cache).cache
+            for layer in range(len(template)):
+                k0, v0 = template[layer]
+                keys = k0.new_zeros((n, k0.shape[1], c_max, k0.shape[3]))
+                values = v0.new_zeros((n, v0.shape[1], c_max, v0.shape[3]))
+                for i, s in enumerate(seqs):
+                    if past[i]:
+                        k, v = s.cache[layer]
+                        keys[i, :, c_max - past[i] :] = k[0]
+                        values[i, :, c_max - past[i] :] = v[0]
+                cache.update(keys, values, layer)
+        kwargs = {self._cache_kwarg: cache}
+        out = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=pos.to(self.device),
+            use_cache=True,
+            logits_to_keep=1,
+            **kwargs,
+        )
+        layers = cache.layers
+        for i, s in enumerate(seqs):
+            start = c_max + t_max - new[i]
+            appended = []
+            for layer, lay in enumerate(layers):
+                k_new = lay.keys[i : i + 1, :, start:]
+                v_new = lay.values[i : i + 1, :, start:]
+                if s.cache:
+                    k_old, v_old = s.cache[layer]
+                    appended.append((torch.cat([k_old, k_new], 2), torch.cat([v_old, v_new], 2)))
+                else:
+                    appended.append((k_new.clone(), v_new.clone()))
+            s.cache = appended
+            s.pending = []
+        return out.logits[:, -1, :].float()
+
+    def _mask(self, seqs: list[_Sequence], logits: Any) -> None:
+        if all(s.matcher is None for s in seqs):
+            return
+        torch = self.torch
+        n, width = logits.shape
+        words = bitmask_words(width)
+        if (
+            self._host_words is None
+            or self._host_words.shape[0] < n
+            or self._host_words.shape[1] != words
+        ):
+            pinned = logits.device.type == "cuda"
+            buf = torch.zeros((max(n, 64), words), dtype=torch.int32)
+            self._host_words = buf.pin_memory() if pinned else buf
+        host = self._host_words[:n]
+        host_np = host.numpy()
+        host_np[...] = -1
+        for i, s in enumerate(seqs):
+            if s.matcher is not None and s.request.constraint is not None:
+                vw = bitmask_words(len(s.request.constraint.vocabulary))
+                s.matcher.fill_bitmask(host_np[i, :vw])
+                host_np[i, vw:] = 0
+        apply_token_bitmask(logits, host.to(logits.device, non_blocking=True))
+
+    def _sample(self, seqs: list[_Sequence], logits: Any) -> list[int]:
+        torch = self.torch
+        tokens: list[int] = [0] * len(seqs)
+        greedy = [i for i, s in enumerate(seqs) if s.request.params.temperature <= 1e-5]
+        if greedy:
+            picked = logits[greedy].argmax(dim=-1).tolist()
+            for i, t in zip(greedy, picked, strict=True):
+                tokens[i] = int(t)
+        for i, s in enumerate(seqs):
+            p = s.request.params
+            if p.temperature <= 1e-5:
+                continue
+            row = logits[i] / p.temperature
+            probs = torch.softmax(row, dim=-1)
+            if p.top_p < 1.0:
+                sorted_probs, order = torch.sort(probs, descending=True)
+                cumulative = torch.cumsum(sorted_probs, dim=-1)
+                drop = cumulative - sorted_probs > p.top_p
+                sorted_probs[drop] = 0.0
+                probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+            if not torch.isfinite(probs).all() or float(probs.sum()) <= 0:
+                tokens[i] = int(logits[i].argmax())
+                continue
+            tokens[i] = int(torch.multinomial(probs, 1, generator=s.generator))
+        return tokens
+
+    def _advance(self, seq: _Sequence, token: int) -> StepOutput:
+        params = seq.request.params
+        seq.n_tokens += 1
+        if token in self.eos_token_ids:
+            if seq.matcher is not None and not seq.matcher.is_finished():
+                seq.matcher.advance(token)
+            seq.finished = True
+            return self._flush(seq, (token,), "stop")
+        if seq.matcher is not None:
+            seq.matcher.advance(token)
+        seq.generated.append(token)
+        seq.pending = [token]
+        seq.text = self.tokenizer.decode(seq.generated, skip_special_tokens=True)
+        if params.stop:
+            found = [seq.text.find(s, max(0, seq.emitted - len(s))) for s in params.stop]
+            cut = min((p for p in found if p >= 0), default=-1)
+            if cut >= 0:
+                seq.text = seq.text[:cut]
+                seq.finished = True
+                return self._flush(seq, (token,), "stop")
+        if (
+            len(seq.generated) >= params.max_tokens
+            or int(seq.cache[0][0].shape[2]) + 1 >= self.max_length
+        ):
+            seq.finished = True
+            return self._flush(seq, (token,), "length")
+        safe = len(seq.text)
+        if seq.text.endswith("\ufffd"):
+            safe = len(seq.text.rstrip("\ufffd"))
+        safe -= _held_back(seq.text[:safe], params.stop)
+        delta = seq.text[seq.emitted : max(safe, seq.emitted)]
+        seq.emitted += len(delta)
+        return self._output(seq, (token,), delta, None)
+
+    def _flush(self, seq: _Sequence, tokens: tuple[int, ...], reason: str) -> StepOutput:
+        delta = seq.text[seq.emitted :]
+        seq.emitted = len(seq.text)
+        return self._output(seq, tokens, delta, reason)
+
+    def _output(
+        self, seq: _Sequence, tokens: tuple[int, ...], delta: str, reason: str | None
+    ) -> StepOutput:
+        return StepOutput(
+            request_id=seq.request.request_id,
+            token_ids=tokens,
+            text=delta,
+            finished=seq.finished,
+            finish_reason=reason,
+            prompt_tokens=len(seq.request.prompt_ids),
+            completion_tokens=seq.n_tokens,
+        )

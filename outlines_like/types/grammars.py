@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, cast
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types._terms import CFG
@@ -678,23 +679,53 @@ _LARK_FLAGS: Final[dict[str, int]] = {
 _IGNORE_RULE: Final = "__ignored"
 
 
+_LARK_LITERALS: Final = re.compile(r'"(?:[^"\\\n]|\\.)*"|/(?:[^/\\\n]|\\.)+/|//[^\n]*')
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _find_use(text: str, word: str) -> int | None:
+    """Offset of the first use of ``word`` outside strings, regexes and comments."""
+    masked = _LARK_LITERALS.sub(lambda m: " " * len(m.group(0)), text)
+    use = re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", masked)
+    return use.start() if use else None
+
+
 def _lark_error(text: str, exc: Exception) -> InvalidConstraintError:
     """Translate a Lark error about grammar text, adding the line, column and offending text."""
     message = str(exc).strip()
     line = getattr(exc, "line", None)
     column = getattr(exc, "column", None)
-    if not isinstance(line, int) or line < 1:
+    offset: int | None = None
+    if isinstance(exc, _regex_errors()):
+        pattern = getattr(exc, "pattern", None)
+        message = f"invalid regex /{pattern}/: {getattr(exc, 'msg', exc)}"
+        found_at = text.find(f"/{pattern}/") if isinstance(pattern, str) else -1
+        pos = getattr(exc, "pos", None)
+        offset = found_at + 1 + (pos or 0) if found_at >= 0 else None
+    elif isinstance(exc, OSError):
+        missing = getattr(exc, "filename", None) or "?"
+        module = str(missing).rsplit("/", 1)[-1].removesuffix(".lark")
+        message = (
+            f"%import of a grammar that does not exist: {module!r} (Lark's bundled grammars, "
+            "such as common, can be imported)"
+        )
+        found_at = text.find(f"%import {module}")
+        offset = found_at if found_at >= 0 else None
+    elif not isinstance(line, int) or line < 1:
         found = re.search(r"at line (\d+),? column (\d+)", message)
         if found:
             line, column = int(found.group(1)), int(found.group(2))
-    if not isinstance(line, int) or line < 1:
-        # "Rule 'a' used but not defined", "Terminal 'B' ...": point at the first use.
-        quoted = re.search(r"'([^']+)'", message)
-        if quoted:
-            use = re.search(rf"(?<![\w]){re.escape(quoted.group(1))}(?![\w])", text)
-            if use:
-                line = text.count("\n", 0, use.start()) + 1
-                column = use.start() - (text.rfind("\n", 0, use.start()) + 1) + 1
+            message = "unexpected input"
+        else:
+            # "Rule 'a' used but not defined", "Terminals {'B'} ...": point at the first use.
+            quoted = re.search(r"'([^']+)'", message)
+            offset = _find_use(text, quoted.group(1)) if quoted else None
+    if offset is not None:
+        line, column = _position(text, offset)
     first = message.splitlines()[0] if message else type(exc).__name__
     if isinstance(line, int) and line >= 1:
         lines = text.splitlines()
@@ -707,14 +738,26 @@ def _lark_error(text: str, exc: Exception) -> InvalidConstraintError:
     return InvalidConstraintError(f"invalid Lark grammar: {first}")
 
 
+@functools.cache
+def _regex_errors() -> tuple[type[Exception], ...]:
+    """``re.error``, and ``regex.error`` when Lark uses the ``regex`` module (installed)."""
+    try:
+        regex = importlib.import_module("regex")
+    except ImportError:
+        return (re.error,)
+    return (re.error, cast("type[Exception]", regex.error))
+
+
 def _load_lark(text: str, start: str) -> Any:
     if not isinstance(text, str):
         raise TypeError(f"grammar text must be a str, got {type(text).__name__}")
     import lark
 
+    errors: tuple[type[Exception], ...] = (lark.exceptions.LarkError, OSError, *_regex_errors())
     try:
         return lark.Lark(text, start=start, parser="earley", lexer="dynamic")
-    except lark.exceptions.LarkError as exc:
+    except errors as exc:
+        # OSError: an %import of a grammar file that is not there.
         raise _lark_error(text, exc) from exc
 
 

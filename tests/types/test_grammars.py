@@ -15,6 +15,8 @@ from typing import Any
 
 import lark
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import CFG, predefined
@@ -596,6 +598,36 @@ def test_predefined_patterns_convert(xgrammar_accepts: Accepts, pattern: str, sa
     assert [xgrammar_accepts(gbnf, s) for s in probes] == expected, gbnf
 
 
+PROPERTY_PATTERNS = [p for _, p, _ in _predefined_patterns()] + [
+    r"\d\w\s",
+    r"[^a-c]+(ab|cd){1,3}",
+    "(?i)[a-f]x.",
+    r'"([^"\\]|\\.)*"',
+]
+
+
+@pytest.mark.parametrize("pattern", PROPERTY_PATTERNS)
+def test_regex_to_gbnf_agrees_with_re_on_generated_strings(
+    xgrammar_accepts: Accepts, pattern: str
+) -> None:
+    """Strings drawn from the regex are accepted; arbitrary strings agree with re."""
+    gbnf = regex_to_gbnf(pattern)
+
+    @settings(max_examples=20, derandomize=True, deadline=None, database=None)
+    @given(st.from_regex(pattern, fullmatch=True))
+    def drawn_from_the_regex(text: str) -> None:
+        assert xgrammar_accepts(gbnf, text), (text, gbnf)
+
+    @settings(max_examples=20, derandomize=True, deadline=None, database=None)
+    @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=12))
+    def arbitrary(text: str) -> None:
+        expected = re.fullmatch(pattern, text) is not None
+        assert xgrammar_accepts(gbnf, text) == expected, (text, gbnf)
+
+    drawn_from_the_regex()
+    arbitrary()
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -638,6 +670,23 @@ def test_lark_rejections(grammar: str, error: type[Exception], message: str) -> 
     for convert in (lark_to_ebnf, lark_to_gbnf):
         with pytest.raises(error, match=re.escape(message)):
             convert(grammar)
+
+
+@pytest.mark.parametrize(
+    ("grammar", "message"),
+    [
+        ('start: "a"\n  | "a" a\n', "line 2 column 9: Rule 'a' used but not defined"),
+        ('start: "a"\n%ignore B\n', "line 2 column 9: Terminals {'B'}"),
+        ('start: "a"\n%import nonexist.FOO\n', "line 2 column 1: %import of a grammar that"),
+        ('start: "a\n', "line 1 column 8: unexpected input"),
+        ("start: A\nA: /a(/\n", "line 2 column 7: invalid regex /a(/: missing )"),
+        ('start: "a"\nB: C\nC: B\n', "line 2 column 1: Recursion in terminal 'B'"),
+        ('start: t{"a"}\n', "line 1 column 8: Template 't' used but not defined"),
+    ],
+)
+def test_validate_lark_says_where(grammar: str, message: str) -> None:
+    with pytest.raises(InvalidConstraintError, match=re.escape(message)):
+        validate_lark(grammar)
 
 
 def test_lark_error_shows_the_offending_text() -> None:

@@ -115,6 +115,7 @@ class ContextDFA:
         flat: ``transitions`` raveled, for :func:`~outlines_like.fsm._grammar_walk.walk`.
         rows: ``transitions`` as Python lists (fast scalar lookups while advancing).
         winner: ``int64[n_states]``: the terminal id a lexeme ending here becomes, or -1.
+        accepting: ``winner >= 0``.
         reach: ``bool[n_states, n_terminals_global]``: terminals a lexeme going through this
             state can still become.
     """
@@ -124,6 +125,7 @@ class ContextDFA:
     flat: npt.NDArray[np.int32]
     rows: list[list[int]]
     winner: npt.NDArray[np.int64]
+    accepting: npt.NDArray[np.bool_]
     reach: npt.NDArray[np.bool_]
 
     @property
@@ -217,5 +219,6 @@ def build_context(
         flat=np.ascontiguousarray(transitions.reshape(-1)),
         rows=transitions.tolist(),
         winner=winner,
+        accepting=winner >= 0,
         reach=reach,
     )

@@ -67,19 +67,19 @@ def token_table(vocab: Vocabulary) -> TokenTable:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class WalkResult:
-    """What :func:`walk` found for each item.
+    """What :func:`walk` found for each item (items are positions in the input arrays).
 
     Attributes:
-        end_ids: Tokens whose remaining bytes were all consumed.
+        end_items: Items whose remaining bytes were all consumed.
         end_states: The state each of those ended in.
-        stop_ids: Tokens that hit a byte with no transition.
+        stop_items: Items that hit a byte with no transition.
         stop_offsets: The offset (in the token) of that byte.
         stop_states: The state before that byte.
     """
 
-    end_ids: IntArray
+    end_items: IntArray
     end_states: IntArray
-    stop_ids: IntArray
+    stop_items: IntArray
     stop_offsets: IntArray
     stop_states: IntArray
 
@@ -94,7 +94,7 @@ def walk(
     ids: IntArray,
     offsets: IntArray | None = None,
     *,
-    presorted: bool = False,
+    accepting: npt.NDArray[np.bool_] | None = None,
 ) -> WalkResult:
     """Walk each token ``ids[i]`` from byte ``offsets[i]`` through a DFA, starting in ``start``.
 
@@ -103,67 +103,65 @@ def walk(
         flat_transitions: The DFA's ``int32[n_states * 256]`` table (``-1`` = no transition).
         start: The state every item starts in.
         ids: Token ids (int64).
-        offsets: Byte offset to start from in each token (``None``: 0).
-        presorted: ``ids`` are already ordered by remaining length, longest first.
+        offsets: Byte offset to start from in each token (``None``: 0). Items with no byte
+            left end in ``start``.
+        accepting: When given, only stops in an accepting state are reported (the others are
+            of no use to the caller and cost time on the whole vocabulary).
 
     Returns:
         The items split into those that consumed all their bytes and those that stopped.
     """
     starts = table.starts[ids]
-    if offsets is None:
-        base = starts
-        remaining = table.lengths[ids]
-    else:
-        base = starts + offsets
-        remaining = table.lengths[ids] - offsets
-    if not presorted:
-        order = np.argsort(-remaining, kind="stable")
-        ids, base, remaining, starts = ids[order], base[order], remaining[order], starts[order]
-    neg_remaining = -remaining
-    state = np.full(len(ids), start, dtype=np.int64)
-    end_ids: list[IntArray] = []
+    base = starts if offsets is None else starts + offsets
+    end = starts + table.lengths[ids]
+    end_items: list[IntArray] = []
     end_states: list[IntArray] = []
-    stop_ids: list[IntArray] = []
+    stop_items: list[IntArray] = []
     stop_offsets: list[IntArray] = []
     stop_states: list[IntArray] = []
+    # column 0: one state for all, so one row lookup; most tokens die here
+    items = np.arange(len(ids), dtype=np.int64)
+    done = base >= end
+    if done.any():
+        end_items.append(items[done])
+        end_states.append(np.full(int(done.sum()), start, dtype=np.int64))
+        keep = ~done
+        items, base, end = items[keep], base[keep], end[keep]
+    row = flat_transitions[start * 256 : start * 256 + 256]
+    state = row.take(table.buf.take(base)).astype(np.int64)
+    live = state >= 0
+    if accepting is None or accepting[start]:
+        dead = ~live
+        stop_items.append(items[dead])
+        stop_offsets.append(base[dead] - table.starts[ids[items[dead]]])
+        stop_states.append(np.full(len(stop_items[-1]), start, dtype=np.int64))
+    items, pos, end, state = items[live], base[live] + 1, end[live], state[live]
     buf = table.buf
-    column = 0
-    while len(ids):
-        # items are ordered longest first, so the finished ones form the tail
-        cut = int(np.searchsorted(neg_remaining, -column, side="left"))
-        if cut < len(ids):
-            end_ids.append(ids[cut:])
-            end_states.append(state[cut:])
-            ids, base, neg_remaining, starts, state = (
-                ids[:cut],
-                base[:cut],
-                neg_remaining[:cut],
-                starts[:cut],
-                state[:cut],
-            )
-            if not cut:
+    while len(items):
+        done = pos >= end
+        if done.any():
+            end_items.append(items[done])
+            end_states.append(state[done])
+            keep = ~done
+            items, pos, end, state = items[keep], pos[keep], end[keep], state[keep]
+            if not len(items):
                 break
-        byte = buf.take(base + column)
-        nxt = flat_transitions.take(state * 256 + byte).astype(np.int64)
+        nxt = flat_transitions.take(state * 256 + buf.take(pos)).astype(np.int64)
         dead = nxt < 0
         if dead.any():
-            stop_ids.append(ids[dead])
-            stop_offsets.append(base[dead] + column - starts[dead])
-            stop_states.append(state[dead])
+            report = dead if accepting is None else dead & accepting[state]
+            if report.any():
+                stop_items.append(items[report])
+                stop_offsets.append(pos[report] - table.starts[ids[items[report]]])
+                stop_states.append(state[report])
             keep = ~dead
-            ids, base, neg_remaining, starts, nxt = (
-                ids[keep],
-                base[keep],
-                neg_remaining[keep],
-                starts[keep],
-                nxt[keep],
-            )
+            items, pos, end, nxt = items[keep], pos[keep], end[keep], nxt[keep]
         state = nxt
-        column += 1
+        pos += 1
     return WalkResult(
-        _cat(end_ids),
+        _cat(end_items),
         _cat(end_states),
-        _cat(stop_ids),
+        _cat(stop_items),
         _cat(stop_offsets),
         _cat(stop_states),
     )

@@ -70,10 +70,14 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 _COMPILED_KEY = "fsm.grammar.compiled"
 _MAX_CACHED_GRAMMARS = 32
 _MAX_CACHED_MASKS = 4096
+_SMALL_BATCH = 256
+_MAX_SUFFIX_MEMO = 200_000
 _END = "$END"
 
 Stack = tuple[int, ...]
 Row = npt.NDArray[np.int32]
+# (token ids, byte offsets, owner stack indices) of tokens still being walked
+_Items = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
@@ -206,35 +210,36 @@ class _LALR:
                 return tuple(states)
 
 
-class _StaticWalk:
-    """The stack-independent part of a state's mask: the whole vocabulary walked from it."""
+class _Lexed:
+    """Tokens walked from one lexer state: the lexical, stack-independent part of a mask.
 
-    __slots__ = ("end_ids", "end_states", "groups")
+    ``children[(terminal, context)]`` caches the walk of the tokens that finished
+    ``terminal`` here, from the start of the next lexeme in lexer context ``context``.
+    """
 
-    def __init__(self, context: ContextDFA, lex: int, table: TokenTable) -> None:
-        res = walk(table, context.flat, lex, table.text_ids, presorted=True)
-        self.end_ids = res.end_ids
+    __slots__ = ("children", "end_ids", "end_states", "groups", "stop_ids", "stop_offsets")
+
+    def __init__(
+        self,
+        context: ContextDFA,
+        lex: int,
+        table: TokenTable,
+        ids: npt.NDArray[np.int64],
+        offsets: npt.NDArray[np.int64] | None,
+    ) -> None:
+        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
+        self.end_ids = ids[res.end_items]
         self.end_states = res.end_states
-        self.groups = _group_stops(context, res.stop_ids, res.stop_offsets, res.stop_states)
-
-
-def _group_stops(
-    context: ContextDFA,
-    ids: npt.NDArray[np.int64],
-    offsets: npt.NDArray[np.int64],
-    states: npt.NDArray[np.int64],
-) -> list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """Split the tokens that left the lexeme by the terminal it became (dropping the others)."""
-    if not len(ids):
-        return []
-    terms = context.winner[states]
-    groups = []
-    for term in np.unique(terms):
-        if term < 0:
-            continue
-        sel = terms == term
-        groups.append((int(term), ids[sel], offsets[sel]))
-    return groups
+        terms = context.winner[res.stop_states]
+        keep = terms >= 0  # the others stopped inside an unfinished lexeme: rejected
+        stop_ids = ids[res.stop_items[keep]]
+        stop_offsets = res.stop_offsets[keep]
+        terms = terms[keep]
+        self.groups: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        for term in np.unique(terms).tolist():
+            sel = terms == term
+            self.groups[term] = (stop_ids[sel], stop_offsets[sel])
+        self.children: dict[tuple[int, int], _Lexed] = {}
 
 
 class CompiledGrammar(Compiled):
@@ -282,10 +287,11 @@ class CompiledGrammar(Compiled):
         self._contexts: list[ContextDFA] = []
         self._context_by_key: dict[tuple[object, ...], int] = {}
         self._context_of_state: dict[int, int] = {}
-        self._static: dict[tuple[int, int], _StaticWalk] = {}
+        self._static: dict[tuple[int, int], _Lexed] = {}
         self._ok_terms: dict[tuple[Stack, int], npt.NDArray[np.bool_]] = {}
         self._masks: dict[tuple[Stack, int], Row] = {}
         self._steps: dict[tuple[Stack, int, int], tuple[Stack, int]] = {}
+        self._suffix_memo: dict[tuple[Stack, bytes], bool] = {}
         self.initial_stack: Stack = (self._lalr.start,)
         self._finished_row = self._row_from_bool(np.zeros(self._table.size, dtype=np.bool_), True)
 
@@ -413,32 +419,165 @@ class CompiledGrammar(Compiled):
         table = self._table
         allowed = np.zeros(table.size, dtype=np.bool_)
         cid = self._context_id(stack[-1])
-        context = self._contexts[cid]
         static = self._static.get((cid, lex))
         if static is None:
-            static = self._static[(cid, lex)] = _StaticWalk(context, lex, table)
-        viable = self._viable(stack, cid)
-        allowed[static.end_ids[viable[static.end_states]]] = True
-        pending: dict[Stack, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = {}
-        groups, at = static.groups, stack
-        while True:
-            for term, ids, offsets in groups:
-                after = self._after(at, term)
-                if after is not None:
-                    pending.setdefault(after, []).append((ids, offsets))
-            if not pending:
-                break
-            # tokens that finished a terminal go on from the next lexeme's start state
-            at, parts = pending.popitem()
+            static = _Lexed(self._contexts[cid], lex, table, table.text_ids, None)
+            self._static[(cid, lex)] = static
+        self._allow_ends(static, stack, cid, allowed)
+        # Tokens that finished a terminal go on from the next lexeme's start state, in the
+        # context of the stack the terminal leads to. The second lexeme's walk is cached too
+        # (it depends on the context only); from the third on, the tokens of all stacks with
+        # the same lexer context are walked together, and only viability and routing look at
+        # each item's stack (an index into `stacks`).
+        stacks: list[Stack] = [stack]
+        index: dict[Stack, int] = {stack: 0}
+        pending: dict[int, list[_Items]] = {}
+        for term, (ids, offsets) in static.groups.items():
+            after = self._after(stack, term)
+            if after is None:
+                continue
+            next_cid = self._context_id(after[-1])
+            child = static.children.get((term, next_cid))
+            if child is None:
+                child = _Lexed(self._contexts[next_cid], 0, table, ids, offsets)
+                static.children[(term, next_cid)] = child
+            self._allow_ends(child, after, next_cid, allowed)
+            j = index.setdefault(after, len(stacks))
+            if j == len(stacks):
+                stacks.append(after)
+            for term2, (ids2, offsets2) in child.groups.items():
+                owners = np.full(len(ids2), j, dtype=np.int64)
+                terms = np.full(len(ids2), term2, dtype=np.int64)
+                self._route((ids2, offsets2, owners), terms, stacks, index, pending)
+        while pending:
+            cid, parts = pending.popitem()
             ids = np.concatenate([p[0] for p in parts])
             offsets = np.concatenate([p[1] for p in parts])
-            cid = self._context_id(at[-1])
+            owners = np.concatenate([p[2] for p in parts])
+            if len(ids) <= _SMALL_BATCH:  # a few long tokens: numpy's per-call cost dominates
+                self._finish_in_python(ids, offsets, owners, stacks, allowed)
+                continue
             context = self._contexts[cid]
-            res = walk(table, context.flat, 0, ids, offsets)
-            viable = self._viable(at, cid)
-            allowed[res.end_ids[viable[res.end_states]]] = True
-            groups = _group_stops(context, res.stop_ids, res.stop_offsets, res.stop_states)
+            res = walk(table, context.flat, 0, ids, offsets, accepting=context.accepting)
+            if len(res.end_items):
+                uniq, inv = np.unique(owners[res.end_items], return_inverse=True)
+                viable_by_stack = np.stack([self._viable(stacks[int(k)], cid) for k in uniq])
+                ok = viable_by_stack[inv.reshape(-1), res.end_states]
+                allowed[ids[res.end_items[ok]]] = True
+            if len(res.stop_items):
+                terms = context.winner[res.stop_states]
+                keep = terms >= 0
+                items = res.stop_items[keep]
+                self._route(
+                    (ids[items], res.stop_offsets[keep], owners[items]),
+                    terms[keep],
+                    stacks,
+                    index,
+                    pending,
+                )
         return self._row_from_bool(allowed, self._eos_ok(stack, lex))
+
+    def _allow_ends(
+        self, lexed: _Lexed, stack: Stack, cid: int, allowed: npt.NDArray[np.bool_]
+    ) -> None:
+        """Allow the tokens that end inside a lexeme that can still become a wanted terminal."""
+        viable = self._viable(stack, cid)
+        allowed[lexed.end_ids[viable[lexed.end_states]]] = True
+
+    def _finish_in_python(
+        self,
+        ids: npt.NDArray[np.int64],
+        offsets: npt.NDArray[np.int64],
+        owners: npt.NDArray[np.int64],
+        stacks: list[Stack],
+        allowed: npt.NDArray[np.bool_],
+    ) -> None:
+        """Lex the rest of each token byte by byte (each starts a fresh lexeme)."""
+        tokens = self._vocab.tokens
+        items = zip(ids.tolist(), offsets.tolist(), owners.tolist(), strict=True)
+        for token_id, offset, owner in items:
+            if self._suffix_ok(stacks[owner], tokens[token_id][offset:]):
+                allowed[token_id] = True
+
+    def _suffix_ok(self, stack: Stack, data: bytes) -> bool:
+        """Return whether ``data``, starting a fresh lexeme after ``stack``, can go on.
+
+        Memoised at every lexeme start along the way, so the many long runs of one character
+        in real vocabularies (spaces, dashes, brackets) cost one pass between them.
+        """
+        memo = self._suffix_memo
+        if len(memo) > _MAX_SUFFIX_MEMO:
+            memo.clear()
+        seen: list[tuple[Stack, bytes]] = []
+        result: bool | None = None
+        while result is None:
+            key = (stack, data)
+            result = memo.get(key)
+            if result is not None:
+                break
+            seen.append(key)
+            cid = self._context_id(stack[-1])
+            context = self._contexts[cid]
+            rows = context.rows
+            lex = 0
+            for i, byte in enumerate(data):
+                nxt = rows[lex][byte]
+                if nxt >= 0:
+                    lex = nxt
+                    continue
+                term = int(context.winner[lex])
+                after = self._after(stack, term) if term >= 0 else None
+                if after is None:
+                    result = False
+                else:
+                    stack, data = after, data[i:]
+                break
+            else:
+                result = bool(self._viable(stack, cid)[lex])
+        for key in seen:
+            memo[key] = result
+        return result
+
+    def _route(
+        self,
+        items: _Items,
+        terms: npt.NDArray[np.int64],
+        stacks: list[Stack],
+        index: dict[Stack, int],
+        pending: dict[int, list[_Items]],
+    ) -> None:
+        """Feed each item's finished terminal to its stack; queue the survivors by new context."""
+        ids, offsets, owners = items
+        if not len(ids):
+            return
+        n_terms = len(self._dfas)
+        codes = owners * n_terms + terms
+        present = np.zeros(int(codes.max()) + 1, dtype=np.bool_)
+        present[codes] = True
+        uniq = np.flatnonzero(present)
+        lookup = np.empty(len(present), dtype=np.int64)
+        lookup[uniq] = np.arange(len(uniq))
+        inv = lookup[codes]
+        new_owner = np.full(len(uniq), -1, dtype=np.int64)
+        new_context = np.full(len(uniq), -1, dtype=np.int64)
+        for k, code in enumerate(uniq.tolist()):
+            owner, term = divmod(code, n_terms)
+            after = self._after(stacks[owner], term)
+            if after is None:
+                continue
+            j = index.get(after)
+            if j is None:
+                j = index[after] = len(stacks)
+                stacks.append(after)
+            new_owner[k] = j
+            new_context[k] = self._context_id(after[-1])
+        owners = new_owner[inv]
+        contexts = new_context[inv]
+        for cid in np.unique(contexts).tolist():
+            if cid < 0:
+                continue
+            sel = contexts == cid
+            pending.setdefault(cid, []).append((ids[sel], offsets[sel], owners[sel]))
 
     def _row_from_bool(self, allowed: npt.NDArray[np.bool_], eos: bool) -> Row:
         if eos:

@@ -38,6 +38,7 @@ __all__ = [
     "check_grammar",
     "ebnf_to_gbnf",
     "ebnf_to_lark",
+    "gbnf_to_ebnf",
     "lark_to_ebnf",
     "lark_to_gbnf",
     "regex_to_ebnf",
@@ -287,7 +288,10 @@ class _RegexConverter:
         closed = _normalize(ranges)
         if flags & re.IGNORECASE:
             closed = _case_closure(closed)
-        return _make_class(closed, negated)
+        klass = _make_class(closed, negated)
+        if not klass.ranges and not klass.negated:
+            raise self.fail("a character class that matches no character")
+        return klass
 
     def literal(self, code: int, flags: int) -> _Node:
         if flags & re.IGNORECASE:
@@ -1178,6 +1182,19 @@ def ebnf_to_lark(text: str) -> str:
         UnsupportedConstraintError: xgrammar lookahead assertions ``(= ...)``.
     """
     return _write_grammar(_ebnf_grammar(text), "lark")
+
+
+def gbnf_to_ebnf(text: str) -> str:
+    r"""Rewrite GBNF (or any EBNF this module reads) in xgrammar's dialect, for SGLang.
+
+    xgrammar reads most GBNF as is, but not ``.``, ``\x`` escapes followed by a hex digit
+    (it reads ``\x`` greedily) or rule names it does not allow; the rewrite spells those out.
+
+    Raises:
+        InvalidConstraintError: The grammar is invalid (line and column in the message).
+        UnsupportedConstraintError: xgrammar lookahead assertions ``(= ...)``.
+    """
+    return _write_grammar(_ebnf_grammar(text), "ebnf")
 
 
 def ebnf_to_gbnf(text: str) -> str:

@@ -24,6 +24,7 @@ from outlines_like.types.grammars import (
     check_grammar,
     ebnf_to_gbnf,
     ebnf_to_lark,
+    gbnf_to_ebnf,
     lark_to_ebnf,
     lark_to_gbnf,
     regex_to_ebnf,
@@ -392,6 +393,18 @@ def test_ebnf_to_lark_keeps_the_language(grammar: str, good: list[str], bad: lis
     ("grammar", "good", "bad"),
     [pytest.param(g, good, bad, id=name) for name, g, good, bad in EBNF_CORPUS],
 )
+def test_gbnf_to_ebnf_keeps_the_language(
+    xgrammar_accepts: Accepts, grammar: str, good: list[str], bad: list[str]
+) -> None:
+    ebnf = gbnf_to_ebnf(grammar)
+    assert [xgrammar_accepts(ebnf, s) for s in good] == [True] * len(good), ebnf
+    assert [xgrammar_accepts(ebnf, s) for s in bad] == [False] * len(bad), ebnf
+
+
+@pytest.mark.parametrize(
+    ("grammar", "good", "bad"),
+    [pytest.param(g, good, bad, id=name) for name, g, good, bad in EBNF_CORPUS],
+)
 def test_ebnf_to_gbnf_and_back_through_lark(
     xgrammar_accepts: Accepts, grammar: str, good: list[str], bad: list[str]
 ) -> None:
@@ -417,6 +430,8 @@ def test_ebnf_to_gbnf_and_back_through_lark(
         ),
         ('root ::= [^\\x00-\\x1f"]', 'start: /[^\\u0000-\\u001f"]/\n'),
         ('root ::= "a" | ""', 'start: "a"?\n'),
+        ('root ::= ""', "start:\n"),
+        ('root ::= "\\x41B"', 'start: "AB"\n'),
     ],
 )
 def test_ebnf_to_lark_text(ebnf: str, lark_text: str) -> None:
@@ -645,6 +660,7 @@ def test_regex_to_gbnf_agrees_with_re_on_generated_strings(
         ("a++", "possessive"),
         ("a(b", "invalid regex 'a(b' at position 1"),
         ("[z-a]", "invalid regex"),
+        (r"[^\s\S]", "matches no character"),
     ],
 )
 def test_regex_rejections(pattern: str, message: str) -> None:

@@ -403,6 +403,7 @@ class ReasoningStream:
                 self._emit_reasoning(before, r_out, closing=True)
                 self._buf = buf[i + len(end) :]
                 self._after_reasoning = True
+                self._answer_begun = False
                 continue
             k = 0 if final else _partial_suffix(buf, end)
             self._emit_answer(buf[: len(buf) - k], a_out)

@@ -536,6 +536,14 @@ def parse_tool_calls(
 # --------------------------------------------------------------------------- JSON prefixes
 
 
+class _JsonPrefixError(ValueError):
+    """Text that no JSON value starts with; ``taken`` characters of the chunk were fine."""
+
+    def __init__(self, message: str, *, taken: int) -> None:
+        super().__init__(message)
+        self.taken = taken
+
+
 class _JsonScanner:
     """Checks, one character at a time, that text is a prefix of one valid JSON value.
 
@@ -566,8 +574,11 @@ class _JsonScanner:
 
     def feed(self, text: str) -> int:
         for i, ch in enumerate(text):
-            if self.done or not self._step(ch):
-                return i
+            try:
+                if self.done or not self._step(ch):
+                    return i
+            except ValueError as exc:
+                raise _JsonPrefixError(str(exc), taken=i) from None
             self.seen += 1
         return len(text)
 
@@ -867,9 +878,10 @@ class ToolCallParser:
             return
         try:
             taken = self._scanner.feed(new)
-        except ValueError:
+        except _JsonPrefixError as exc:
+            # Send the part that was still valid; nothing more of this call streams.
             self._broken = True
-            return
+            taken = exc.taken
         piece = new[:taken]
         if self._args_sent == 0:
             piece = piece.lstrip()

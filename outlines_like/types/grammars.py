@@ -831,7 +831,13 @@ def _lark_grammar(text: str, start: str) -> _Grammar:
         rules[name] = _terminal_node(terminals[name])
     start_name = start
     if ign is not None:
-        rules[_IGNORE_RULE] = _rep(_alt(_Ref(n) for n in ignore), 0, None)
+        # (x+ | y)* is (x | y)*: unwrapping the "+" keeps the language and spares engines
+        # that track every parse (llama.cpp) the ambiguity of (x+)*.
+        pieces = []
+        for n in ignore:
+            node = rules[n]
+            pieces.append(node.item if isinstance(node, _Rep) and node.low <= 1 else _Ref(n))
+        rules[_IGNORE_RULE] = _rep(_alt(pieces), 0, None)
         start_name = "__start_with_ignored"
         while start_name in rules:
             start_name += "_"

@@ -18,10 +18,13 @@ Caches:
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import importlib
+import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled
 from outlines_like.fsm.regex_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from outlines_like.fsm.vocabulary import Vocabulary
-from outlines_like.types import CFG, JsonObject, to_regex, to_term
+from outlines_like.types import CFG, JsonObject, JsonSchema, Term, json_schema_of, to_regex, to_term
 
 __all__ = ["CACHE_DIR_ENV", "clear_caches", "compile_constraint", "compile_regex_cached"]
 
@@ -163,6 +166,34 @@ def _compile_grammar(cfg: CFG, vocab: Vocabulary) -> Compiled:
     return compiled
 
 
+def _ordered_schema(term: JsonSchema) -> dict[str, Any]:
+    """The schema with its properties in the order the user wrote them.
+
+    ``JsonSchema.schema`` comes back with sorted keys, which would reorder the generated
+    object's properties; read the source again where it still has its order.
+    """
+    source = term.source
+    schema: object = None
+    if isinstance(source, str):
+        with contextlib.suppress(ValueError):
+            schema = json.loads(source)
+    elif isinstance(source, Mapping):
+        schema = json.loads(json.dumps(source))
+    elif source is not None:
+        schema = json_schema_of(source)
+    return schema if isinstance(schema, dict) else term.schema
+
+
+def _regex_of(term: Term) -> str:
+    if isinstance(term, JsonSchema):
+        from outlines_like.types.json_schema import json_schema_to_regex
+
+        return json_schema_to_regex(
+            _ordered_schema(term), whitespace_pattern=term.whitespace_pattern, lenient=term.lenient
+        )
+    return to_regex(term)
+
+
 def compile_constraint(
     output_type: object,
     vocab: Vocabulary,
@@ -203,7 +234,7 @@ def compile_constraint(
     elif isinstance(term, (CFG, JsonObject)):
         key = ("cfg", term, vocab.hash)
     else:
-        pattern = to_regex(term)
+        pattern = _regex_of(term)
         key = ("regex", pattern, max_states, vocab.hash)
     cached: Compiled | None = _lru_get(_compiled, key)
     if cached is not None:
@@ -214,7 +245,10 @@ def compile_constraint(
     elif isinstance(term, CFG):
         compiled = _compile_grammar(term, vocab)
     elif isinstance(term, JsonObject):
-        compiled = _compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab)
+        grammar_text = JSON_OBJECT_GRAMMAR
+        with contextlib.suppress(ImportError, AttributeError):
+            grammar_text = importlib.import_module("outlines_like.fsm.grammar").JSON_OBJECT_GRAMMAR
+        compiled = _compile_grammar(CFG(grammar_text, "lark"), vocab)
     else:
         dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
         compiled = RegexCompiled(dfa, vocab)

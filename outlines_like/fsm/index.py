@@ -19,50 +19,64 @@ import numpy.typing as npt
 from outlines_like.fsm.regex_dfa import ByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 
-__all__ = ["StateRow", "TokenIndex", "TokenTable", "pack_ids", "token_table", "walk_tokens"]
+__all__ = [
+    "StateRow",
+    "TokenIndex",
+    "TokenTable",
+    "pack_ids",
+    "token_table",
+    "walk_tokens",
+]
 
-_DENSE_COLUMNS = 16
 I32 = npt.NDArray[np.int32]
 
 
 class TokenTable:
     """The text tokens of a vocabulary laid out for vectorised DFA walks.
 
-    Special, EOS and empty tokens are left out: they are never text.
+    Special, EOS and empty tokens are left out: they are never text. Table positions are sorted
+    by token length, longest first, so the tokens still running at byte ``j`` are a prefix of
+    any ascending list of positions.
 
     Attributes:
-        ids: ``int32[n]``: token id at each table position (sorted by first byte, then id).
-        lengths: ``int32[n]``: byte length at each position.
+        ids: ``int32[n]``: token id at each position.
+        lengths: ``int32[n]``: byte length at each position (non-increasing).
         first: ``uint8[n]``: first byte at each position.
-        first_start: ``int64[257]``: positions of first byte ``b`` are
-            ``first_start[b]:first_start[b + 1]``.
-        dense: ``uint8[16, n]``: byte ``j`` of each token (0 past its end), for ``j < 16``.
-        flat, offsets: all bytes concatenated, and where each position's bytes start.
-        max_len: The longest token.
+        active: ``int64[max_len + 1]``: ``active[j]`` positions have more than ``j`` bytes.
+        columns: ``columns[j]`` is ``uint8[active[j]]``: byte ``j`` of those positions.
+        by_first: ``by_first[b]``: ascending positions whose first byte is ``b``.
+        first_count: ``int64[256]``: how many positions start with each byte.
         vocab_size, words: ``V`` and ``ceil(V / 32)``.
     """
 
     def __init__(self, vocab: Vocabulary) -> None:
         special = vocab.special_token_ids
-        text_ids = [i for i, t in enumerate(vocab.tokens) if t and i not in special]
-        firsts = np.array([vocab.tokens[i][0] for i in text_ids], dtype=np.int64)
-        ids = np.array(text_ids, dtype=np.int64)
-        order = np.lexsort((ids, firsts))
-        self.ids: I32 = ids[order].astype(np.int32)
+        text_ids = np.array(
+            [i for i, t in enumerate(vocab.tokens) if t and i not in special], dtype=np.int64
+        )
+        lens = np.array([len(vocab.tokens[i]) for i in text_ids.tolist()], dtype=np.int64)
+        order = np.lexsort((text_ids, -lens))
+        self.ids: I32 = text_ids[order].astype(np.int32)
+        self.lengths: I32 = lens[order].astype(np.int32)
         toks = [vocab.tokens[i] for i in self.ids.tolist()]
-        self.lengths: I32 = np.array([len(t) for t in toks], dtype=np.int32)
-        self.first = firsts[order].astype(np.uint8)
-        self.first_start = np.searchsorted(self.first, np.arange(257), side="left").astype(np.int64)
         n = len(toks)
-        self.flat = np.frombuffer(b"".join(toks), dtype=np.uint8)
-        self.offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=self.offsets[1:])
-        self.max_len = int(self.lengths.max()) if n else 0
-        dense = np.zeros((_DENSE_COLUMNS, n), dtype=np.uint8)
-        for j in range(min(_DENSE_COLUMNS, self.max_len)):
-            has = np.nonzero(self.lengths > j)[0]
-            dense[j, has] = self.flat[self.offsets[has] + j]
-        self.dense = dense
+        max_len = int(self.lengths[0]) if n else 0
+        self.max_len = max_len
+        flat = np.frombuffer(b"".join(toks), dtype=np.uint8)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=offsets[1:])
+        # active[j] = number of tokens longer than j (lengths are non-increasing)
+        self.active = n - np.searchsorted(self.lengths[::-1], np.arange(max_len + 1), "right")
+        self.columns: list[npt.NDArray[np.uint8]] = [
+            flat[offsets[: int(self.active[j])] + j] for j in range(max_len)
+        ]
+        self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)
+        by_first_order = np.argsort(self.first, kind="stable")
+        bounds = np.searchsorted(self.first[by_first_order], np.arange(257))
+        self.by_first: list[npt.NDArray[np.intp]] = [
+            by_first_order[bounds[b] : bounds[b + 1]].astype(np.intp) for b in range(256)
+        ]
+        self.first_count = np.diff(bounds).astype(np.int64)
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
@@ -71,12 +85,6 @@ class TokenTable:
     def n_text(self) -> int:
         """Number of text tokens."""
         return int(self.ids.shape[0])
-
-    def column(self, j: int, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
-        """Byte ``j`` of the tokens at positions ``pos`` (which all have more than j bytes)."""
-        col: npt.NDArray[np.uint8]
-        col = self.dense[j][pos] if j < _DENSE_COLUMNS else self.flat[self.offsets[pos] + j]
-        return col
 
 
 _TABLE_LOCK = threading.Lock()
@@ -95,10 +103,17 @@ def token_table(vocab: Vocabulary) -> TokenTable:
     return table
 
 
+_SELECTIVE = 8  # walk from per-first-byte lists when they cover under 1/8 of the vocabulary
+
+
 def walk_tokens(
     transitions: npt.NDArray[np.int32], table: TokenTable, states: npt.ArrayLike
 ) -> list[tuple[I32, I32]]:
-    """Walk every text token from each of ``states`` through a byte DFA at once.
+    """Walk every text token from each of ``states`` through a byte DFA.
+
+    Per state: start from the tokens whose first byte is live (one gather over the first bytes,
+    or the per-first-byte lists when few are live), then one gather per byte column over the
+    survivors, dropping dead tokens and setting finished ones aside after each column.
 
     Args:
         transitions: ``int32[n_states, 256]`` transition table, ``-1`` = dead (a
@@ -110,61 +125,70 @@ def walk_tokens(
         For each start state, ``(token_ids, end_states)``: the tokens whose every byte has a
         live transition, sorted by id, and the state each one ends in.
     """
-    st_in = np.asarray(states, dtype=np.int64).reshape(-1)
-    n_states = st_in.shape[0]
-    tflat = np.ascontiguousarray(transitions, dtype=np.int32).reshape(-1)
-    fs = table.first_start
-    counts_by_byte = fs[1:] - fs[:-1]
-    # candidates: (state, position) for every live first byte of each state
-    rows = transitions[st_in]  # (n_states, 256)
-    which, byte = np.nonzero(rows >= 0)
-    cnt = counts_by_byte[byte]
-    nz = cnt > 0
-    which, byte, cnt = which[nz], byte[nz], cnt[nz]
-    total = int(cnt.sum())
-    if total == 0:
-        empty = np.zeros(0, dtype=np.int32)
-        return [(empty, empty) for _ in range(n_states)]
-    seg_start = np.cumsum(cnt) - cnt
-    pos = np.arange(total, dtype=np.int64) - np.repeat(seg_start - fs[byte], cnt)
-    cur = np.repeat(rows[which, byte].astype(np.int64), cnt)
-    owner = np.repeat(which.astype(np.int64), cnt)
-    lengths = table.lengths
-    done_pos: list[npt.NDArray[np.int64]] = []
-    done_state: list[npt.NDArray[np.int64]] = []
-    done_owner: list[npt.NDArray[np.int64]] = []
+    trans = np.ascontiguousarray(transitions, dtype=np.int32)
+    tflat = trans.reshape(-1)
+    scratch = np.empty(table.vocab_size, dtype=np.int32)
+    bits = np.zeros(table.vocab_size, dtype=bool)
+    return [
+        _walk_one(trans, tflat, table, int(s), scratch, bits)
+        for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist()
+    ]
+
+
+def _walk_one(
+    trans: I32,
+    tflat: I32,
+    table: TokenTable,
+    state: int,
+    scratch: I32,
+    bits: npt.NDArray[np.bool_],
+) -> tuple[I32, I32]:
+    row = trans[state]
+    live = np.flatnonzero(row >= 0)
+    n_cand = int(table.first_count[live].sum())
+    empty = np.zeros(0, dtype=np.int32)
+    if n_cand == 0:
+        return empty, empty
+    pos: npt.NDArray[np.intp]
+    if n_cand * _SELECTIVE < table.n_text:
+        parts = [table.by_first[b] for b in live.tolist() if table.first_count[b]]
+        pos = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+        cur = row[table.first[pos]]
+    else:
+        cur_all = row[table.first]
+        pos = np.flatnonzero(cur_all >= 0)
+        cur = cur_all[pos]
+    active = table.active
+    columns = table.columns
+    done_pos: list[npt.NDArray[np.intp]] = []
+    done_cur: list[I32] = []
     j = 1
-    while pos.shape[0]:
-        fin = lengths[pos] == j
-        if fin.any():
-            done_pos.append(pos[fin])
-            done_state.append(cur[fin])
-            done_owner.append(owner[fin])
-            keep = ~fin
-            pos, cur, owner = pos[keep], cur[keep], owner[keep]
-            if not pos.shape[0]:
-                break
-        b = table.column(j, pos)
-        cur = tflat[cur * 256 + b].astype(np.int64)
+    while True:
+        k = int(np.searchsorted(pos, active[j])) if j < active.shape[0] else 0
+        if k < pos.shape[0]:
+            done_pos.append(pos[k:])
+            done_cur.append(cur[k:])
+            pos, cur = pos[:k], cur[:k]
+        if k == 0:
+            break
+        cur = tflat[cur * 256 + columns[j][pos]]
         ok = cur >= 0
         if not ok.all():
-            pos, cur, owner = pos[ok], cur[ok], owner[ok]
+            keep = np.flatnonzero(ok)
+            pos, cur = pos[keep], cur[keep]
+            if not keep.shape[0]:
+                break
         j += 1
-    if done_pos:
-        all_pos = np.concatenate(done_pos)
-        all_state = np.concatenate(done_state)
-        all_owner = np.concatenate(done_owner)
-    else:
-        all_pos = all_state = all_owner = np.zeros(0, dtype=np.int64)
-    tok = table.ids[all_pos].astype(np.int64)
-    order = np.lexsort((tok, all_owner))
-    tok, all_state, all_owner = tok[order], all_state[order], all_owner[order]
-    bounds = np.searchsorted(all_owner, np.arange(n_states + 1))
-    out: list[tuple[I32, I32]] = []
-    for k in range(n_states):
-        a, b2 = bounds[k], bounds[k + 1]
-        out.append((tok[a:b2].astype(np.int32), all_state[a:b2].astype(np.int32)))
-    return out
+    if not done_pos:
+        return empty, empty
+    tok = table.ids[np.concatenate(done_pos)]
+    ends = np.concatenate(done_cur)
+    bits[tok] = True
+    ids = np.flatnonzero(bits).astype(np.int32)
+    bits[tok] = False
+    scratch[tok] = ends
+    out_ends: I32 = scratch[ids]
+    return ids, out_ends
 
 
 def pack_ids(ids: npt.ArrayLike, words: int) -> I32:
@@ -210,7 +234,7 @@ class TokenIndex:
     """
 
     def __init__(
-        self, dfa: ByteDFA, vocab: Vocabulary, *, lookahead: int = 1, eager_limit: int = 0
+        self, dfa: ByteDFA, vocab: Vocabulary, *, lookahead: int = 0, eager_limit: int = 0
     ) -> None:
         self.dfa = dfa
         self.vocab = vocab

@@ -39,7 +39,7 @@ class RegexCompiled(Compiled):
     """
 
     def __init__(
-        self, dfa: ByteDFA, vocab: Vocabulary, *, lookahead: int = 1, eager_limit: int = 0
+        self, dfa: ByteDFA, vocab: Vocabulary, *, lookahead: int = 0, eager_limit: int = 0
     ) -> None:
         self.dfa = dfa
         self._vocab = vocab

@@ -647,27 +647,59 @@ def _prune(
     return t2.astype(np.int32), accepting[keep], int(remap[start])
 
 
-def _minimize(
-    table: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], int]:
-    """Moore partition refinement, vectorised over states."""
-    n = table.shape[0]
-    if n <= 1:
-        return table, accepting, start
-    block = accepting.astype(np.int64)
-    n_blocks = len(np.unique(block))
+def _refine(
+    table: npt.NDArray[np.int32], block: npt.NDArray[np.int64], hashed: bool
+) -> npt.NDArray[np.int64]:
+    """Moore partition refinement to a fixed point, vectorised over states.
+
+    ``hashed`` compares 64-bit hashes of the signatures instead of whole rows (much faster);
+    the caller checks the result exactly.
+    """
+    k = table.shape[1]
+    mult = np.random.default_rng(0x5EED).integers(1, 2**62, size=k + 1, dtype=np.uint64) * 2 + 1
+    n_blocks = int(block.max()) + 1
     while True:
         ext = np.append(block, -1)
-        sig = np.concatenate([block[:, None], ext[table]], axis=1)
-        _, new_block = np.unique(sig, axis=0, return_inverse=True)
+        if hashed:
+            h = block.astype(np.uint64) * mult[0]
+            h += ((ext[table] + 1).astype(np.uint64) * mult[1:]).sum(axis=1, dtype=np.uint64)
+            _, new_block = np.unique(h, return_inverse=True)
+        else:
+            sig = np.concatenate([block[:, None], ext[table]], axis=1)
+            _, new_block = np.unique(sig, axis=0, return_inverse=True)
         new_block = new_block.reshape(-1).astype(np.int64)
         m = int(new_block.max()) + 1
         if m == n_blocks:
-            break
+            return block
         block, n_blocks = new_block, m
+
+
+def _is_congruence(table: npt.NDArray[np.int32], block: npt.NDArray[np.int64]) -> bool:
+    """Whether states in one block have identical (block, successor blocks) rows."""
+    n_blocks = int(block.max()) + 1
+    rep = np.zeros(n_blocks, dtype=np.int64)
+    rep[block[::-1]] = np.arange(block.shape[0])[::-1]
+    ext = np.append(block, -1)
+    sig = ext[table]
+    return bool((sig == sig[rep[block]]).all())
+
+
+def _minimize(
+    table: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], int]:
+    """Merge equivalent states (Moore refinement, hashed, checked exactly)."""
+    n = table.shape[0]
+    if n <= 1:
+        return table, accepting, start
+    initial = accepting.astype(np.int64)
+    if initial.min() == initial.max():
+        initial = np.zeros(n, dtype=np.int64)
+    block = _refine(table, initial, hashed=True)
+    if not _is_congruence(table, block):  # a hash collision merged two states: redo exactly
+        block = _refine(table, initial, hashed=False)
+    n_blocks = int(block.max()) + 1
     if n_blocks == n:
         return table, accepting, start
-    # renumber blocks in order of first appearance from the start state (BFS) for locality
     rep = np.zeros(n_blocks, dtype=np.int64)
     rep[block[::-1]] = np.arange(n)[::-1]
     ext = np.append(block, -1)
@@ -690,6 +722,10 @@ def _merge_classes(
     new_cls = rank[inv.reshape(-1)]
     new_table = table[:, first[order]]
     return np.ascontiguousarray(new_table, dtype=np.int32), new_cls[classes].astype(np.int32)
+
+
+# numpy imports part of np.unique(axis=0) lazily (~25 ms); pay it at import, not at first compile
+np.unique(np.zeros((2, 2), dtype=np.int64), axis=0, return_inverse=True, return_index=True)
 
 
 def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:

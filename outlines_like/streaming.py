@@ -617,6 +617,7 @@ def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[
     scanner = _JsonScanner()
     end: int | None = None
     last: Any = _MISSING
+    shown: Any = _MISSING
     for chunk in chunks:
         if not chunk:
             continue
@@ -634,7 +635,9 @@ def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[
             end = start + taken
             if text[end:].strip():
                 raise ParseError(f"text after the JSON value: {text[end : end + 80]!r}", text=text)
-            yield _final(parse, output_type, text[:end])
+            final = _final(parse, output_type, text[:end])
+            if not _same(final, shown):
+                yield final
             continue
         if not text.strip():
             continue
@@ -645,11 +648,26 @@ def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[
         if value == last:
             continue
         last = value
-        yield _partial_of(output_type, value)
+        partial = _partial_of(output_type, value)
+        if _same(partial, shown):
+            continue
+        shown = partial
+        yield partial
     if end is None:
         if not text.strip():
             raise ParseError("the stream ended before any JSON value", text=text)
-        yield _final(parse, output_type, text)
+        final = _final(parse, output_type, text)
+        if not _same(final, shown):
+            yield final
+
+
+def _same(a: Any, b: Any) -> bool:
+    if b is _MISSING or type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # an __eq__ that cannot compare partial objects
+        return False
 
 
 def _final(parse: Any, output_type: object, text: str) -> Any:

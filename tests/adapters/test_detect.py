@@ -49,12 +49,31 @@ SGLANG_NO_OWNER = {
         "version": "0.4.6",
     },
 }
-LLAMACPP = {
-    "/v1/models": models("tiny", owned_by="llamacpp"),
+LLAMACPP = {  # trimmed from a real llama-server (xllamacpp 2026.10.11549)
+    "/v1/models": {
+        "models": [
+            {"name": "tiny", "model": "tiny", "type": "model", "capabilities": ["completion"]}
+        ],
+        "object": "list",
+        "data": [
+            {
+                "id": "tiny",
+                "aliases": ["tiny"],
+                "tags": [],
+                "object": "model",
+                "created": 1796022853,
+                "owned_by": "llamacpp",
+                "meta": {"vocab_type": 2, "n_vocab": 151680, "n_ctx": 1024},
+            }
+        ],
+    },
     "/props": {
-        "default_generation_settings": {"n_ctx": 1024},
+        "default_generation_settings": {"params": {"seed": 4294967295}, "n_ctx": 1024},
         "total_slots": 2,
+        "model_alias": "tiny",
+        "model_path": "/tmp/tiny-qwen3.gguf",
         "build_info": "b0-unknown",
+        "is_sleeping": False,
     },
 }
 LLAMACPP_OLD = {  # an older llama-server: no owned_by in /v1/models

@@ -1,0 +1,102 @@
+"""The adapters against real servers: the same test body for each, only the base URL changes.
+
+Start the servers with ``../shared/servers/setup_servers.sh WORKDIR llamacpp vllm`` and source
+``WORKDIR/servers.env`` (``OL_LLAMACPP_BASE_URL``, ``OL_VLLM_BASE_URL``); without those
+variables the tests are skipped. Run with ``pytest -m realservers tests/adapters``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Literal
+
+import jsonschema
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from outlines_like.adapters import clear_detection_cache, detect_server, get_adapter
+from outlines_like.types import CFG, JsonSchema, Regex, boolean, to_term
+
+pytestmark = pytest.mark.realservers
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "color": {"type": "string", "enum": ["red", "green", "blue"]},
+        "n": {"type": "integer", "minimum": 0, "maximum": 9},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["color", "n", "ok"],
+    "additionalProperties": False,
+}
+SERVERS = {"llamacpp": "OL_LLAMACPP_BASE_URL", "vllm": "OL_VLLM_BASE_URL"}
+
+
+def _check_regex(pattern: str) -> Any:
+    return lambda text: re.fullmatch(pattern, text) is not None
+
+
+def _check_schema(text: str) -> bool:
+    jsonschema.validate(json.loads(text), SCHEMA)
+    return True
+
+
+ANSWERS = ("answer: yes.", "answer: no.")
+
+# Every constraint is bounded: a random-weight model never closes an unbounded field.
+CONSTRAINTS: list[tuple[str, object, Any]] = [
+    ("regex", Regex(r"[a-z]{3}-[0-9]{2}"), _check_regex(r"[a-z]{3}-[0-9]{2}")),
+    ("literal", Literal["yes", "no", "maybe"], lambda t: t in ("yes", "no", "maybe")),
+    ("bool", bool, _check_regex(boolean.pattern)),
+    ("schema", JsonSchema(SCHEMA), _check_schema),
+    ("lark", CFG('start: "answer: " ("yes" | "no") "."'), lambda t: t in ANSWERS),
+    ("gbnf", CFG('root ::= "answer: " ("yes" | "no") "."'), lambda t: t in ANSWERS),
+]
+
+
+@pytest.fixture(params=list(SERVERS), scope="module")
+def server(request: pytest.FixtureRequest) -> tuple[str, openai.OpenAI]:
+    kind: str = request.param
+    url = os.environ.get(SERVERS[kind])
+    if not url:
+        pytest.skip(f"{SERVERS[kind]} is not set (see ../shared/servers/README.md)")
+    return kind, openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key="EMPTY")
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize(
+    ("name", "output_type", "check"), CONSTRAINTS, ids=[c[0] for c in CONSTRAINTS]
+)
+def test_constraint_is_enforced(
+    server: tuple[str, openai.OpenAI],
+    endpoint: Literal["chat", "completions"],
+    name: str,
+    output_type: object,
+    check: Any,
+) -> None:
+    kind, client = server
+    clear_detection_cache()
+    info = detect_server(client)
+    assert info.kind == kind
+    assert info.model_ids
+    fields = get_adapter(info).constraint_fields(to_term(output_type), endpoint=endpoint)
+    kw: dict[str, Any] = {
+        "model": info.model_ids[0],
+        "max_tokens": 200,
+        "temperature": 0,
+        "extra_body": fields.get("extra_body"),
+    }
+    if "response_format" in fields:
+        kw["response_format"] = fields["response_format"]
+    if endpoint == "chat":
+        message: list[ChatCompletionMessageParam] = [
+            {"role": "user", "content": "Give me the answer."}
+        ]
+        text = client.chat.completions.create(messages=message, **kw).choices[0].message.content
+    else:
+        text = client.completions.create(prompt="The answer is", **kw).choices[0].text
+    assert text is not None
+    assert check(text), (name, text)

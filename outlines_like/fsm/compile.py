@@ -33,7 +33,12 @@ import numpy as np
 from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled
-from outlines_like.fsm.regex_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_regex
+from outlines_like.fsm.regex_dfa import (
+    DEFAULT_MAX_STATES,
+    ByteDFA,
+    LazyByteDFA,
+    compile_regex_auto,
+)
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonObject, JsonSchema, Term, json_schema_of, to_regex, to_term
 
@@ -58,7 +63,7 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 
 _lock = threading.Lock()
 _compiled: collections.OrderedDict[tuple[Any, ...], Compiled] = collections.OrderedDict()
-_dfas: collections.OrderedDict[tuple[str, int], ByteDFA] = collections.OrderedDict()
+_dfas: collections.OrderedDict[tuple[str, int], ByteDFA | LazyByteDFA] = collections.OrderedDict()
 
 
 def clear_caches() -> None:
@@ -128,8 +133,11 @@ def _save_dfa(path: Path, dfa: ByteDFA) -> None:
 
 def compile_regex_cached(
     pattern: str, *, max_states: int = DEFAULT_MAX_STATES, cache_dir: str | Path | None = None
-) -> ByteDFA:
-    """Return :func:`compile_regex` of ``pattern``, from the memory (and disk) cache if present.
+) -> ByteDFA | LazyByteDFA:
+    """Return the DFA of ``pattern`` (:func:`compile_regex_auto`), from the caches if present.
+
+    Small regexes get a minimal eager :class:`ByteDFA`, large ones a :class:`LazyByteDFA`
+    (only eager DFAs go to the disk cache).
 
     Args:
         pattern: The regex.
@@ -138,7 +146,7 @@ def compile_regex_cached(
             (unset: no disk cache).
     """
     key = (pattern, max_states)
-    dfa: ByteDFA | None = _lru_get(_dfas, key)
+    dfa: ByteDFA | LazyByteDFA | None = _lru_get(_dfas, key)
     if dfa is not None:
         return dfa
     folder = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
@@ -146,8 +154,8 @@ def compile_regex_cached(
     if path is not None and path.exists():
         dfa = _load_dfa(path, pattern)
     if dfa is None:
-        dfa = compile_regex(pattern, max_states=max_states)
-        if path is not None:
+        dfa = compile_regex_auto(pattern, max_states=max_states)
+        if path is not None and isinstance(dfa, ByteDFA):
             _save_dfa(path, dfa)
     _lru_put(_dfas, key, dfa, _MAX_DFAS)
     return dfa

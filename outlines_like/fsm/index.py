@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm.regex_dfa import ByteDFA
+from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
@@ -142,7 +142,12 @@ def _walk_one(
     state: int,
     scratch: I32,
     bits: npt.NDArray[np.bool_],
+    lazy: LazyByteDFA | None = None,
 ) -> tuple[I32, I32]:
+    if lazy is not None:
+        lazy.expand([state])
+        trans = lazy.transitions
+        tflat = trans.reshape(-1)
     row = trans[state]
     live = np.flatnonzero(row >= 0)
     n_cand = int(table.first_count[live].sum())
@@ -171,7 +176,15 @@ def _walk_one(
             pos, cur = pos[:k], cur[:k]
         if k == 0:
             break
-        cur = tflat[cur * 256 + columns[j][pos]]
+        col = columns[j][pos]
+        nxt = tflat[cur * 256 + col]
+        if lazy is not None:
+            unknown = np.flatnonzero(nxt == UNKNOWN)
+            if unknown.shape[0]:
+                lazy.expand(np.unique(cur[unknown]))
+                tflat = lazy.transitions.reshape(-1)
+                nxt[unknown] = tflat[cur[unknown] * 256 + col[unknown]]
+        cur = nxt
         ok = cur >= 0
         if not ok.all():
             keep = np.flatnonzero(ok)
@@ -226,36 +239,48 @@ class TokenIndex:
     """Lazy per-state token sets of one byte DFA over one vocabulary (shared by matchers).
 
     Args:
-        dfa: The DFA (every state co-reachable, so a surviving token keeps the text extendable).
+        dfa: The DFA, eager or lazy (every state co-reachable, so a surviving token keeps the
+            text extendable).
         vocab: The vocabulary.
         lookahead: When a state is first computed, also compute the states its allowed tokens
-            lead to, up to this many steps ahead, in the same vectorised batch (0 = lazy only).
-        eager_limit: Compute every state up front when the DFA has at most this many states.
+            lead to, up to this many steps ahead (0 = lazy only).
+        eager_limit: Compute every state up front when an eager DFA has at most this many
+            states.
     """
 
     def __init__(
-        self, dfa: ByteDFA, vocab: Vocabulary, *, lookahead: int = 0, eager_limit: int = 0
+        self,
+        dfa: ByteDFA | LazyByteDFA,
+        vocab: Vocabulary,
+        *,
+        lookahead: int = 0,
+        eager_limit: int = 0,
     ) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.table = token_table(vocab)
-        self.accepting: list[bool] = dfa.accepting.tolist()
-        self.rows: list[StateRow | None] = [None] * dfa.n_states
+        self.rows: dict[int, StateRow] = {}
         self.lookahead = lookahead
         self._lock = threading.Lock()
-        if 0 < dfa.n_states <= eager_limit:
+        self._lazy = dfa if isinstance(dfa, LazyByteDFA) else None
+        self._scratch = np.empty(self.table.vocab_size, dtype=np.int32)
+        self._bits = np.zeros(self.table.vocab_size, dtype=bool)
+        if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
+
+    def is_accepting(self, state: int) -> bool:
+        """Whether the text is complete in ``state``."""
+        return self.dfa.is_accepting(state)
 
     def row(self, state: int) -> StateRow:
         """Return the cached :class:`StateRow` of ``state``, computing it on first use."""
-        r = self.rows[state]
+        r = self.rows.get(state)
         if r is None:
             with self._lock:
-                r = self.rows[state]
+                r = self.rows.get(state)
                 if r is None:
                     self._compute_ahead(state)
                     r = self.rows[state]
-        assert r is not None
         return r
 
     def _compute_ahead(self, state: int) -> None:
@@ -264,23 +289,25 @@ class TokenIndex:
         for _ in range(self.lookahead):
             nxt: set[int] = set()
             for s in todo:
-                r = self.rows[s]
-                assert r is not None
-                nxt.update(np.unique(r.ends).tolist())
-            todo = [s for s in nxt if self.rows[s] is None]
+                nxt.update(np.unique(self.rows[s].ends).tolist())
+            todo = [s for s in nxt if s not in self.rows]
             if not todo:
                 break
             self._compute(todo)
 
     def _compute(self, states: list[int]) -> None:
-        results = walk_tokens(self.dfa.transitions, self.table, states)
         words = self.table.words
         eos = self.table.eos_ids
-        for s, (ids, ends) in zip(states, results, strict=True):
-            mask_ids = np.concatenate([ids, eos]) if self.accepting[s] else ids
+        trans = self.dfa.transitions
+        tflat = trans.reshape(-1)
+        for s in states:
+            ids, ends = _walk_one(
+                trans, tflat, self.table, s, self._scratch, self._bits, self._lazy
+            )
+            mask_ids = np.concatenate([ids, eos]) if self.dfa.is_accepting(s) else ids
             self.rows[s] = StateRow(pack_ids(mask_ids, words), ids, ends)
 
     @property
     def computed_states(self) -> int:
         """How many states have their row computed."""
-        return sum(r is not None for r in self.rows)
+        return len(self.rows)

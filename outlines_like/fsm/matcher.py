@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.index import TokenIndex, pack_ids, token_table
-from outlines_like.fsm.regex_dfa import ByteDFA
+from outlines_like.fsm.regex_dfa import ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = ["FreeTextCompiled", "FreeTextMatcher", "RegexCompiled", "RegexMatcher"]
@@ -39,7 +39,12 @@ class RegexCompiled(Compiled):
     """
 
     def __init__(
-        self, dfa: ByteDFA, vocab: Vocabulary, *, lookahead: int = 0, eager_limit: int = 0
+        self,
+        dfa: ByteDFA | LazyByteDFA,
+        vocab: Vocabulary,
+        *,
+        lookahead: int = 0,
+        eager_limit: int = 0,
     ) -> None:
         self.dfa = dfa
         self._vocab = vocab
@@ -95,7 +100,7 @@ class RegexMatcher:
         if self._finished:
             return np.array(sorted(c.eos_ids), dtype=np.int32)
         ids = c.index.row(self._state).ids
-        if c.index.accepting[self._state]:
+        if c.index.is_accepting(self._state):
             both: I32 = np.union1d(ids, np.fromiter(c.eos_ids, dtype=np.int32)).astype(np.int32)
             return both
         own: I32 = ids.copy()
@@ -105,7 +110,7 @@ class RegexMatcher:
         """Consume a token; raise :class:`RejectedTokenError` (state unchanged) if not allowed."""
         c = self._c
         if token_id in c.eos_ids:
-            if self._finished or c.index.accepting[self._state]:
+            if self._finished or c.index.is_accepting(self._state):
                 self._finished = True
                 return
             raise RejectedTokenError(
@@ -132,7 +137,7 @@ class RegexMatcher:
 
     def is_accepting(self) -> bool:
         """Return whether the text so far is complete (EOS would be accepted)."""
-        return self._finished or self._c.index.accepting[self._state]
+        return self._finished or self._c.index.is_accepting(self._state)
 
     def reset(self) -> None:
         """Go back to the start state."""

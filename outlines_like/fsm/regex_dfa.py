@@ -11,7 +11,7 @@ byte sequences, so a multi-byte character may be split across tokens.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import functools
 from typing import NamedTuple, Union
 
 import numpy as np
@@ -19,7 +19,15 @@ import numpy.typing as npt
 
 from outlines_like.errors import InvalidConstraintError
 
-__all__ = ["DEFAULT_MAX_STATES", "ByteDFA", "compile_regex", "utf8_byte_ranges"]
+__all__ = [
+    "DEFAULT_MAX_STATES",
+    "UNKNOWN",
+    "ByteDFA",
+    "LazyByteDFA",
+    "compile_regex",
+    "compile_regex_auto",
+    "utf8_byte_ranges",
+]
 
 DEFAULT_MAX_STATES = 20_000
 _MAX_NFA_STATES = 400_000
@@ -69,6 +77,14 @@ class ByteDFA:
     byte_classes: npt.NDArray[np.int32]
     class_transitions: npt.NDArray[np.int32]
     pattern: str = ""
+    lazy = False
+
+    def expand(self, states: npt.ArrayLike) -> None:
+        """No-op: every row is built (the interface of :class:`LazyByteDFA`)."""
+
+    def is_accepting(self, state: int) -> bool:
+        """Whether ``state`` is accepting."""
+        return bool(self.accepting[state])
 
     @property
     def n_states(self) -> int:
@@ -488,54 +504,65 @@ class _NFA:
         return s, end
 
     def build_set(self, ranges: Ranges) -> tuple[int, int]:
-        s, e = self.new(), self.new()
-        trie: dict[tuple[int, int, int], int] = {}
-        for lo, hi in ranges:
-            for seq in utf8_byte_ranges(lo, hi):
-                cur = s
-                for k, (blo, bhi) in enumerate(seq):
-                    if k == len(seq) - 1:
-                        self.edges[cur].append((blo, bhi, e))
-                    else:
-                        key = (cur, blo, bhi)
-                        nxt = trie.get(key)
-                        if nxt is None:
-                            nxt = self.new()
-                            trie[key] = nxt
-                            self.edges[cur].append((blo, bhi, nxt))
-                        cur = nxt
-        return s, e
+        template = _set_template(ranges)
+        base = len(self.edges)
+        n_local = template[0]
+        if base + n_local > _MAX_NFA_STATES:
+            self.new()  # raises the size error
+        self.edges.extend([] for _ in range(n_local))
+        self.eps.extend([] for _ in range(n_local))
+        edges = self.edges
+        for src, lo, hi, dst in template[1]:
+            edges[base + src].append((lo, hi, base + dst))
+        return base, base + 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _set_template(ranges: Ranges) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+    """The NFA fragment of a character set: (local state count, local edges); 0 -> 1."""
+    n = 2
+    out: list[tuple[int, int, int, int]] = []
+    trie: dict[tuple[int, int, int], int] = {}
+    for lo, hi in ranges:
+        for seq in utf8_byte_ranges(lo, hi):
+            cur = 0
+            for k, (blo, bhi) in enumerate(seq):
+                if k == len(seq) - 1:
+                    out.append((cur, blo, bhi, 1))
+                else:
+                    key = (cur, blo, bhi)
+                    nxt = trie.get(key)
+                    if nxt is None:
+                        nxt = n
+                        n += 1
+                        trie[key] = nxt
+                        out.append((cur, blo, bhi, nxt))
+                    cur = nxt
+    return n, tuple(out)
 
 
 # --------------------------------------------------------------------------- DFA
 
 
-def _closures(nfa: _NFA, final: int) -> Callable[[int], frozenset[int]]:
-    """Epsilon closure of an NFA state, restricted to states with byte edges or final."""
+def _coreachable(nfa: _NFA, final: int) -> list[bool]:
+    """NFA states from which ``final`` can be reached."""
     n = len(nfa.edges)
-    memo: list[frozenset[int] | None] = [None] * n
-    eps = nfa.eps
-    edges = nfa.edges
-
-    def closure(s: int) -> frozenset[int]:
-        seen = {s}
-        stack = [s]
-        while stack:
-            x = stack.pop()
-            for y in eps[x]:
-                if y not in seen:
-                    seen.add(y)
-                    stack.append(y)
-        return frozenset(x for x in seen if edges[x] or x == final)
-
-    def get(s: int) -> frozenset[int]:
-        c = memo[s]
-        if c is None:
-            c = closure(s)
-            memo[s] = c
-        return c
-
-    return get
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for x in range(n):
+        for y in nfa.eps[x]:
+            rev[y].append(x)
+        for _, _, y in nfa.edges[x]:
+            rev[y].append(x)
+    ok = [False] * n
+    ok[final] = True
+    stack = [final]
+    while stack:
+        y = stack.pop()
+        for x in rev[y]:
+            if not ok[x]:
+                ok[x] = True
+                stack.append(x)
+    return ok
 
 
 def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
@@ -549,102 +576,92 @@ def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
     return classes, int(classes[-1]) + 1
 
 
-def _subset(
-    nfa: _NFA, start: int, final: int, max_states: int, pattern: str
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
-    classes, k = _byte_classes(nfa)
-    closure = _closures(nfa, final)
-    # per NFA state: (first class, last class, target closure)
-    cls_edges: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
+class _SubsetBuilder:
+    """Subset construction over byte classes, one DFA state at a time (eager or lazy).
 
-    def edges_of(s: int) -> list[tuple[int, int, frozenset[int]]]:
-        r = cls_edges.get(s)
+    The NFA is pruned to the states that can reach the final state first, so every non-empty
+    subset is co-reachable: a DFA state never leads only to dead ends.
+    """
+
+    def __init__(self, nfa: _NFA, start: int, final: int, max_states: int, pattern: str) -> None:
+        self.nfa = nfa
+        self.final = final
+        self.max_states = max_states
+        self.pattern = pattern
+        self.classes, self.k = _byte_classes(nfa)
+        self.live = _coreachable(nfa, final)
+        if not self.live[start]:
+            raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
+        self._closure: dict[int, frozenset[int]] = {}
+        self._edges: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
+        start_set = self.closure(start)
+        self.ids: dict[frozenset[int], int] = {start_set: 0}
+        self.order: list[frozenset[int]] = [start_set]
+        self.accepting: list[bool] = [final in start_set]
+
+    def closure(self, s: int) -> frozenset[int]:
+        """Live epsilon closure of ``s``, restricted to states with byte edges or final."""
+        c = self._closure.get(s)
+        if c is None:
+            eps, edges, live, final = self.nfa.eps, self.nfa.edges, self.live, self.final
+            seen = {s}
+            stack = [s]
+            while stack:
+                x = stack.pop()
+                for y in eps[x]:
+                    if y not in seen and live[y]:
+                        seen.add(y)
+                        stack.append(y)
+            c = frozenset(x for x in seen if edges[x] or x == final)
+            self._closure[s] = c
+        return c
+
+    def edges_of(self, s: int) -> list[tuple[int, int, frozenset[int]]]:
+        """(first class, last class, target closure) of each live byte edge of ``s``."""
+        r = self._edges.get(s)
         if r is None:
-            r = [(int(classes[lo]), int(classes[hi]), closure(t)) for lo, hi, t in nfa.edges[s]]
-            cls_edges[s] = r
+            cls, live = self.classes, self.live
+            r = [
+                (int(cls[lo]), int(cls[hi]), self.closure(t))
+                for lo, hi, t in self.nfa.edges[s]
+                if live[t]
+            ]
+            self._edges[s] = r
         return r
 
-    start_set = closure(start)
-    ids: dict[frozenset[int], int] = {start_set: 0}
-    order = [start_set]
-    rows: list[list[int]] = []
-    accepting: list[bool] = []
-    i = 0
-    while i < len(order):
-        d = order[i]
-        i += 1
+    def expand(self, i: int) -> list[int]:
+        """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states."""
         acc: dict[int, set[int]] = {}
-        for s in d:
-            for clo, chi, tgt in edges_of(s):
+        for s in self.order[i]:
+            for clo, chi, tgt in self.edges_of(s):
                 for c in range(clo, chi + 1):
                     cur = acc.get(c)
                     if cur is None:
                         acc[c] = set(tgt)
                     else:
                         cur |= tgt
-        row = [-1] * k
+        row = [-1] * self.k
+        ids, order = self.ids, self.order
         for c, tset in acc.items():
             f = frozenset(tset)
             j = ids.get(f)
             if j is None:
                 j = len(order)
-                if j >= max_states:
+                if j >= self.max_states:
                     raise InvalidConstraintError(
-                        f"regex {_short(pattern)} needs more than max_states={max_states} DFA "
-                        "states; simplify it (smaller repetition bounds, fewer alternatives), "
-                        "raise max_states, or use a grammar"
+                        f"regex {_short(self.pattern)} needs more than max_states="
+                        f"{self.max_states} DFA states; simplify it (smaller repetition bounds, "
+                        "fewer alternatives), raise max_states, or use a grammar"
                     )
                 ids[f] = j
                 order.append(f)
+                self.accepting.append(self.final in f)
             row[c] = j
-        rows.append(row)
-        accepting.append(final in d)
-    return np.array(rows, dtype=np.int32).reshape(len(rows), k), np.array(accepting), classes
+        return row
 
 
 def _short(pattern: str) -> str:
     return repr(pattern) if len(pattern) <= 80 else repr(pattern[:77] + "...")
-
-
-def _prune(
-    table: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], int]:
-    """Drop states that cannot reach an accepting state or are unreachable; renumber."""
-    n, k = table.shape
-    # co-reachability by reverse BFS
-    src = np.repeat(np.arange(n), k)
-    dst = table.reshape(-1)
-    ok = dst >= 0
-    src, dst = src[ok], dst[ok]
-    live = accepting.copy()
-    rev_order = np.argsort(dst, kind="stable")
-    src_sorted, dst_sorted = src[rev_order], dst[rev_order]
-    starts = np.searchsorted(dst_sorted, np.arange(n + 1))
-    stack: list[int] = [int(x) for x in np.nonzero(live)[0]]
-    while stack:
-        x = stack.pop()
-        for y in src_sorted[starts[x] : starts[x + 1]]:
-            if not live[y]:
-                live[y] = True
-                stack.append(int(y))
-    if not live[start]:
-        return np.zeros((0, k), dtype=np.int32), np.zeros(0, dtype=bool), -1
-    t = np.where((table >= 0) & live[np.maximum(table, 0)], table, -1)
-    # forward reachability from start
-    reach = np.zeros(n, dtype=bool)
-    reach[start] = True
-    stack = [start]
-    while stack:
-        x = stack.pop()
-        for y in t[x]:
-            if y >= 0 and not reach[y]:
-                reach[y] = True
-                stack.append(int(y))
-    keep = np.nonzero(reach)[0]
-    remap = np.full(n + 1, -1, dtype=np.int32)
-    remap[keep] = np.arange(len(keep), dtype=np.int32)
-    t2 = remap[t[keep]]  # -1 indexes remap[-1] == -1
-    return t2.astype(np.int32), accepting[keep], int(remap[start])
 
 
 def _refine(
@@ -728,6 +745,15 @@ def _merge_classes(
 np.unique(np.zeros((2, 2), dtype=np.int64), axis=0, return_inverse=True, return_index=True)
 
 
+def _build(pattern: str, max_states: int) -> _SubsetBuilder:
+    if not isinstance(pattern, str):
+        raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
+    ast = _Parser(pattern).parse()
+    nfa = _NFA()
+    start, final = nfa.build(ast)
+    return _SubsetBuilder(nfa, start, final, max_states, pattern)
+
+
 def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     """Compile a regex to a minimal byte-level DFA (``re.fullmatch`` semantics on UTF-8 bytes).
 
@@ -741,23 +767,123 @@ def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> Byte
         InvalidConstraintError: The regex is invalid or unsupported (the message names the
             position), matches nothing, or needs more than ``max_states`` states.
     """
-    if not isinstance(pattern, str):
-        raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
-    ast = _Parser(pattern).parse()
-    nfa = _NFA()
-    start, final = nfa.build(ast)
-    table, accepting, classes = _subset(nfa, start, final, max_states, pattern)
-    table, accepting, s0 = _prune(table, accepting, 0)
-    if s0 < 0:
-        raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
-    table, accepting, s0 = _minimize(table, accepting, s0)
-    table, classes = _merge_classes(table, classes)
-    full = np.ascontiguousarray(table[:, classes], dtype=np.int32)
+    return _eager(_build(pattern, max_states))
+
+
+def _eager(builder: _SubsetBuilder) -> ByteDFA:
+    rows: list[list[int]] = []
+    i = 0
+    while i < len(builder.order):
+        rows.append(builder.expand(i))
+        i += 1
+    table = np.array(rows, dtype=np.int32).reshape(len(rows), builder.k)
+    accepting = np.array(builder.accepting, dtype=bool)
+    table, accepting, s0 = _minimize(table, accepting, 0)
+    table, classes = _merge_classes(table, builder.classes)
     return ByteDFA(
         start=s0,
-        transitions=full,
+        transitions=np.ascontiguousarray(table[:, classes], dtype=np.int32),
         accepting=np.ascontiguousarray(accepting, dtype=bool),
         byte_classes=classes,
         class_transitions=table,
-        pattern=pattern,
+        pattern=builder.pattern,
     )
+
+
+UNKNOWN = -2  # a row of a lazy DFA that is not built yet
+
+
+class LazyByteDFA:
+    """A byte DFA built state by state, as walks reach the states (for very large regexes).
+
+    Same reading interface as :class:`ByteDFA`, except that rows of states not yet expanded
+    hold :data:`UNKNOWN`; call :meth:`expand` before reading a state's row. Not minimised.
+    Every state can still reach an accepting state. Expanding past ``max_states`` raises
+    :class:`InvalidConstraintError`.
+    """
+
+    lazy = True
+
+    def __init__(self, builder: _SubsetBuilder) -> None:
+        self._b = builder
+        self.start = 0
+        self.pattern = builder.pattern
+        self.byte_classes = builder.classes
+        self._table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self._expanded = np.zeros(64, dtype=bool)
+
+    @property
+    def n_states(self) -> int:
+        """States discovered so far."""
+        return len(self._b.order)
+
+    @property
+    def transitions(self) -> npt.NDArray[np.int32]:
+        """``int32[n_states, 256]``; rows of unexpanded states are :data:`UNKNOWN`."""
+        self._grow(self.n_states)
+        return self._table[: self.n_states]
+
+    @property
+    def accepting(self) -> npt.NDArray[np.bool_]:
+        """``bool[n_states]``."""
+        return np.array(self._b.accepting, dtype=bool)
+
+    def is_accepting(self, state: int) -> bool:
+        """Whether ``state`` is accepting."""
+        return self._b.accepting[state]
+
+    def _grow(self, n: int) -> None:
+        cap = self._table.shape[0]
+        if n > cap:
+            new_cap = max(n, cap * 2)
+            table = np.full((new_cap, 256), UNKNOWN, dtype=np.int32)
+            table[:cap] = self._table
+            expanded = np.zeros(new_cap, dtype=bool)
+            expanded[:cap] = self._expanded
+            self._table, self._expanded = table, expanded
+
+    def expand(self, states: npt.ArrayLike) -> None:
+        """Build the rows of ``states`` (no-op for rows already built)."""
+        cls = self.byte_classes
+        for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist():
+            if s < self._expanded.shape[0] and self._expanded[s]:
+                continue
+            row = np.array(self._b.expand(s), dtype=np.int32)
+            self._grow(self.n_states)
+            self._table[s] = row[cls]
+            self._expanded[s] = True
+
+    def step(self, state: int, data: bytes) -> int:
+        """Return the state after ``data`` from ``state``, or ``-1`` if it dies."""
+        for b in data:
+            if state < 0:
+                return -1
+            self.expand([state])
+            state = int(self._table[state, b])
+        return state
+
+    def fullmatch(self, data: bytes) -> bool:
+        """Return whether ``data`` is in the language."""
+        s = self.step(self.start, data)
+        return s >= 0 and self._b.accepting[s]
+
+
+EAGER_NFA_LIMIT = 3000
+
+
+def compile_regex_auto(
+    pattern: str, *, max_states: int = DEFAULT_MAX_STATES, eager_nfa_limit: int = EAGER_NFA_LIMIT
+) -> ByteDFA | LazyByteDFA:
+    """Compile eagerly (minimal :class:`ByteDFA`) when the regex is small, else lazily.
+
+    Large regexes (JSON Schemas) would spend seconds in an up-front subset construction and
+    minimisation; lazily, only the states generation reaches are ever built.
+
+    Raises:
+        InvalidConstraintError: As :func:`compile_regex` (the state limit is checked as the
+            lazy DFA grows).
+    """
+    builder = _build(pattern, max_states)
+    if len(builder.nfa.edges) <= eager_nfa_limit:
+        return _eager(builder)
+    return LazyByteDFA(builder)

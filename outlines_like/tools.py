@@ -1086,6 +1086,13 @@ def _tool_flow(
     )
 
 
+def _chat(messages: list[dict[str, Any]]) -> object:
+    """The conversation as the models take it: an ``outlines_like.Chat``."""
+    from outlines_like.inputs import Chat
+
+    return Chat(messages)
+
+
 def _completion_type() -> type[Completion]:
     from outlines_like.models.result import Completion
 
@@ -1103,7 +1110,7 @@ def run_tools(
 ) -> ToolRun:
     """Let the model call Python functions until it answers.
 
-    Each step calls ``model.complete(messages, tools=[tool_schema(f) ...], **kwargs)``; the
+    Each step calls ``model.complete(Chat(messages), tools=[tool_schema(f) ...], **kwargs)``; the
     calls it asks for are validated against the functions' signatures, run, and fed back as
     ``role: tool`` messages. Unknown tools and invalid arguments are reported to the model.
     A ``tool_choice`` in ``kwargs`` applies to the first step only.
@@ -1128,7 +1135,7 @@ def run_tools(
         while True:
             op = flow.send(reply)
             if isinstance(op, _Ask):
-                reply = model.complete(op.messages, **op.kwargs)
+                reply = model.complete(_chat(op.messages), **op.kwargs)
             else:
                 try:
                     value = op.fn(*op.args, **op.kwargs)
@@ -1163,7 +1170,7 @@ async def arun_tools(
         while True:
             op = flow.send(reply)
             if isinstance(op, _Ask):
-                reply = await model.complete(op.messages, **op.kwargs)
+                reply = await model.complete(_chat(op.messages), **op.kwargs)
             else:
                 try:
                     value = op.fn(*op.args, **op.kwargs)

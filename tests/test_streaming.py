@@ -504,3 +504,20 @@ def test_iter_partial_nested_models_and_other_types() -> None:
 def test_iter_partial_errors(chunks: list[str], output_type: Any, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         list(iter_partial(chunks, output_type))
+
+
+# ---------------------------------------------------------------- guides
+
+
+@pytest.mark.parametrize("guide", ["reasoning.md", "tools.md", "streaming.md"])
+def test_guide_snippets_run(guide: str) -> None:
+    """Every snippet of the guides that needs no server runs as written."""
+    import re
+
+    path = pathlib.Path(__file__).parent.parent / "docs" / guide
+    blocks = re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+    offline = [b for b in blocks if "openai.OpenAI(" not in b]
+    assert offline
+    namespace: dict[str, Any] = {}
+    for block in offline:
+        exec(compile(block, str(path), "exec"), namespace)

@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletionMessage
 from pydantic import BaseModel
 
 from outlines_like.errors import ParseError, ProviderResponseError
+from outlines_like.inputs import Chat
 from outlines_like.models.result import Completion
 from outlines_like.tools import (
     ContentDelta,
@@ -457,7 +458,8 @@ class ScriptedModel:
         self.requests: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
 
     def complete(self, prompt: Any, **kwargs: Any) -> Completion:
-        self.requests.append((json.loads(json.dumps(prompt)), kwargs))
+        assert isinstance(prompt, Chat)
+        self.requests.append((json.loads(json.dumps(prompt.messages)), kwargs))
         return self.replies.pop(0)
 
 

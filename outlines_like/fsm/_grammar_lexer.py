@@ -11,7 +11,7 @@ scanner order that matches the whole lexeme, retyped to an equal string terminal
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -114,10 +114,11 @@ class ContextDFA:
         transitions: ``int32[n_states, 256]``, ``-1`` = the lexeme cannot go on with that byte.
         flat: ``transitions`` raveled, for :func:`~outlines_like.fsm._grammar_walk.walk`.
         rows: ``transitions`` as Python lists (fast scalar lookups while advancing).
-        winner: ``int64[n_states]``: the terminal id a lexeme ending here becomes, or -1.
+        winner: ``int64[n_states]``: the class (see ``classify``) of the terminals a lexeme
+            ending here becomes, or -1.
         accepting: ``winner >= 0``.
-        reach: ``bool[n_states, n_terminals_global]``: terminals a lexeme going through this
-            state can still become.
+        reach: ``bool[n_states, n_terminals]``: terminals a lexeme going through this state can
+            still become.
     """
 
     terminals: tuple[int, ...]
@@ -138,7 +139,9 @@ def build_context(
     order: Sequence[int],
     unless: Mapping[int, Sequence[int]],
     dfas: Sequence[TerminalDFA],
-    n_terminals: int,
+    classify: Callable[[tuple[int, ...]], int],
+    *,
+    all_matches: bool = False,
 ) -> ContextDFA:
     """Build the product DFA of a lexer context.
 
@@ -147,7 +150,10 @@ def build_context(
         unless: For a regex terminal, the string terminals a lexeme it matched is retyped to
             when equal to one of them, in order (Lark's ``UnlessCallback``).
         dfas: The DFA of every terminal, by global id.
-        n_terminals: Number of global terminal ids.
+        classify: Maps the terminals a lexeme ending in a state becomes (a non-empty tuple)
+            to the id stored in ``winner``.
+        all_matches: A lexeme becomes every terminal matching it (the GLR parser tries each),
+            instead of Lark's single choice.
     """
     live = list(order)
     tracked: list[int] = []
@@ -165,14 +171,16 @@ def build_context(
         if t in live
     }
 
-    def label(tup: tuple[int, ...]) -> int:
+    def label(tup: tuple[int, ...]) -> tuple[int, ...]:
+        if all_matches:
+            return tuple(sorted({comps[i] for i in range(n_live) if comp_acc[i][tup[i]]}))
         for i in range(n_live):
             if comp_acc[i][tup[i]]:
                 for j in unless_pos.get(i, ()):
                     if comp_acc[j][tup[j]]:
-                        return comps[j]
-                return comps[i]
-        return -1
+                        return (comps[j],)
+                return (comps[i],)
+        return ()
 
     start_tuple = tuple(dfas[t].start for t in comps)
     tuples: list[tuple[int, ...]] = [start_tuple]
@@ -199,10 +207,11 @@ def build_context(
         rows.append(row)
     transitions = np.stack(rows).astype(np.int32)
     n = len(tuples)
-    winner = np.array([label(t) for t in tuples], dtype=np.int64)
-    reach = np.zeros((n, n_terminals), dtype=np.bool_)
-    has = winner >= 0
-    reach[np.flatnonzero(has), winner[has]] = True
+    labels = [label(t) for t in tuples]
+    winner = np.array([classify(lab) if lab else -1 for lab in labels], dtype=np.int64)
+    reach = np.zeros((n, len(dfas)), dtype=np.bool_)
+    for q, lab in enumerate(labels):
+        reach[q, list(lab)] = True
     succ = [sorted(set(int(x) for x in r[r >= 0])) for r in rows]
     changed = True
     while changed:  # backward closure; contexts have tens of states

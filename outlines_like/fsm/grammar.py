@@ -33,13 +33,15 @@ allowed exactly when the text so far is a complete sentence; special tokens neve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.fsm._grammar_lexer import ContextDFA, TerminalDFA, build_context, terminal_dfa
+from outlines_like.fsm._grammar_parser import GLRParser, LALRParser, build_glr
 from outlines_like.fsm._grammar_walk import TokenTable, token_table, walk
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.types import CFG
@@ -72,9 +74,9 @@ _MAX_CACHED_GRAMMARS = 32
 _MAX_CACHED_MASKS = 4096
 _SMALL_BATCH = 256
 _MAX_SUFFIX_MEMO = 200_000
-_END = "$END"
 
-Stack = tuple[int, ...]
+# A parser configuration: an LALR stack (tuple of states) or, for GLR, a frozenset of stacks.
+Config = Hashable
 Row = npt.NDArray[np.int32]
 # (token ids, byte offsets, owner stack indices) of tokens still being walked
 _Items = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
@@ -123,91 +125,25 @@ def compile_json_object(vocab: Vocabulary) -> CompiledGrammar:
     return compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab)
 
 
-def _build_lark(text: str) -> Any:
+def _build_lark(text: str) -> tuple[Any, bool]:
+    """Build the Lark parser; return it and whether its LALR(1) table could be built.
+
+    A reduce/reduce conflict makes Lark refuse LALR; the grammar is then loaded with Earley
+    (for its rules and terminals only) and matched with the GLR parser.
+    """
     import lark
 
     try:
-        return lark.Lark(text, parser="lalr", lexer="contextual", start="start")
+        return lark.Lark(text, parser="lalr", lexer="contextual", start="start"), True
     except lark.exceptions.GrammarError as exc:
-        message = str(exc)
-        if "collision" in message.lower() or "conflict" in message.lower():
-            raise UnsupportedConstraintError(
-                f"the grammar is not LALR(1), which the token masker needs: {message.strip()}\n"
-                "Rewrite the rules so one token of lookahead decides each reduction (e.g. merge "
-                "alternatives that derive the same text, or inline a rule)."
-            ) from exc
-        raise InvalidConstraintError(f"invalid grammar: {message.strip()}") from exc
+        if "collision" not in str(exc).lower():
+            raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
     except lark.exceptions.LarkError as exc:
         raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-
-
-class _LALR:
-    """Lark's LALR(1) table as a stack machine over tuples of states (no values)."""
-
-    def __init__(self, parse_table: Any) -> None:
-        from lark.parsers.lalr_analysis import Shift
-
-        rule_ids: dict[int, int] = {}
-        self.rule_size: list[int] = []
-        self.rule_origin: list[str] = []
-        # action: >= 0 shift to that state; < 0 reduce by rule ~action
-        self.actions: dict[int, dict[str, int]] = {}
-        for state, table in parse_table.states.items():
-            row: dict[str, int] = {}
-            for symbol, (action, arg) in table.items():
-                if action is Shift:
-                    row[symbol] = int(arg)
-                else:
-                    rid = rule_ids.get(id(arg))
-                    if rid is None:
-                        rid = rule_ids[id(arg)] = len(self.rule_size)
-                        self.rule_size.append(len(arg.expansion))
-                        self.rule_origin.append(arg.origin.name)
-                    row[symbol] = ~rid
-            self.actions[int(state)] = row
-        self.start: int = int(parse_table.start_states["start"])
-        self.end: int = int(parse_table.end_states["start"])
-        self._feed: dict[tuple[Stack, str], Stack | None] = {}
-        self._accepts_end: dict[Stack, bool] = {}
-
-    def feed(self, stack: Stack, terminal: str) -> Stack | None:
-        """Return the stack after shifting ``terminal`` (reducing first), or None if an error."""
-        key = (stack, terminal)
-        try:
-            return self._feed[key]
-        except KeyError:
-            pass
-        result = self._run(stack, terminal)
-        self._feed[key] = result
-        return result
-
-    def accepts_end(self, stack: Stack) -> bool:
-        """Return whether the input may end here (``$END`` reduces to the accepting state)."""
-        result = self._accepts_end.get(stack)
-        if result is None:
-            result = self._accepts_end[stack] = self._run(stack, _END) is not None
-        return result
-
-    def _run(self, stack: Stack, terminal: str) -> Stack | None:
-        states = list(stack)
-        actions = self.actions
-        while True:
-            action = actions[states[-1]].get(terminal)
-            if action is None:
-                return None
-            if action >= 0:
-                if terminal == _END:
-                    return None
-                states.append(action)
-                return tuple(states)
-            rule = ~action
-            size = self.rule_size[rule]
-            if size:
-                del states[-size:]
-            goto = actions[states[-1]][self.rule_origin[rule]]
-            states.append(goto)
-            if terminal == _END and goto == self.end:
-                return tuple(states)
+    try:
+        return lark.Lark(text, parser="earley", lexer="dynamic", start="start"), False
+    except lark.exceptions.LarkError as exc:
+        raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
 
 
 class _Lexed:
@@ -254,22 +190,32 @@ class CompiledGrammar(Compiled):
 
         self._vocab = vocab
         self.grammar = grammar
-        parser = _build_lark(grammar)
-        self._lark = parser
+        parser, lalr_ok = _build_lark(grammar)
         try:
-            parse_table = parser.parser.parser._parse_table
-            contextual = parser.parser.lexer
+            rules = list(parser.rules)
             lark_terminals = list(parser.terminals)
-            ignore = set(parser.lexer_conf.ignore)
+            ignore = set(parser.ignore_tokens)
+            glr, conflict = build_glr(rules)
+            self._parser: LALRParser | GLRParser
+            if lalr_ok and not conflict:
+                self._parser = LALRParser(parser.parser.parser._parse_table)
+                self._contextual: Any = parser.parser.lexer
+            else:
+                self._parser = glr
+                self._contextual = None
         except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
             raise UnsupportedConstraintError(
                 f"this lark version's parser internals are not supported: {exc}"
             ) from exc
-        self._lalr = _LALR(parse_table)
+        self.is_lalr = isinstance(self._parser, LALRParser)
+        """Whether the grammar is LALR(1) (else the matcher runs a GLR parser)."""
         self._unless_cls = UnlessCallback
-        self._contextual = contextual
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
+        self._term_sort = {
+            t.name: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
+            for t in lark_terminals
+        }
         self._ignore_ids = frozenset(self._term_id[n] for n in ignore if n in self._term_id)
         self._dfas: list[TerminalDFA] = []
         for t in lark_terminals:
@@ -280,19 +226,27 @@ class CompiledGrammar(Compiled):
                 raise InvalidConstraintError(
                     f"grammar terminal {t.name} ({pattern}): {exc}"
                 ) from exc
+            if dfa.accepting[dfa.start]:
+                raise InvalidConstraintError(
+                    f"grammar terminal {t.name} ({pattern}) matches the empty string; terminals "
+                    "must match at least one character"
+                )
             self._dfas.append(dfa)
         self._table = token_table(vocab)
         self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
         self._eos_set = frozenset(vocab.eos_token_ids)
+        self._classes: list[tuple[int, ...]] = []
+        self._class_ids: dict[tuple[int, ...], int] = {}
         self._contexts: list[ContextDFA] = []
-        self._context_by_key: dict[tuple[object, ...], int] = {}
-        self._context_of_state: dict[int, int] = {}
+        self._context_by_key: dict[Hashable, int] = {}
+        self._context_of: dict[Hashable, int] = {}
         self._static: dict[tuple[int, int], _Lexed] = {}
-        self._ok_terms: dict[tuple[Stack, int], npt.NDArray[np.bool_]] = {}
-        self._masks: dict[tuple[Stack, int], Row] = {}
-        self._steps: dict[tuple[Stack, int, int], tuple[Stack, int]] = {}
-        self._suffix_memo: dict[tuple[Stack, bytes], bool] = {}
-        self.initial_stack: Stack = (self._lalr.start,)
+        self._after_memo: dict[tuple[Config, int], Config | None] = {}
+        self._ok_terms: dict[tuple[Config, int], npt.NDArray[np.bool_]] = {}
+        self._masks: dict[tuple[Config, int], Row] = {}
+        self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
+        self._suffix_memo: dict[tuple[Config, bytes], bool] = {}
+        self.initial_config: Config = self._parser.initial
         self._finished_row = self._row_from_bool(np.zeros(self._table.size, dtype=np.bool_), True)
 
     # ------------------------------------------------------------------ public
@@ -310,7 +264,7 @@ class CompiledGrammar(Compiled):
 
         A byte-level check without the vocabulary (tests and debugging).
         """
-        state: tuple[Stack, int] | None = (self.initial_stack, 0)
+        state: tuple[Config, int] | None = (self.initial_config, 0)
         for byte in data:
             if state is None:
                 return False
@@ -318,13 +272,30 @@ class CompiledGrammar(Compiled):
         return state is not None and self._eos_ok(state[0], state[1])
 
     # --------------------------------------------------------------- contexts
-    def _context_id(self, parser_state: int) -> int:
-        cid = self._context_of_state.get(parser_state)
-        if cid is not None:
+    def _classify(self, terms: tuple[int, ...]) -> int:
+        cls = self._class_ids.get(terms)
+        if cls is None:
+            cls = self._class_ids[terms] = len(self._classes)
+            self._classes.append(terms)
+        return cls
+
+    def _context_id(self, config: Config) -> int:
+        """Return the lexer context of a configuration (building its DFA on first use)."""
+        if isinstance(self._parser, LALRParser):
+            state = self._parser.top(config)
+            cid = self._context_of.get(state)
+            if cid is None:
+                cid = self._context_of[state] = self._lark_context(state)
             return cid
-        lexer = self._contextual.lexers[parser_state]
-        scanner = lexer.scanner
-        order = tuple(self._term_id[t.name] for t in scanner.terminals)
+        cid = self._context_of.get(config)
+        if cid is None:
+            cid = self._context_of[config] = self._glr_context(config)
+        return cid
+
+    def _lark_context(self, state: int) -> int:
+        """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
+        lexer = self._contextual.lexers[state]
+        order = tuple(self._term_id[t.name] for t in lexer.scanner.terminals)
         unless: dict[int, tuple[int, ...]] = {}
         for name, callback in lexer.callback.items():
             if isinstance(callback, self._unless_cls):
@@ -334,47 +305,82 @@ class CompiledGrammar(Compiled):
         key = (order, tuple(sorted(unless.items())))
         cid = self._context_by_key.get(key)
         if cid is None:
-            cid = len(self._contexts)
-            self._contexts.append(build_context(order, unless, self._dfas, len(self._dfas)))
-            self._context_by_key[key] = cid
-        self._context_of_state[parser_state] = cid
+            cid = self._context_by_key[key] = len(self._contexts)
+            self._contexts.append(build_context(order, unless, self._dfas, self._classify))
         return cid
 
-    def _context(self, stack: Stack) -> ContextDFA:
-        return self._contexts[self._context_id(stack[-1])]
+    def _glr_context(self, config: Config) -> int:
+        """The terminals some stack can shift next (plus ``%ignore``); a lexeme becomes each."""
+        assert isinstance(self._parser, GLRParser)
+        names = [
+            n
+            for n in self._parser.expected(config)
+            if n in self._term_id and self._parser.feed(config, n) is not None
+        ]
+        terms = {self._term_id[n] for n in names} | self._ignore_ids
+        key = frozenset(terms)
+        cid = self._context_by_key.get(key)
+        if cid is None:
+            order = sorted(terms, key=lambda t: self._term_sort[self.terminal_names[t]])
+            cid = self._context_by_key[key] = len(self._contexts)
+            self._contexts.append(
+                build_context(order, {}, self._dfas, self._classify, all_matches=True)
+            )
+        return cid
+
+    def _context(self, config: Config) -> ContextDFA:
+        return self._contexts[self._context_id(config)]
 
     # ------------------------------------------------------------------ parser
-    def _after(self, stack: Stack, term: int) -> Stack | None:
+    def _after_term(self, config: Config, term: int) -> Config | None:
         if term in self._ignore_ids:
-            return stack
-        return self._lalr.feed(stack, self.terminal_names[term])
+            return config
+        return self._parser.feed(config, self.terminal_names[term])
 
-    def _viable(self, stack: Stack, cid: int) -> npt.NDArray[np.bool_]:
+    def _after(self, config: Config, cls: int) -> Config | None:
+        """Return the configuration after a lexeme of class ``cls``, or None if rejected."""
+        key = (config, cls)
+        try:
+            return self._after_memo[key]
+        except KeyError:
+            pass
+        terms = self._classes[cls]
+        result: Config | None
+        if len(terms) == 1:
+            result = self._after_term(config, terms[0])
+        else:  # GLR: every reading of the lexeme, on every stack
+            stacks: set[Hashable] = set()
+            for term in terms:
+                after = self._after_term(config, term)
+                if after is not None:
+                    stacks.update(cast("frozenset[Hashable]", after))
+            result = frozenset(stacks) if stacks else None
+        self._after_memo[key] = result
+        return result
+
+    def _viable(self, config: Config, cid: int) -> npt.NDArray[np.bool_]:
         """Per lexer state of context ``cid``: can the lexeme become a terminal the parser takes."""
-        key = (stack, cid)
+        key = (config, cid)
         viable = self._ok_terms.get(key)
         if viable is None:
             context = self._contexts[cid]
             ok = np.zeros(len(self._dfas), dtype=np.bool_)
-            for term in context.terminals:
-                ok[term] = self._after(stack, term) is not None
-            for term in range(len(self._dfas)):  # retyped string terminals
-                if not ok[term] and context.reach[:, term].any():
-                    ok[term] = self._after(stack, term) is not None
+            for term in np.flatnonzero(context.reach.any(axis=0)).tolist():
+                ok[term] = self._after_term(config, term) is not None
             computed = np.asarray((context.reach & ok).any(axis=1), dtype=np.bool_)
             self._ok_terms[key] = viable = computed
         return viable
 
-    def _eos_ok(self, stack: Stack, lex: int) -> bool:
+    def _eos_ok(self, config: Config, lex: int) -> bool:
         if lex == 0:
-            return self._lalr.accepts_end(stack)
-        term = int(self._context(stack).winner[lex])
-        if term < 0:
+            return self._parser.accepts_end(config)
+        cls = int(self._context(config).winner[lex])
+        if cls < 0:
             return False
-        after = self._after(stack, term)
-        return after is not None and self._lalr.accepts_end(after)
+        after = self._after(config, cls)
+        return after is not None and self._parser.accepts_end(after)
 
-    def _step_byte(self, stack: Stack, lex: int, byte: int) -> tuple[Stack, int] | None:
+    def _step_byte(self, stack: Config, lex: int, byte: int) -> tuple[Config, int] | None:
         context = self._context(stack)
         nxt = context.rows[lex][byte]
         if nxt >= 0:
@@ -390,12 +396,12 @@ class CompiledGrammar(Compiled):
             return None
         return after, nxt
 
-    def _step_token(self, stack: Stack, lex: int, token_id: int) -> tuple[Stack, int] | None:
+    def _step_token(self, stack: Config, lex: int, token_id: int) -> tuple[Config, int] | None:
         key = (stack, lex, token_id)
         found = self._steps.get(key)
         if found is not None:
             return found
-        state: tuple[Stack, int] | None = (stack, lex)
+        state: tuple[Config, int] | None = (stack, lex)
         for byte in self._vocab.tokens[token_id]:
             if state is None:
                 return None
@@ -405,7 +411,7 @@ class CompiledGrammar(Compiled):
         return state
 
     # ------------------------------------------------------------------- masks
-    def _mask(self, stack: Stack, lex: int) -> Row:
+    def _mask(self, stack: Config, lex: int) -> Row:
         key = (stack, lex)
         row = self._masks.get(key)
         if row is None:
@@ -415,10 +421,10 @@ class CompiledGrammar(Compiled):
             self._masks[key] = row
         return row
 
-    def _compute_mask(self, stack: Stack, lex: int) -> Row:
+    def _compute_mask(self, stack: Config, lex: int) -> Row:
         table = self._table
         allowed = np.zeros(table.size, dtype=np.bool_)
-        cid = self._context_id(stack[-1])
+        cid = self._context_id(stack)
         static = self._static.get((cid, lex))
         if static is None:
             static = _Lexed(self._contexts[cid], lex, table, table.text_ids, None)
@@ -429,14 +435,14 @@ class CompiledGrammar(Compiled):
         # (it depends on the context only); from the third on, the tokens of all stacks with
         # the same lexer context are walked together, and only viability and routing look at
         # each item's stack (an index into `stacks`).
-        stacks: list[Stack] = [stack]
-        index: dict[Stack, int] = {stack: 0}
+        stacks: list[Config] = [stack]
+        index: dict[Config, int] = {stack: 0}
         pending: dict[int, list[_Items]] = {}
         for term, (ids, offsets) in static.groups.items():
             after = self._after(stack, term)
             if after is None:
                 continue
-            next_cid = self._context_id(after[-1])
+            next_cid = self._context_id(after)
             child = static.children.get((term, next_cid))
             if child is None:
                 child = _Lexed(self._contexts[next_cid], 0, table, ids, offsets)
@@ -478,7 +484,7 @@ class CompiledGrammar(Compiled):
         return self._row_from_bool(allowed, self._eos_ok(stack, lex))
 
     def _allow_ends(
-        self, lexed: _Lexed, stack: Stack, cid: int, allowed: npt.NDArray[np.bool_]
+        self, lexed: _Lexed, stack: Config, cid: int, allowed: npt.NDArray[np.bool_]
     ) -> None:
         """Allow the tokens that end inside a lexeme that can still become a wanted terminal."""
         viable = self._viable(stack, cid)
@@ -489,7 +495,7 @@ class CompiledGrammar(Compiled):
         ids: npt.NDArray[np.int64],
         offsets: npt.NDArray[np.int64],
         owners: npt.NDArray[np.int64],
-        stacks: list[Stack],
+        stacks: list[Config],
         allowed: npt.NDArray[np.bool_],
     ) -> None:
         """Lex the rest of each token byte by byte (each starts a fresh lexeme)."""
@@ -499,7 +505,7 @@ class CompiledGrammar(Compiled):
             if self._suffix_ok(stacks[owner], tokens[token_id][offset:]):
                 allowed[token_id] = True
 
-    def _suffix_ok(self, stack: Stack, data: bytes) -> bool:
+    def _suffix_ok(self, stack: Config, data: bytes) -> bool:
         """Return whether ``data``, starting a fresh lexeme after ``stack``, can go on.
 
         Memoised at every lexeme start along the way, so the many long runs of one character
@@ -508,7 +514,7 @@ class CompiledGrammar(Compiled):
         memo = self._suffix_memo
         if len(memo) > _MAX_SUFFIX_MEMO:
             memo.clear()
-        seen: list[tuple[Stack, bytes]] = []
+        seen: list[tuple[Config, bytes]] = []
         result: bool | None = None
         while result is None:
             key = (stack, data)
@@ -516,7 +522,7 @@ class CompiledGrammar(Compiled):
             if result is not None:
                 break
             seen.append(key)
-            cid = self._context_id(stack[-1])
+            cid = self._context_id(stack)
             context = self._contexts[cid]
             rows = context.rows
             lex = 0
@@ -542,8 +548,8 @@ class CompiledGrammar(Compiled):
         self,
         items: _Items,
         terms: npt.NDArray[np.int64],
-        stacks: list[Stack],
-        index: dict[Stack, int],
+        stacks: list[Config],
+        index: dict[Config, int],
         pending: dict[int, list[_Items]],
     ) -> None:
         """Feed each item's finished terminal to its stack; queue the survivors by new context."""
@@ -570,7 +576,7 @@ class CompiledGrammar(Compiled):
                 j = index[after] = len(stacks)
                 stacks.append(after)
             new_owner[k] = j
-            new_context[k] = self._context_id(after[-1])
+            new_context[k] = self._context_id(after)
         owners = new_owner[inv]
         contexts = new_context[inv]
         for cid in np.unique(contexts).tolist():
@@ -601,7 +607,7 @@ class GrammarMatcher:
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self._compiled = compiled
-        self._stack: Stack = compiled.initial_stack
+        self._stack: Config = compiled.initial_config
         self._lex = 0
         self._finished = False
 
@@ -651,7 +657,7 @@ class GrammarMatcher:
 
     def reset(self) -> None:
         """Go back to the start of the grammar."""
-        self._stack = self._compiled.initial_stack
+        self._stack = self._compiled.initial_config
         self._lex = 0
         self._finished = False
 

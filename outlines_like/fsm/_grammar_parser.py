@@ -1,0 +1,234 @@
+"""The grammar masker's parsers: Lark's LALR(1) table as a stack machine, and a GLR variant.
+
+Both work on immutable, hashable configurations, so that masks can be cached per configuration:
+
+* :class:`LALRParser`: a configuration is the tuple of LALR states (no values, no callbacks);
+  exactly Lark's ``parser="lalr"`` (shift/reduce conflicts resolved as shift by Lark).
+* :class:`GLRParser`: for grammars that are not LALR(1). It uses the LALR(1) automaton with every
+  conflicting action kept; a configuration is the frozenset of the stacks still alive, so it
+  accepts the grammar's whole language (what ``lark.Lark(..., parser="earley")`` parses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+__all__ = ["END", "GLRParser", "LALRParser", "Stack", "build_glr"]
+
+END = "$END"
+Stack = tuple[int, ...]
+
+# Bounds on the GLR search, so that a highly ambiguous grammar degrades (some continuations
+# dropped) instead of hanging: stacks kept per configuration, and stacks explored per feed.
+_MAX_STACKS = 256
+_MAX_EXPLORED = 4096
+
+
+class LALRParser:
+    """Lark's LALR(1) parse table (``IntParseTable``) as a stack machine over state tuples."""
+
+    def __init__(self, parse_table: Any) -> None:
+        from lark.parsers.lalr_analysis import Shift
+
+        rule_ids: dict[int, int] = {}
+        self.rule_size: list[int] = []
+        self.rule_origin: list[str] = []
+        # action: >= 0 shift to that state; < 0 reduce by rule ~action
+        self.actions: dict[int, dict[str, int]] = {}
+        for state, table in parse_table.states.items():
+            row: dict[str, int] = {}
+            for symbol, (action, arg) in table.items():
+                if action is Shift:
+                    row[symbol] = int(arg)
+                else:
+                    rid = rule_ids.get(id(arg))
+                    if rid is None:
+                        rid = rule_ids[id(arg)] = len(self.rule_size)
+                        self.rule_size.append(len(arg.expansion))
+                        self.rule_origin.append(arg.origin.name)
+                    row[symbol] = ~rid
+            self.actions[int(state)] = row
+        self.start: int = int(parse_table.start_states["start"])
+        self.end: int = int(parse_table.end_states["start"])
+        self.initial: Hashable = (self.start,)
+        self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
+        self._accepts_end: dict[Hashable, bool] = {}
+
+    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
+        """Return the configuration after shifting ``terminal`` (reducing first), or None."""
+        key = (config, terminal)
+        try:
+            return self._feed[key]
+        except KeyError:
+            pass
+        result = self._run(config, terminal)  # type: ignore[arg-type]
+        self._feed[key] = result
+        return result
+
+    def accepts_end(self, config: Hashable) -> bool:
+        """Return whether the input may end here (``$END`` reduces to the accepting state)."""
+        result = self._accepts_end.get(config)
+        if result is None:
+            result = self._run(config, END) is not None  # type: ignore[arg-type]
+            self._accepts_end[config] = result
+        return result
+
+    def top(self, config: Hashable) -> int:
+        """Return the LALR state on top of the stack (it selects Lark's lexer context)."""
+        return config[-1]  # type: ignore[index,no-any-return]
+
+    def _run(self, stack: Stack, terminal: str) -> Stack | None:
+        states = list(stack)
+        actions = self.actions
+        while True:
+            action = actions[states[-1]].get(terminal)
+            if action is None:
+                return None
+            if action >= 0:
+                if terminal == END:
+                    return None
+                states.append(action)
+                return tuple(states)
+            rule = ~action
+            size = self.rule_size[rule]
+            if size:
+                del states[-size:]
+            goto = actions[states[-1]][self.rule_origin[rule]]
+            states.append(goto)
+            if terminal == END and goto == self.end:
+                return tuple(states)
+
+
+class GLRParser:
+    """An LALR(1) automaton with conflicts kept, run on every alive stack at once."""
+
+    def __init__(
+        self,
+        actions: dict[int, dict[str, tuple[int, ...]]],
+        start: int,
+        end: int,
+        rule_size: list[int],
+        rule_origin: list[str],
+    ) -> None:
+        self.actions = actions
+        self.start = start
+        self.end = end
+        self.rule_size = rule_size
+        self.rule_origin = rule_origin
+        self.initial: Hashable = frozenset({(start,)})
+        self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
+        self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
+        self._accepts_end: dict[Hashable, bool] = {}
+        self._expected: dict[Hashable, frozenset[str]] = {}
+
+    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
+        """Return the configuration after ``terminal`` on every stack, or None if none survive."""
+        key = (config, terminal)
+        try:
+            return self._feed[key]
+        except KeyError:
+            pass
+        out: set[Stack] = set()
+        for stack in config:  # type: ignore[attr-defined]
+            out.update(self._stack_feed(stack, terminal))
+            if len(out) >= _MAX_STACKS:
+                break
+        result = frozenset(out) if out else None
+        self._feed[key] = result
+        return result
+
+    def accepts_end(self, config: Hashable) -> bool:
+        """Return whether some stack accepts the end of input here."""
+        result = self._accepts_end.get(config)
+        if result is None:
+            result = any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
+            self._accepts_end[config] = result
+        return result
+
+    def expected(self, config: Hashable) -> frozenset[str]:
+        """Return the symbols some stack has an action for (terminals are upper-case-ish)."""
+        result = self._expected.get(config)
+        if result is None:
+            names: set[str] = set()
+            for stack in config:  # type: ignore[attr-defined]
+                names.update(self.actions[stack[-1]])
+            result = self._expected[config] = frozenset(names)
+        return result
+
+    def _stack_feed(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
+        key = (stack, terminal)
+        found = self._feed_stack.get(key)
+        if found is not None:
+            return found
+        results: list[Stack] = []
+        work = [stack]
+        seen: set[Stack] = set()
+        while work and len(seen) < _MAX_EXPLORED:
+            current = work.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for action in self.actions[current[-1]].get(terminal, ()):
+                if action >= 0:
+                    if terminal != END:
+                        results.append((*current, action))
+                    continue
+                rule = ~action
+                size = self.rule_size[rule]
+                base = current[:-size] if size else current
+                goto = self.actions[base[-1]].get(self.rule_origin[rule])
+                if not goto:
+                    continue
+                reduced = (*base, goto[0])
+                if terminal == END and goto[0] == self.end:
+                    results.append(reduced)
+                else:
+                    work.append(reduced)
+        found = self._feed_stack[key] = tuple(results)
+        return found
+
+
+def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
+    """Build the LALR(1) automaton of ``rules`` (start rule ``start``), keeping conflicts.
+
+    Returns:
+        The parser, and whether the table has any conflict (shift/reduce or reduce/reduce).
+    """
+    from lark.common import ParserConf
+    from lark.parsers.lalr_analysis import LALR_Analyzer
+
+    analyzer: Any = LALR_Analyzer(ParserConf(list(rules), {}, ["start"]))
+    analyzer.compute_lr0_states()
+    analyzer.compute_reads_relations()
+    analyzer.compute_includes_lookback()
+    analyzer.compute_lookaheads()
+    itemsets = list(analyzer.lr0_itemsets)
+    index = {s: i for i, s in enumerate(itemsets)}
+    rule_ids: dict[Any, int] = {}
+    rule_size: list[int] = []
+    rule_origin: list[str] = []
+    actions: dict[int, dict[str, tuple[int, ...]]] = {}
+    conflict = False
+    for itemset in itemsets:
+        row: dict[str, list[int]] = {}
+        for symbol, nxt in itemset.transitions.items():
+            row[symbol.name] = [index[nxt]]
+        for symbol, reducing in itemset.lookaheads.items():
+            for rule in reducing:
+                rid = rule_ids.get(rule)
+                if rid is None:
+                    rid = rule_ids[rule] = len(rule_size)
+                    rule_size.append(len(rule.expansion))
+                    rule_origin.append(rule.origin.name)
+                row.setdefault(symbol.name, []).append(~rid)
+        for acts in row.values():
+            conflict = conflict or len(acts) > 1
+        actions[index[itemset]] = {k: tuple(v) for k, v in row.items()}
+    start = index[analyzer.lr0_start_states["start"]]
+    end = -1
+    for itemset in itemsets:
+        for item in itemset.closure:
+            if item.rule.origin.name == "$root_start" and item.is_satisfied:
+                end = index[itemset]
+    return GLRParser(actions, start, end, rule_size, rule_origin), conflict

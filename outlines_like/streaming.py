@@ -568,8 +568,8 @@ def _partial_value(tp: Any, value: Any) -> Any:
         return _adapter(tp).validate_python(value, experimental_allow_partial="trailing-strings")
     except (pydantic.ValidationError, TypeError):
         return _MISSING
-    except pydantic.PydanticSchemaGenerationError:
-        return value
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError):
+        return value  # a type pydantic cannot validate on its own: show the raw JSON value
 
 
 def _partial_model(cls: type[pydantic.BaseModel], data: dict[str, Any]) -> pydantic.BaseModel:

@@ -520,4 +520,4 @@ def test_guide_snippets_run(guide: str) -> None:
     assert offline
     namespace: dict[str, Any] = {}
     for block in offline:
-        exec(compile(block, str(path), "exec"), namespace)
+        exec(compile(block, str(path), "exec", dont_inherit=True), namespace)

@@ -302,11 +302,14 @@ class _RegexConverter:
 
     def convert(self, sub: Any, flags: int, at_start: bool, at_end: bool) -> _Node:
         items = list(sub)
-        kinds = [op for op, _ in items]
+        # Items before the first / after the last non-anchor still sit at the pattern's ends.
+        solid = [i for i, (op, _) in enumerate(items) if op is not _sre_c.AT]
+        head = solid[0] if solid else len(items)
+        tail = solid[-1] if solid else -1
         out: list[_Node] = []
         for i, (op, av) in enumerate(items):
-            first = at_start and all(k is _sre_c.AT for k in kinds[:i])
-            last = at_end and all(k is _sre_c.AT for k in kinds[i + 1 :])
+            first = at_start and i <= head
+            last = at_end and i >= tail
             out.append(self.item(op, av, flags, first, last))
         return _seq(out)
 

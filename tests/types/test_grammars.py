@@ -7,10 +7,12 @@ References: Lark's Earley parser for Lark text, xgrammar (test-only) for EBNF/GB
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
 import re
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import lark
@@ -67,31 +69,42 @@ def lark_accepts(grammar: str, text: str) -> bool:
     return True
 
 
-def _bench_cases() -> dict[str, str]:
-    """The grammar cases of ../shared/bench/cases.py, when that file is there."""
+def _load_bench() -> ModuleType | None:
+    """The shared benchmark's ``cases.py`` (../shared/bench), when that file is there."""
     here = pathlib.Path(__file__).resolve()
     for parent in here.parents:
         path = parent / "shared" / "bench" / "cases.py"
         if path.is_file():
             spec = importlib.util.spec_from_file_location("_bench_cases", path)
-            assert spec is not None
-            assert spec.loader is not None
+            if spec is None or spec.loader is None:
+                return None
             module = importlib.util.module_from_spec(spec)
             sys.modules.setdefault("_bench_cases", module)
             spec.loader.exec_module(module)
-            return {
-                "arith_lark": module.ARITH_LARK,
-                "json_lark": module.JSON_LARK,
-                "arith_ebnf": module.ARITH_EBNF,
-                "json_ebnf": module.JSON_EBNF,
-                "json_ebnf_star": module.JSON_EBNF_STAR,
-                "arith_sample": module.ARITH_SAMPLE,
-                "json_sample": module.JSON_SAMPLE,
-            }
-    return {}
+            return module
+    return None
 
 
-BENCH = _bench_cases()
+_BENCH_MODULE = _load_bench()
+BENCH: dict[str, str] = (
+    {
+        "arith_lark": _BENCH_MODULE.ARITH_LARK,
+        "json_lark": _BENCH_MODULE.JSON_LARK,
+        "arith_ebnf": _BENCH_MODULE.ARITH_EBNF,
+        "json_ebnf": _BENCH_MODULE.JSON_EBNF,
+        "json_ebnf_star": _BENCH_MODULE.JSON_EBNF_STAR,
+        "arith_sample": _BENCH_MODULE.ARITH_SAMPLE,
+        "json_sample": _BENCH_MODULE.JSON_SAMPLE,
+    }
+    if _BENCH_MODULE
+    else {}
+)
+BENCH_REGEXES: list[tuple[str, str, str]] = (
+    [(f"re_{n}", rx, sample) for n, rx, sample in _BENCH_MODULE.REGEXES] if _BENCH_MODULE else []
+)
+BENCH_SCHEMAS: list[tuple[str, dict[str, Any], object]] = (
+    list(_BENCH_MODULE.SCHEMAS) if _BENCH_MODULE else []
+)
 
 # --------------------------------------------------------------------------- Lark corpus
 
@@ -593,6 +606,37 @@ def _predefined_patterns() -> list[tuple[str, str, str]]:
         out.append((f"format_{fmt}", pattern, sample))
     out.append(("json_string", predefined.JSON_STRING_PATTERN, '"tab\\t"'))
     return out
+
+
+@pytest.mark.parametrize(
+    ("pattern", "sample"), [pytest.param(p, s, id=n) for n, p, s in BENCH_REGEXES]
+)
+def test_bench_regexes_convert(xgrammar_accepts: Accepts, pattern: str, sample: str) -> None:
+    gbnf = regex_to_gbnf(pattern)
+    probes = _probes(sample)
+    expected = [re.fullmatch(pattern, s) is not None for s in probes]
+    assert expected[0]
+    assert not all(expected)
+    assert [xgrammar_accepts(gbnf, s) for s in probes] == expected, gbnf
+
+
+@pytest.mark.parametrize(
+    ("schema", "sample"), [pytest.param(sc, sa, id=n) for n, sc, sa in BENCH_SCHEMAS]
+)
+def test_json_schema_regexes_convert(
+    xgrammar_accepts: Accepts, schema: dict[str, Any], sample: object
+) -> None:
+    """The llama.cpp path for JSON Schema: schema -> regex -> GBNF keeps the documents."""
+    from outlines_like.types.json_schema import json_schema_to_regex
+
+    pattern = json_schema_to_regex(schema)
+    gbnf = regex_to_gbnf(pattern)
+    text = json.dumps(sample, separators=(",", ":"))
+    assert re.fullmatch(pattern, text)
+    assert xgrammar_accepts(gbnf, text)
+    for broken in (text[:-1], text + "}", text.replace(":", "=", 1)):
+        assert re.fullmatch(pattern, broken) is None
+        assert not xgrammar_accepts(gbnf, broken)
 
 
 def test_every_predefined_pattern_has_a_sample() -> None:

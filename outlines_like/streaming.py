@@ -26,7 +26,7 @@ import json
 import types as _pytypes
 import typing
 import warnings
-from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, Union
 
 import pydantic
@@ -52,6 +52,7 @@ __all__ = [
     "aaggregate_chunks",
     "aggregate_choices",
     "aggregate_chunks",
+    "aiter_partial",
     "iter_partial",
     "partial_json",
     "read_usage",
@@ -591,16 +592,78 @@ def _partial_of(output_type: object, value: Any) -> Any:
     return value if got is _MISSING else got
 
 
+class _PartialReader:
+    """The core of :func:`iter_partial` / :func:`aiter_partial`: chunks in, values out."""
+
+    def __init__(self, output_type: object) -> None:
+        from outlines_like.types import parse
+
+        self._parse = parse
+        self._type = output_type
+        self._text = ""
+        self._scanner = _JsonScanner()
+        self._end: int | None = None
+        self._last: Any = _MISSING
+        self._shown: Any = _MISSING
+
+    def _show(self, value: Any) -> list[Any]:
+        if _same(value, self._shown):
+            return []
+        self._shown = value
+        return [value]
+
+    def feed(self, chunk: str) -> list[Any]:
+        if not chunk:
+            return []
+        start = len(self._text)
+        self._text += chunk
+        text = self._text
+        if self._end is not None:
+            if chunk.strip():
+                raise ParseError(
+                    f"text after the JSON value: {text[self._end : self._end + 80]!r}", text=text
+                )
+            return []
+        try:
+            taken = self._scanner.feed(chunk)
+        except ValueError as exc:
+            raise ParseError(f"the stream is not JSON: {exc}: {text[:200]!r}", text=text) from exc
+        if self._scanner.done:
+            self._end = end = start + taken
+            if text[end:].strip():
+                raise ParseError(f"text after the JSON value: {text[end : end + 80]!r}", text=text)
+            return self._show(_final(self._parse, self._type, text[:end]))
+        if not text.strip():
+            return []
+        try:
+            value = pydantic_core.from_json(text, allow_partial="trailing-strings")
+        except ValueError:
+            return []
+        if value == self._last:
+            return []
+        self._last = value
+        return self._show(_partial_of(self._type, value))
+
+    def close(self) -> list[Any]:
+        if self._end is not None:
+            return []
+        if not self._text.strip():
+            raise ParseError("the stream ended before any JSON value", text=self._text)
+        return self._show(_final(self._parse, self._type, self._text))
+
+
 def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[Any]:
     """Yield the value of a streamed JSON answer as it grows, then the validated whole.
 
-    Each time a chunk changes the partial JSON value, a partial object is yielded: for a
-    pydantic model, an instance built with ``model_construct`` from the fields present so
-    far (each validated; a field that cannot be validated yet, e.g. half a ``Literal``, is
-    left out, so reading a missing required field raises ``AttributeError``); for other
-    types, ``TypeAdapter(...).validate_python(..., experimental_allow_partial=...)`` or,
-    when that fails, the raw JSON value. When the value is complete, the last item is
-    ``outlines_like.types.parse(output_type, text)``: fully validated.
+    Each time a chunk changes the value, a partial object is yielded: for a pydantic model,
+    an instance built with ``model_construct`` from the fields present so far (each
+    validated; a field that cannot be validated yet, e.g. half a ``Literal``, is left out, so
+    reading a missing required field raises ``AttributeError``); for other types,
+    ``TypeAdapter(...).validate_python(..., experimental_allow_partial=...)`` or, when that
+    fails, the raw JSON value. A value equal to the previous one is not repeated. The last
+    item is ``outlines_like.types.parse(output_type, text)``: fully validated.
+
+    A model's ``stream_parse(prompt, T)`` is ``iter_partial(model.stream(prompt, T), T)``.
 
     Args:
         chunks: Text deltas of the answer (e.g. ``model.stream(prompt, Character)``).
@@ -611,54 +674,22 @@ def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[
         ParseError: the text is not JSON, the stream ended inside the value, or the complete
             value does not fit ``output_type``.
     """
-    from outlines_like.types import parse
-
-    text = ""
-    scanner = _JsonScanner()
-    end: int | None = None
-    last: Any = _MISSING
-    shown: Any = _MISSING
+    reader = _PartialReader(output_type)
     for chunk in chunks:
-        if not chunk:
-            continue
-        start = len(text)
-        text += chunk
-        if end is not None:
-            if chunk.strip():
-                raise ParseError(f"text after the JSON value: {text[end : end + 80]!r}", text=text)
-            continue
-        try:
-            taken = scanner.feed(chunk)
-        except ValueError as exc:
-            raise ParseError(f"the stream is not JSON: {exc}: {text[:200]!r}", text=text) from exc
-        if scanner.done:
-            end = start + taken
-            if text[end:].strip():
-                raise ParseError(f"text after the JSON value: {text[end : end + 80]!r}", text=text)
-            final = _final(parse, output_type, text[:end])
-            if not _same(final, shown):
-                yield final
-            continue
-        if not text.strip():
-            continue
-        try:
-            value = pydantic_core.from_json(text, allow_partial="trailing-strings")
-        except ValueError:
-            continue
-        if value == last:
-            continue
-        last = value
-        partial = _partial_of(output_type, value)
-        if _same(partial, shown):
-            continue
-        shown = partial
-        yield partial
-    if end is None:
-        if not text.strip():
-            raise ParseError("the stream ended before any JSON value", text=text)
-        final = _final(parse, output_type, text)
-        if not _same(final, shown):
-            yield final
+        yield from reader.feed(chunk)
+    yield from reader.close()
+
+
+async def aiter_partial(
+    chunks: AsyncIterable[str], output_type: object = None
+) -> AsyncIterator[Any]:
+    """Async twin of :func:`iter_partial` (``aiter_partial(amodel.stream(prompt, T), T)``)."""
+    reader = _PartialReader(output_type)
+    async for chunk in chunks:
+        for value in reader.feed(chunk):
+            yield value
+    for value in reader.close():
+        yield value
 
 
 def _same(a: Any, b: Any) -> bool:

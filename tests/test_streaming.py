@@ -28,6 +28,7 @@ from outlines_like.streaming import (
     aaggregate_chunks,
     aggregate_choices,
     aggregate_chunks,
+    aiter_partial,
     iter_partial,
     partial_json,
     read_usage,
@@ -489,6 +490,18 @@ def test_iter_partial_nested_models_and_other_types() -> None:
     assert list(iter_partial(["[1, ", "2]"], list[int])) == [[1], [1, 2]]
     assert list(iter_partial(["[1, ", "2] "], None)) == [[1], [1, 2]]
     assert list(iter_partial(["4", "2"], int)) == [4, 42]
+
+
+async def test_aiter_partial_matches_iter_partial() -> None:
+    text = '{"name": "Bob", "age": 42, "role": "hero"}'
+
+    async def gen() -> Any:
+        for chunk in _chunks(text, 4):
+            yield chunk
+
+    got = [v async for v in aiter_partial(gen(), Character)]
+    assert got == list(iter_partial(_chunks(text, 4), Character))
+    assert got[-1] == Character(name="Bob", age=42, role="hero")
 
 
 @pytest.mark.parametrize(

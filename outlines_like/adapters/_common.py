@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
-from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import (
     CFG,
     Alternatives,
@@ -126,6 +127,17 @@ class BaseAdapter:
             f"{self.kind}: no request fields for the term {term!r}; expected a Regex, String, "
             "Choice, Sequence, Alternatives, Repeat, JsonSchema, JsonObject or CFG"
         )
+
+    def convert(
+        self, endpoint: Endpoint, what: str, converter: Callable[[str], str], text: str
+    ) -> str:
+        """Run a grammar converter, saying which server needed it when it fails."""
+        try:
+            return converter(text)
+        except (UnsupportedConstraintError, InvalidConstraintError) as exc:
+            raise type(exc)(
+                f"{self._label(endpoint)} needs {what}, and the conversion failed: {exc}"
+            ) from exc
 
     def _label(self, endpoint: Endpoint) -> str:
         path = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"

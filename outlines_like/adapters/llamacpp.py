@@ -25,7 +25,8 @@ class LlamaCppAdapter(BaseAdapter):
 
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
         """``grammar``: the regex converted to GBNF."""
-        return {"extra_body": {"grammar": grammars().regex_to_gbnf(pattern)}}
+        gbnf = self.convert(endpoint, "the regex as GBNF", grammars().regex_to_gbnf, pattern)
+        return {"extra_body": {"grammar": gbnf}}
 
     def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
         """``json_schema``; compact whitespace asked of LLGuidance on completions."""
@@ -42,7 +43,7 @@ class LlamaCppAdapter(BaseAdapter):
 
     def grammar(self, term: CFG, endpoint: Endpoint) -> ConstraintFields:
         """``grammar``: GBNF as given, Lark converted."""
-        text = (
-            term.definition if term.syntax == "ebnf" else grammars().lark_to_gbnf(term.definition)
-        )
+        text = term.definition
+        if term.syntax == "lark":
+            text = self.convert(endpoint, "the Lark grammar as GBNF", grammars().lark_to_gbnf, text)
         return {"extra_body": {"grammar": text}}

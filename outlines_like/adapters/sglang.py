@@ -46,8 +46,9 @@ class SGLangAdapter(BaseAdapter):
         return {"response_format": {"type": "json_object"}}
 
     def grammar(self, term: CFG, endpoint: Endpoint) -> ConstraintFields:
-        """``extra_body.ebnf``: EBNF as given, Lark converted."""
-        text = (
-            term.definition if term.syntax == "ebnf" else grammars().lark_to_ebnf(term.definition)
-        )
-        return {"extra_body": {"ebnf": text}}
+        """``extra_body.ebnf`` in xgrammar's dialect: Lark converted, GBNF spelled out."""
+        if term.syntax == "lark":
+            convert, what = grammars().lark_to_ebnf, "the Lark grammar as EBNF"
+        else:  # xgrammar reads most GBNF, not all ('.', some escapes): spell those out
+            convert, what = grammars().gbnf_to_ebnf, "the grammar in xgrammar's EBNF"
+        return {"extra_body": {"ebnf": self.convert(endpoint, what, convert, term.definition)}}

@@ -28,7 +28,7 @@ from outlines_like.adapters import (
 )
 from outlines_like.adapters.base import Adapter
 from outlines_like.adapters.vllm import parse_version
-from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import (
     CFG,
     Choice,
@@ -235,7 +235,11 @@ def expected(dialect: str, category: str, endpoint: str, term: Term) -> object:
     text = term.definition
     table = {
         "sglang": {
-            "extra_body": {"ebnf": text if category == "ebnf" else grammar_conv.lark_to_ebnf(text)}
+            "extra_body": {
+                "ebnf": grammar_conv.gbnf_to_ebnf(text)
+                if category == "ebnf"
+                else grammar_conv.lark_to_ebnf(text)
+            }
         },
         "vllm": {"extra_body": {"structured_outputs": {"grammar": text}}},
         "vllm-old": {"extra_body": {"guided_grammar": text}},
@@ -503,6 +507,29 @@ def test_cached_call_is_cheap() -> None:
         adapter.constraint_fields(term, endpoint="chat")
     per_call = (time.process_time() - start) / rounds
     assert per_call < 100e-6, per_call
+
+
+@pytest.mark.parametrize(
+    ("adapter", "term", "words"),
+    [
+        (LlamaCppAdapter(), Regex(r"a(?=b)"), ("llama.cpp", "as GBNF", "lookahead")),
+        (LlamaCppAdapter(), CFG("start: start"), ("llama.cpp", "Lark grammar as GBNF")),
+        (SGLangAdapter(), CFG("start: foo"), ("SGLang", "Lark grammar as EBNF", "foo")),
+        (SGLangAdapter(), CFG("root ::= (", syntax="ebnf"), ("SGLang", "xgrammar's EBNF")),
+    ],
+)
+def test_conversion_errors_name_the_server(
+    adapter: Adapter, term: Term, words: tuple[str, ...]
+) -> None:
+    with pytest.raises((UnsupportedConstraintError, InvalidConstraintError)) as info:
+        adapter.constraint_fields(term, endpoint="chat")
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_sglang_rewrites_gbnf_for_xgrammar() -> None:
+    fields = SGLangAdapter().constraint_fields(CFG("root ::= [a-z] ."), endpoint="chat")
+    assert "." not in fields["extra_body"]["ebnf"].split("::=")[1]
 
 
 def test_json_object_term_alone() -> None:

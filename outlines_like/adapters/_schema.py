@@ -161,7 +161,46 @@ def to_openai_strict(schema: dict[str, Any]) -> dict[str, Any]:
             "or use a server that takes any schema: sglang, vllm, llamacpp"
         )
     _strict_node(root, root, "#", ref_stack=())
+    _check_limits(root)
     return root
+
+
+OPENAI_MAX_DEPTH = 10
+OPENAI_MAX_PROPERTIES = 5000
+OPENAI_MAX_ENUM_VALUES = 1000
+
+
+def _check_limits(root: dict[str, Any]) -> None:
+    """Check OpenAI's size limits: nesting depth, property count, enum values."""
+    properties = enum_values = 0
+    stack: list[tuple[Any, int, str]] = [(root, 1, "#")]
+    while stack:
+        node, depth, where = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("properties"), dict):
+            properties += len(node["properties"])
+            if depth > OPENAI_MAX_DEPTH:
+                raise UnsupportedConstraintError(
+                    f"OpenAI strict mode allows {OPENAI_MAX_DEPTH} levels of nested objects; "
+                    f"the object at {where} is at level {depth}; flatten the schema"
+                )
+        if isinstance(node.get("enum"), list):
+            enum_values += len(node["enum"])
+        nested = depth + 1 if isinstance(node.get("properties"), dict) else depth
+        for key, sub in _children(node):
+            level = 1 if key.startswith(("$defs/", "definitions/")) else nested
+            stack.append((sub, level, f"{where}/{key}"))
+    if properties > OPENAI_MAX_PROPERTIES:
+        raise UnsupportedConstraintError(
+            f"OpenAI strict mode allows {OPENAI_MAX_PROPERTIES} object properties in all; "
+            f"this schema has {properties}"
+        )
+    if enum_values > OPENAI_MAX_ENUM_VALUES:
+        raise UnsupportedConstraintError(
+            f"OpenAI strict mode allows {OPENAI_MAX_ENUM_VALUES} enum values in all; this "
+            f"schema has {enum_values}"
+        )
 
 
 def _describe(node: dict[str, Any]) -> str:

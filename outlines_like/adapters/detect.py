@@ -176,7 +176,10 @@ def _probe_flow(base_url: str) -> _Flow:
 
 # --- drivers ----------------------------------------------------------------------------
 
-_PROBE_OPTIONS: Any = {"max_retries": 0, "timeout": PROBE_TIMEOUT}
+
+def _probe_options() -> Any:
+    """No retries (a probe is a question, not a request to insist on) and a short timeout."""
+    return {"max_retries": 0, "timeout": PROBE_TIMEOUT}
 
 
 def _answer_from_error(exc: openai.APIError) -> _Answer:
@@ -192,7 +195,7 @@ def _run_sync(client: openai.OpenAI, flow: _Flow) -> tuple[ServerInfo, bool]:
         url = next(flow)
         while True:
             try:
-                body = client.get(url, cast_to=object, options=_PROBE_OPTIONS)
+                body = client.get(url, cast_to=object, options=_probe_options())
             except openai.APIError as exc:
                 answer = _answer_from_error(exc)
             else:
@@ -208,7 +211,7 @@ async def _run_async(client: openai.AsyncOpenAI, flow: _Flow) -> tuple[ServerInf
         url = next(flow)
         while True:
             try:
-                body = await client.get(url, cast_to=object, options=_PROBE_OPTIONS)
+                body = await client.get(url, cast_to=object, options=_probe_options())
             except openai.APIError as exc:
                 answer = _answer_from_error(exc)
             else:

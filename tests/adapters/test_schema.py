@@ -226,6 +226,25 @@ def test_strict_rejects_what_openai_cannot_take(
         assert word in message, (word, message)
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = obj({"leaf": {"type": "integer"}}, ["leaf"])
+    for _ in range(levels - 1):
+        node = obj({"child": node}, ["child"])
+    return node
+
+
+def test_strict_size_limits() -> None:
+    to_openai_strict(_nested(10))
+    with pytest.raises(UnsupportedConstraintError, match="10 levels"):
+        to_openai_strict(_nested(11))
+    many = obj({f"p{i}": {"type": "integer"} for i in range(5001)})
+    with pytest.raises(UnsupportedConstraintError, match="5000 object properties"):
+        to_openai_strict(many)
+    enums = obj({"e": {"type": "string", "enum": [str(i) for i in range(1001)]}}, ["e"])
+    with pytest.raises(UnsupportedConstraintError, match="1000 enum values"):
+        to_openai_strict(enums)
+
+
 def test_close_objects_does_not_touch_the_input() -> None:
     schema = obj({"a": obj({"b": {"type": "integer"}})}, anyOf=[obj({"c": {"type": "null"}})])
     before = copy.deepcopy(schema)

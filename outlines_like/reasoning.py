@@ -21,7 +21,8 @@ agree for any split of the text into chunks):
 3. Otherwise there is no reasoning and the text is the answer, unchanged.
 
 Reasoning taken from tags is stripped of surrounding blanks, and the answer after a
-reasoning block loses its leading blanks. Reasoning from a server field is kept as sent.
+reasoning block loses its leading blanks. Reasoning from a server field is kept as sent, and
+the answer after it loses its leading blanks too.
 """
 
 from __future__ import annotations
@@ -184,7 +185,10 @@ def _resolve(
             return None, field
     if field is not None and tag_reasoning is not None:
         return field + "\n" + tag_reasoning, answer
-    return (field if field is not None else tag_reasoning), answer
+    if field is not None:
+        # After server-split reasoning the content often starts with the template's blank lines.
+        return field, answer.lstrip()
+    return tag_reasoning, answer
 
 
 def reasoning_from_message(
@@ -269,7 +273,8 @@ class ReasoningStream:
         self._buf = ""
         self._ws = ""  # blanks held at the end of the reasoning
         self._reasoning_begun = False  # leading blanks of tag reasoning are dropped
-        self._after_reasoning = False  # the answer follows a reasoning block: lstrip it
+        self._after_reasoning = False  # a reasoning block ended: no lone end tag to look for
+        self._strip_answer = False  # the answer follows reasoning: drop its leading blanks
         self._answer_begun = False
         self._field_parts: list[str] = []
         self._tag_parts: list[str] = []
@@ -317,6 +322,8 @@ class ReasoningStream:
         if reasoning:
             self._field_parts.append(reasoning)
             r_out.append(reasoning)
+            if not self._answer_begun:
+                self._strip_answer = True
         a_out: list[str] = []
         if text:
             self._buf += text
@@ -353,7 +360,7 @@ class ReasoningStream:
             self._tag_parts.append(text)
 
     def _emit_answer(self, text: str, out: list[str]) -> None:
-        if self._after_reasoning and not self._answer_begun:
+        if self._strip_answer and not self._answer_begun:
             text = text.lstrip()
         if text:
             self._answer_begun = True
@@ -380,7 +387,7 @@ class ReasoningStream:
                     self._emit_reasoning(buf[:i], r_out, closing=True)
                     self._buf = buf[i + len(end) :]
                     self._state = "answer"
-                    self._after_reasoning = True
+                    self._after_reasoning = self._strip_answer = True
                     continue
                 if final:
                     self._emit_reasoning(buf, r_out, closing=True)
@@ -402,7 +409,7 @@ class ReasoningStream:
                 self._answer_parts.clear()
                 self._emit_reasoning(before, r_out, closing=True)
                 self._buf = buf[i + len(end) :]
-                self._after_reasoning = True
+                self._after_reasoning = self._strip_answer = True
                 self._answer_begun = False
                 continue
             k = 0 if final else _partial_suffix(buf, end)

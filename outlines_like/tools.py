@@ -755,7 +755,8 @@ class ToolCallParser:
     - ``None``: more tokens are needed to decide (the text may be the start of
       ``<tool_call>``): send nothing yet.
 
-    :meth:`finish` flushes held-back text at the end. The argument text of every call is a
+    :meth:`finish` flushes held-back text at the end; blank text after a tool call is sent
+    only when real text follows it. The argument text of every call is a
     growing prefix of valid JSON: characters are checked as they arrive and only sent once
     they keep the prefix valid. :meth:`parse_complete` reads a whole text at once.
 
@@ -776,6 +777,7 @@ class ToolCallParser:
         self._broken = False
         self._deferred = False  # arguments not an object yet (e.g. a JSON string): send at close
         self._call_id = ""
+        self._blank = ""  # blank text after a tool call, held
         self.calls: list[ToolCall] = []
         """The calls read so far, complete."""
 
@@ -808,14 +810,12 @@ class ToolCallParser:
             if not self._in_call:
                 i = self._buf.find(TOOL_CALL_START)
                 if i >= 0:
-                    if i:
-                        out.append(ContentDelta(self._buf[:i]))
+                    self._content(self._buf[:i], out)
                     self._buf = self._buf[i + len(TOOL_CALL_START) :]
                     self._open_call()
                     continue
                 k = 0 if final else _partial_suffix(self._buf, TOOL_CALL_START)
-                if len(self._buf) > k:
-                    out.append(ContentDelta(self._buf[: len(self._buf) - k]))
+                self._content(self._buf[: len(self._buf) - k], out)
                 self._buf = self._buf[len(self._buf) - k :]
                 return
             i = self._buf.find(TOOL_CALL_END)
@@ -830,6 +830,17 @@ class ToolCallParser:
             self._buf = self._buf[len(self._buf) - k :]
             self._advance(out)
             return
+
+    def _content(self, text: str, out: list[ParsedDelta]) -> None:
+        """Send content; after a tool call, blank text waits for real text (or is dropped)."""
+        if self._count:
+            text = self._blank + text
+            if not text.strip():
+                self._blank = text
+                return
+            self._blank = ""
+        if text:
+            out.append(ContentDelta(text))
 
     def _open_call(self) -> None:
         self._in_call = True

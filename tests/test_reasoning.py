@@ -143,6 +143,17 @@ def test_reasoning_stream_passes_field_deltas_through() -> None:
     assert (stream.reasoning, stream.answer) == (" raw ", "answer")
 
 
+def test_answer_after_server_split_reasoning_loses_leading_blanks() -> None:
+    assert reasoning_from_message({"content": "\n\nAnswer", "reasoning": "r\n"}) == (
+        "r\n",
+        "Answer",
+    )
+    stream = ReasoningStream()
+    deltas = [stream.feed("", reasoning="r\n"), stream.feed("\n"), stream.feed("\nAnswer")]
+    assert deltas == [("r\n", ""), ("", ""), ("", "Answer")]
+    assert (stream.reasoning, stream.answer) == ("r\n", "Answer")
+
+
 def test_reasoning_stream_corrects_totals_on_a_lone_end_tag() -> None:
     stream = ReasoningStream()
     assert stream.feed("thought") == ("", "thought")

@@ -391,6 +391,18 @@ def test_held_text_that_is_not_a_tag_is_released() -> None:
     assert parser.finish() == [ContentDelta("<t")]
 
 
+def test_blank_text_between_and_after_calls_is_not_content() -> None:
+    parser = ToolCallParser(id_factory=_ids)
+    text = 'Sure.\n<tool_call>{"name": "a", "arguments": {}}</tool_call>\n\n<tool_call>'
+    text += '{"name": "b", "arguments": {}}</tool_call>\n'
+    content, _, _ = _drive(parser, list(text))
+    assert content == "Sure.\n"
+    assert [c.name for c in parser.calls] == ["a", "b"]
+    parser = ToolCallParser(id_factory=_ids)
+    content, _, _ = _drive(parser, ['<tool_call>{"name": "a"}</tool_call>\n', " ", "ok"])
+    assert content == "\n ok"
+
+
 def test_unterminated_call_is_closed_at_finish() -> None:
     parser = ToolCallParser(id_factory=_ids)
     _, args, _ = _drive(parser, ['<tool_call>{"name": "f", "arguments": {"a": 1}}'])

@@ -241,33 +241,37 @@ class _Parser:
 
     def quantified(self, atom: Node, start: int) -> Node:
         p = self.p
-        while self.i < len(p):
-            c = p[self.i]
-            qpos = self.i
-            if c == "*":
-                lo, hi = 0, None
-                self.i += 1
-            elif c == "+":
-                lo, hi = 1, None
-                self.i += 1
-            elif c == "?":
-                lo, hi = 0, 1
-                self.i += 1
-            elif c == "{":
-                bounds = self.braces()
-                if bounds is None:
-                    return atom
-                lo, hi = bounds
-            else:
+        if self.i >= len(p):
+            return atom
+        c = p[self.i]
+        qpos = self.i
+        if c == "*":
+            lo, hi = 0, None
+            self.i += 1
+        elif c == "+":
+            lo, hi = 1, None
+            self.i += 1
+        elif c == "?":
+            lo, hi = 0, 1
+            self.i += 1
+        elif c == "{":
+            bounds = self.braces()
+            if bounds is None:
                 return atom
-            if self.i < len(p) and p[self.i] == "?":
-                self.i += 1  # lazy: same language
-            elif self.i < len(p) and p[self.i] == "+":
-                raise self.error("possessive quantifiers are not supported", self.i)
-            if atom == _EMPTY and start == qpos:
-                raise self.error("nothing to repeat", qpos)
-            atom = _Rep(atom, lo, hi)
-        return atom
+            lo, hi = bounds
+        else:
+            return atom
+        if self.i < len(p) and p[self.i] == "?":
+            self.i += 1  # lazy: same language
+        elif self.i < len(p) and p[self.i] == "+":
+            raise self.error("possessive quantifiers are not supported", self.i)
+        if self.i < len(p) and (
+            p[self.i] in "*+?" or (p[self.i] == "{" and self.braces_lookahead())
+        ):
+            raise self.error("multiple repeat", self.i)
+        if atom == _EMPTY and start == qpos:
+            raise self.error("nothing to repeat", qpos)
+        return _Rep(atom, lo, hi)
 
     def braces(self) -> tuple[int, int | None] | None:
         """Parse ``{n}``, ``{n,}``, ``{,m}``, ``{n,m}``; ``None`` (a literal '{') otherwise."""

@@ -1,0 +1,154 @@
+"""Token index: the vectorised walk against a token-by-token scalar walk, lazy rows, packing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from outlines_like.fsm import Vocabulary
+from outlines_like.fsm.index import TokenIndex, TokenTable, pack_ids, token_table, walk_tokens
+from outlines_like.fsm.regex_dfa import LazyByteDFA, compile_regex, compile_regex_auto
+
+TOKENS = [
+    b"a",
+    b"b",
+    b"ab",
+    b"ba",
+    b"abc",
+    b"1",
+    b"12",
+    b"123",
+    b"-",
+    b"-1",
+    b" ",
+    b"\xc3",
+    b"\xa9",
+    b"\xc3\xa9",
+    b"caf\xc3",
+    b"\xa9s",
+    b"<eos>",
+    b"<pad>",
+    b"",
+    b"a" * 20,
+    b"a" * 19 + b"b",
+    b"\xe2\x82\xac",
+    b"x" * 40,
+]
+EOS = 16
+SPECIAL = (17,)
+
+
+@pytest.fixture
+def vocab() -> Vocabulary:
+    return Vocabulary(TOKENS, [EOS], SPECIAL)
+
+
+def scalar_walk(dfa: object, vocab: Vocabulary, state: int) -> tuple[list[int], list[int]]:
+    ids, ends = [], []
+    for i, tok in enumerate(vocab.tokens):
+        if not tok or i in vocab.special_token_ids:
+            continue
+        end = dfa.step(state, tok)  # type: ignore[attr-defined]
+        if end >= 0:
+            ids.append(i)
+            ends.append(end)
+    return ids, ends
+
+
+PATTERNS = [
+    r"[ab]+",
+    r"-?[0-9]+",
+    r"(ab|ba)c?",
+    r"café?s?",
+    r"a{0,25}b?",
+    r"x*",
+    r"[^\x00-\x1f]*",
+    r"€[0-9]",
+    r" ?(a|b|1)",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_walk_matches_scalar_walk_from_every_state(vocab: Vocabulary, pattern: str) -> None:
+    dfa = compile_regex(pattern)
+    table = token_table(vocab)
+    results = walk_tokens(dfa.transitions, table, range(dfa.n_states))
+    for state, (ids, ends) in enumerate(results):
+        ref_ids, ref_ends = scalar_walk(dfa, vocab, state)
+        assert ids.tolist() == ref_ids, (pattern, state)
+        assert ends.tolist() == ref_ends, (pattern, state)
+        assert ids.dtype == np.int32
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_lazy_dfa_rows_match_eager(vocab: Vocabulary, pattern: str) -> None:
+    eager = TokenIndex(compile_regex(pattern), vocab)
+    lazy_dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
+    assert isinstance(lazy_dfa, LazyByteDFA)
+    lazy = TokenIndex(lazy_dfa, vocab)
+    # walk both in lockstep over the allowed tokens (breadth first)
+    todo = [(eager.dfa.start, lazy_dfa.start)]
+    seen = set(todo)
+    while todo:
+        es, ls = todo.pop()
+        er, lr = eager.row(es), lazy.row(ls)
+        assert er.ids.tolist() == lr.ids.tolist()
+        np.testing.assert_array_equal(er.mask, lr.mask)
+        assert eager.is_accepting(es) == lazy.is_accepting(ls)
+        for tok in er.ids.tolist():
+            pair = (er.next_state(tok), lr.next_state(tok))
+            if pair not in seen:
+                seen.add(pair)
+                todo.append(pair)
+
+
+def test_table_layout(vocab: Vocabulary) -> None:
+    table = TokenTable(vocab)
+    assert table.n_text == len(TOKENS) - 3  # EOS, <pad> and b"" are never text
+    assert EOS not in table.ids and 17 not in table.ids and 18 not in table.ids
+    assert (np.diff(table.lengths) <= 0).all()
+    for j in range(table.max_len):
+        assert table.columns[j].shape[0] == table.active[j] == (table.lengths > j).sum()
+    for b in range(256):
+        for pos in table.by_first[b].tolist():
+            assert vocab.tokens[table.ids[pos]][0] == b
+    assert token_table(vocab) is token_table(vocab)
+
+
+def test_rows_are_lazy_and_cached(vocab: Vocabulary) -> None:
+    index = TokenIndex(compile_regex(r"[0-9]{3}"), vocab)
+    assert index.computed_states == 0
+    row = index.row(index.dfa.start)
+    assert index.computed_states == 1
+    assert index.row(index.dfa.start) is row
+    assert sorted(row.ids.tolist()) == [5, 6, 7]
+    assert row.next_state(6) == index.dfa.step(index.dfa.start, b"12")
+    assert row.next_state(0) == -1
+    assert row.next_state(10**9) == -1
+
+
+def test_eager_limit_and_lookahead(vocab: Vocabulary) -> None:
+    dfa = compile_regex(r"[0-9]{3}")
+    assert TokenIndex(dfa, vocab, eager_limit=100).computed_states == dfa.n_states
+    ahead = TokenIndex(dfa, vocab, lookahead=1)
+    ahead.row(dfa.start)
+    assert ahead.computed_states > 1
+
+
+def test_eos_bit_only_in_accepting_states(vocab: Vocabulary) -> None:
+    index = TokenIndex(compile_regex(r"ab?"), vocab)
+    start = index.row(index.dfa.start)
+    assert not (start.mask[EOS // 32] >> (EOS % 32)) & 1
+    after_a = index.row(start.next_state(0))
+    assert (after_a.mask[EOS // 32] >> (EOS % 32)) & 1
+
+
+@pytest.mark.parametrize(
+    ("ids", "words"), [([], 1), ([0], 1), ([31], 1), ([32], 2), ([0, 5, 63, 64, 95], 3)]
+)
+def test_pack_ids_layout(ids: list[int], words: int) -> None:
+    row = pack_ids(ids, words)
+    assert row.dtype == np.int32
+    assert row.shape == (words,)
+    got = [i for i in range(words * 32) if (int(row[i // 32]) >> (i % 32)) & 1]
+    assert got == ids

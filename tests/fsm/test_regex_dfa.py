@@ -1,0 +1,226 @@
+"""Regex -> byte DFA: language equality with Python ``re``, UTF-8, errors, limits, lazy DFAs."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+import numpy as np
+import pytest
+
+from outlines_like.errors import InvalidConstraintError
+from outlines_like.fsm.regex_dfa import (
+    UNKNOWN,
+    ByteDFA,
+    LazyByteDFA,
+    compile_regex,
+    compile_regex_auto,
+    utf8_byte_ranges,
+)
+
+ACCEPT_REJECT = [
+    # (pattern, accepted, rejected)
+    (r"3(x5)?", ["3", "3x5"], ["", "3x", "x5", "35"]),
+    (r"-?(0|[1-9][0-9]*)", ["0", "-0", "12", "-907"], ["", "-", "01", "1a", "--1"]),
+    (r"[a-c]{2,3}", ["ab", "abc", "ccc"], ["a", "abca", "ad"]),
+    (r"a{,2}", ["", "a", "aa"], ["aaa"]),
+    (r"a{3}", ["aaa"], ["aa", "aaaa"]),
+    (r"a{2,}", ["aa", "aaaaa"], ["a", ""]),
+    (r"a|b*", ["", "a", "bbb"], ["ab", "ba"]),
+    (r"(?:ab)+?", ["ab", "abab"], ["", "aba"]),
+    (r"(?P<x>a)(?#note)b", ["ab"], ["a", "b"]),
+    (r"^abc$", ["abc"], ["ab", "abcd"]),
+    (r"\d\w\s", ["1a ", "9_\t"], ["a1 ", "1a", "١a "]),
+    (r"\D\W\S", ["a!x"], ["1!x", "a_x", "a! "]),
+    (r"[^a]", ["b", "é", "€", "😀", "\n"], ["a", "", "bb"]),
+    (r".", ["a", "é", "😀"], ["\n", ""]),
+    (r"é+", ["é", "éé"], ["e", ""]),
+    (r"[à-ÿ]x", ["àx", "ÿx", "éx"], ["ax", "Āx"]),
+    (r"[\u4e00-\u9fff]{2}", ["中文"], ["中", "中a"]),
+    (r"\x41\u00e9\U0001F600\n\t", ["Aé😀\n\t"], ["Ae😀\n\t"]),
+    (r"[\]\-\\]+", ["]", "-\\]"], ["a", ""]),
+    (r"[-a]", ["-", "a"], ["b"]),
+    (r"[a-]", ["-", "a"], ["b"]),
+    (r"\.\*\+\?\(\)\[\]\{\}\|\^\$", [".*+?()[]{}|^$"], ["a"]),
+    (r"a{x}", ["a{x}"], ["a"]),
+    (r"a{1,x}", ["a{1,x}"], ["a"]),
+    (r"\0\07", ["\x00\x07"], ["0"]),
+    (r"[\d.]+", ["1.5", "."], ["a"]),
+    (r"(|a)b", ["b", "ab"], ["a"]),
+    (r"x*", ["", "xxx"], ["y"]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "accepted", "rejected"), ACCEPT_REJECT)
+def test_accept_reject(pattern: str, accepted: list[str], rejected: list[str]) -> None:
+    dfa = compile_regex(pattern)
+    for text in accepted:
+        assert dfa.fullmatch(text.encode()), (pattern, text)
+    for text in rejected:
+        assert not dfa.fullmatch(text.encode()), (pattern, text)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(ab|a)(bc|c)?",
+        r"[ab]*a[ab]",
+        r"(a|b)*abb",
+        r"a?b?c?",
+        r"((a|b)(c|d)){1,2}",
+        r"[a-c]*(ab|ba)[a-c]?",
+    ],
+)
+def test_same_language_as_re_on_all_short_strings(pattern: str) -> None:
+    dfa = compile_regex(pattern)
+    for n in range(6):
+        for chars in itertools.product("abcd", repeat=n):
+            text = "".join(chars)
+            assert dfa.fullmatch(text.encode()) == bool(re.fullmatch(pattern, text)), text
+
+
+def test_multibyte_character_is_a_byte_path() -> None:
+    dfa = compile_regex("é")
+    mid = dfa.step(dfa.start, b"\xc3")
+    assert mid >= 0
+    assert not dfa.accepting[mid]
+    assert dfa.accepting[dfa.step(mid, b"\xa9")]
+    assert dfa.step(dfa.start, b"\xa9") == -1
+
+
+def test_dfa_is_minimal_and_every_state_is_live() -> None:
+    dfa = compile_regex(r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
+    # every state reaches an accepting state
+    reach = dfa.accepting.copy()
+    for _ in range(dfa.n_states):
+        succ = np.where(dfa.transitions >= 0, reach[np.maximum(dfa.transitions, 0)], False)
+        reach = reach | succ.any(axis=1)
+    assert reach.all()
+    # minimal: no two states have the same row and acceptance
+    rows = {(tuple(r), bool(a)) for r, a in zip(dfa.transitions, dfa.accepting, strict=True)}
+    assert len(rows) == dfa.n_states
+
+
+def test_byte_classes_agree_with_transitions() -> None:
+    dfa = compile_regex(r"[a-f0-9]+-[xyz]")
+    assert dfa.byte_classes.shape == (256,)
+    np.testing.assert_array_equal(dfa.transitions, dfa.class_transitions[:, dfa.byte_classes])
+    assert dfa.class_transitions.shape[1] <= 4
+
+
+@pytest.mark.parametrize(
+    ("pattern", "where", "what"),
+    [
+        ("a(b", "position 1", "missing ')'"),
+        ("ab)", "position 2", "unbalanced"),
+        ("[ab", "position 0", "unterminated character set"),
+        ("*a", "position 0", "nothing to repeat"),
+        ("a**", "position 2", "multiple repeat"),
+        ("a{2}{3}", "position 4", "multiple repeat"),
+        ("[z-a]", "position 1", "bad character range"),
+        ("a{3,1}", "position 1", "min repeat greater than max"),
+        ("(?=a)b", "position 0", "lookaround"),
+        ("(?<!a)b", "position 0", "lookaround"),
+        (r"(a)\1", "position 3", "backreferences"),
+        (r"\bword", "position 0", "word boundary"),
+        ("(?i)a", "position 0", "inline flags"),
+        ("a*+", "position 2", "possessive"),
+        ("a^b", "position 1", "'^'"),
+        ("a$b", "position 1", "'$'"),
+        (r"\q", "position 0", "bad escape"),
+        (r"\x4", "position 0", "incomplete escape"),
+        ("a\\", "position 1", "bad escape"),
+    ],
+)
+def test_invalid_regex_says_where(pattern: str, where: str, what: str) -> None:
+    with pytest.raises(InvalidConstraintError) as info:
+        compile_regex(pattern)
+    assert where in str(info.value)
+    assert what in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_empty_language_is_an_error() -> None:
+    with pytest.raises(InvalidConstraintError, match="matches no string"):
+        compile_regex(r"[^\x00-\U0010FFFF]")
+
+
+def test_state_limit_raises_instead_of_hanging() -> None:
+    with pytest.raises(InvalidConstraintError, match="max_states=50"):
+        compile_regex(r"[ab]*a[ab]{10}", max_states=50)
+
+
+def test_huge_counted_repetition_is_refused() -> None:
+    with pytest.raises(InvalidConstraintError, match="too large"):
+        compile_regex(r"(a|b|c|d){100000}")
+
+
+def test_non_str_pattern_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="str pattern"):
+        compile_regex(b"abc")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [
+        (0, 0x7F),
+        (0x80, 0x7FF),
+        (0x7F, 0x800),
+        (0x1000, 0x2FFF),
+        (0xFFF0, 0x10010),
+        (0x61, 0x10FFFF),
+    ],
+)
+def test_utf8_byte_ranges_cover_exactly(lo: int, hi: int) -> None:
+    seqs = utf8_byte_ranges(lo, hi)
+    samples = {lo, hi, (lo + hi) // 2, min(hi, lo + 1), max(lo, hi - 1)}
+    samples |= {c for c in (0x7F, 0x80, 0x7FF, 0x800, 0xFFFF, 0x10000) if lo <= c <= hi}
+    for cp in samples:
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        enc = chr(cp).encode()
+        hits = [
+            s
+            for s in seqs
+            if len(s) == len(enc) and all(a <= b <= z for (a, z), b in zip(s, enc, strict=True))
+        ]
+        assert len(hits) == 1, hex(cp)
+    outside = [c for c in (lo - 1, hi + 1) if 0 <= c <= 0x10FFFF and not 0xD800 <= c <= 0xDFFF]
+    for cp in outside:
+        enc = chr(cp).encode()
+        assert not any(
+            len(s) == len(enc) and all(a <= b <= z for (a, z), b in zip(s, enc, strict=True))
+            for s in seqs
+        )
+
+
+def test_auto_is_eager_for_small_and_lazy_for_large() -> None:
+    assert isinstance(compile_regex_auto(r"[0-9]+"), ByteDFA)
+    big = "(" + "|".join(f"word{i}x[a-z]{{0,5}}" for i in range(300)) + ")"
+    lazy = compile_regex_auto(big)
+    assert isinstance(lazy, LazyByteDFA)
+    assert (lazy.transitions[1:] == UNKNOWN).all()
+    assert lazy.fullmatch(b"word17xabc")
+    assert not lazy.fullmatch(b"word17xabcdef")
+    assert not lazy.fullmatch(b"word300x")
+    assert lazy.n_states > 1
+
+
+def test_lazy_and_eager_accept_the_same_strings() -> None:
+    pattern = r"(ab|a)(bc|c)?[0-9]{0,3}"
+    eager = compile_regex(pattern)
+    lazy = compile_regex_auto(pattern, eager_nfa_limit=0)
+    assert isinstance(lazy, LazyByteDFA)
+    for n in range(5):
+        for chars in itertools.product("abc1", repeat=n):
+            text = "".join(chars).encode()
+            assert lazy.fullmatch(text) == eager.fullmatch(text), text
+
+
+def test_lazy_state_limit() -> None:
+    lazy = compile_regex_auto(r"[ab]*a[ab]{12}", max_states=40, eager_nfa_limit=0)
+    rng = random.Random(7)
+    text = bytes(97 + rng.getrandbits(1) for _ in range(300))
+    with pytest.raises(InvalidConstraintError, match="max_states=40"):
+        lazy.fullmatch(text)

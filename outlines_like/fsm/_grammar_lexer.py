@@ -190,9 +190,12 @@ def build_context(
     while k < len(tuples):
         tup = tuples[k]
         k += 1
+        row = np.full(256, -1, dtype=np.int32)
+        rows.append(row)
+        if not comps:  # nothing can be lexed here (the end of the input)
+            continue
         block = np.stack([comp_trans[i][s] for i, s in enumerate(tup)])
         live_bytes = np.flatnonzero((block[:n_live] >= 0).any(axis=0))
-        row = np.full(256, -1, dtype=np.int32)
         if len(live_bytes):
             cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
             ids = np.empty(len(cols), dtype=np.int32)
@@ -204,7 +207,6 @@ def build_context(
                     tuples.append(key)
                 ids[c] = sid
             row[live_bytes] = ids[inverse.reshape(-1)]
-        rows.append(row)
     transitions = np.stack(rows).astype(np.int32)
     n = len(tuples)
     labels = [label(t) for t in tuples]

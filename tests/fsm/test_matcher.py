@@ -156,7 +156,8 @@ def test_copy_is_independent_and_reset_restarts() -> None:
     fork.advance(2)
     assert m.state != fork.state
     m.advance(3)
-    assert m.is_finished() and not fork.is_finished()
+    assert m.is_finished()
+    assert not fork.is_finished()
     m.reset()
     assert not m.is_finished()
     assert m.allowed_token_ids().tolist() == [0]
@@ -189,7 +190,8 @@ def test_free_text_allows_everything_but_specials() -> None:
         m.advance(1)
     fork = m.copy()
     m.advance(4)
-    assert m.is_finished() and not fork.is_finished()
+    assert m.is_finished()
+    assert not fork.is_finished()
     assert m.allowed_token_ids().tolist() == [4]
     with pytest.raises(RejectedTokenError, match="finished"):
         m.advance(0)

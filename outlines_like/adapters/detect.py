@@ -32,7 +32,7 @@ import dataclasses
 import threading
 import time
 import weakref
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -131,47 +131,60 @@ def _probe_flow(base_url: str) -> _Flow:
         (kind,) = kinds
         return ServerInfo(kind, None, model_ids), True
 
-    answer = yield root + "/props"
-    props = answer.json_object
-    if props is not None and ("default_generation_settings" in props or "total_slots" in props):
-        return ServerInfo("llamacpp", _str(props.get("build_info")), model_ids), True
-    if answer.status is None:
-        return ServerInfo("generic", None, model_ids), False
-
-    answer = yield root + "/info"
-    info = answer.json_object
-    if (
-        info is not None
-        and "model_id" in info
-        and ({"router", "max_total_tokens", "max_input_tokens", "model_dtype"} & set(info))
-    ):
-        ids = model_ids or tuple(filter(None, [_str(info.get("model_id"))]))
-        return ServerInfo("tgi", _str(info.get("version")), ids), True
-    if answer.status is None:
-        return ServerInfo("generic", None, model_ids), False
-
-    answer = yield root + "/api/version"
-    body = answer.json_object
-    if body is not None and _str(body.get("version")) and len(body) <= 2:
-        return ServerInfo("ollama", _str(body.get("version")), model_ids), True
-    if answer.status is None:
-        return ServerInfo("generic", None, model_ids), False
-
-    for path in ("/get_server_info", "/server_info"):
+    for path, recognise in _ROOT_PROBES:
         answer = yield root + path
-        body = answer.json_object
-        if body is not None and ({"model_path", "internal_states", "grammar_backend"} & set(body)):
-            return ServerInfo("sglang", _str(body.get("version")), model_ids), True
         if answer.status is None:
             return ServerInfo("generic", None, model_ids), False
+        body = answer.json_object
+        if body is not None and (info := recognise(body, model_ids)) is not None:
+            return info, True
+    return ServerInfo("generic", None, model_ids), True
 
-    answer = yield root + "/version"
-    body = answer.json_object
-    if body is not None and body.get("server") == _REFERENCE_SERVER:
-        return ServerInfo("vllm", None, model_ids), True
-    if body is not None and _str(body.get("version")) and len(body) <= 2:
-        return ServerInfo("vllm", _str(body.get("version")), model_ids), True
-    return ServerInfo("generic", None, model_ids), answer.status is not None
+
+def _llamacpp(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
+    if "default_generation_settings" in body or "total_slots" in body:
+        return ServerInfo("llamacpp", _str(body.get("build_info")), ids)
+    return None
+
+
+def _tgi(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
+    if "model_id" in body and {"router", "max_total_tokens", "model_dtype"} & set(body):
+        ids = ids or tuple(filter(None, [_str(body.get("model_id"))]))
+        return ServerInfo("tgi", _str(body.get("version")), ids)
+    return None
+
+
+def _ollama(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
+    if _str(body.get("version")) and len(body) <= 2:
+        return ServerInfo("ollama", _str(body.get("version")), ids)
+    return None
+
+
+def _sglang(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
+    if {"model_path", "internal_states", "grammar_backend"} & set(body):
+        return ServerInfo("sglang", _str(body.get("version")), ids)
+    return None
+
+
+def _vllm(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
+    if body.get("server") == _REFERENCE_SERVER:
+        return ServerInfo("vllm", None, ids)
+    if _str(body.get("version")) and len(body) <= 2:
+        return ServerInfo("vllm", _str(body.get("version")), ids)
+    return None
+
+
+_Recogniser = Callable[[Mapping[str, Any], tuple[str, ...]], ServerInfo | None]
+
+# Tried in order after /v1/models was not conclusive; every server 404s the others' paths.
+_ROOT_PROBES: tuple[tuple[str, _Recogniser], ...] = (
+    ("/props", _llamacpp),
+    ("/info", _tgi),
+    ("/api/version", _ollama),
+    ("/get_server_info", _sglang),
+    ("/server_info", _sglang),
+    ("/version", _vllm),
+)
 
 
 # --- drivers ----------------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""compile_constraint: every kind of output type, the caches, the grammar hand-off, errors."""
+
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pydantic
+import pytest
+
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.fsm import (
+    Compiled,
+    FreeTextCompiled,
+    RegexCompiled,
+    RejectedTokenError,
+    Vocabulary,
+    clear_caches,
+    compile_constraint,
+)
+from outlines_like.fsm.compile import CACHE_DIR_ENV, compile_regex_cached
+from outlines_like.types import CFG, JsonSchema, Regex, integer
+
+# one token per printable ASCII byte, a few multi-byte tokens, EOS last
+TOKENS = [bytes([b]) for b in range(32, 127)] + [b"true", b'{"', b'":', b"<eos>"]
+EOS = len(TOKENS) - 1
+
+
+@pytest.fixture
+def vocab() -> Vocabulary:
+    return Vocabulary(TOKENS, [EOS])
+
+
+def byte_ids(text: str) -> list[int]:
+    return [b - 32 for b in text.encode()]
+
+
+def walk(compiled: Compiled, ids: list[int]) -> None:
+    m = compiled.matcher()
+    for tok in ids:
+        m.advance(tok)
+    m.advance(EOS)
+    assert m.is_finished()
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Point(pydantic.BaseModel):
+    y: int
+    x: int
+
+
+@pytest.mark.parametrize(
+    ("output_type", "good", "bad"),
+    [
+        (int, "-42", "4.2"),
+        (bool, "true", "True"),
+        (Literal["yes", "no"], "no", "maybe"),
+        (Color, "green", "blue"),
+        (Regex(r"[a-c]{2}"), "ab", "abc"),
+        (integer, "17", "017"),
+        (Point, '{"y":1,"x":2}', '{"x":2,"y":1}'),
+        (JsonSchema({"type": "array", "items": {"type": "integer"}}), "[1,2]", "[1,]"),
+    ],
+)
+def test_regex_shaped_types(vocab: Vocabulary, output_type: object, good: str, bad: str) -> None:
+    compiled = compile_constraint(output_type, vocab)
+    assert isinstance(compiled, RegexCompiled)
+    walk(compiled, byte_ids(good))
+    with pytest.raises(RejectedTokenError):
+        walk(compiled, byte_ids(bad))
+
+
+def test_json_schema_keeps_the_property_order(vocab: Vocabulary) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+        "required": ["b", "a"],
+        "additionalProperties": False,
+    }
+    for source in (schema, json.dumps(schema)):
+        compiled = compile_constraint(JsonSchema(source), vocab)
+        walk(compiled, byte_ids('{"b":1,"a":2}'))
+
+
+def test_multi_byte_tokens_are_used(vocab: Vocabulary) -> None:
+    compiled = compile_constraint(bool, vocab)
+    m = compiled.matcher()
+    assert TOKENS.index(b"true") in m.allowed_token_ids().tolist()
+    m.advance(TOKENS.index(b"true"))
+    m.advance(EOS)
+    assert m.is_finished()
+
+
+@pytest.mark.parametrize("output_type", [None, str])
+def test_free_text(vocab: Vocabulary, output_type: object) -> None:
+    compiled = compile_constraint(output_type, vocab)
+    assert isinstance(compiled, FreeTextCompiled)
+    assert compiled.matcher().allowed_token_ids().shape[0] == len(TOKENS)
+
+
+def test_grammars_go_to_the_grammar_path(vocab: Vocabulary) -> None:
+    compiled = compile_constraint(CFG('start: "a" "b"+'), vocab)
+    assert isinstance(compiled, Compiled)
+    assert not isinstance(compiled, RegexCompiled)
+    walk(compiled, byte_ids("abb"))
+
+
+def test_dict_goes_to_the_json_grammar(vocab: Vocabulary) -> None:
+    compiled = compile_constraint(dict, vocab)
+    assert not isinstance(compiled, RegexCompiled)
+    walk(compiled, byte_ids('{"a":[1,{"b":null}]}'))
+
+
+def test_compiled_objects_are_cached_per_vocabulary(vocab: Vocabulary) -> None:
+    a = compile_constraint(Regex(r"[0-9]+"), vocab)
+    assert compile_constraint(Regex(r"[0-9]+"), vocab) is a
+    # same regex from another type: same entry
+    other = Vocabulary(TOKENS, [EOS])
+    assert compile_constraint(Regex(r"[0-9]+"), other) is a  # equal vocabularies share
+    different = Vocabulary([*TOKENS[:-1], b"x", b"<eos>"], [EOS + 1])
+    assert compile_constraint(Regex(r"[0-9]+"), different) is not a
+    clear_caches()
+    assert compile_constraint(Regex(r"[0-9]+"), vocab) is not a
+
+
+def test_disk_cache(tmp_path: Path, vocab: Vocabulary) -> None:
+    clear_caches()
+    dfa = compile_regex_cached(r"(ab|cd)+x", cache_dir=tmp_path)
+    files = list(tmp_path.glob("dfa-*.npz"))
+    assert len(files) == 1
+    clear_caches()
+    again = compile_regex_cached(r"(ab|cd)+x", cache_dir=tmp_path)
+    assert again is not dfa
+    np.testing.assert_array_equal(again.transitions, dfa.transitions)
+    np.testing.assert_array_equal(again.accepting, dfa.accepting)
+    assert again.start == dfa.start
+    assert again.fullmatch(b"abcdx")
+
+
+def test_disk_cache_from_environment(
+    tmp_path: Path, vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clear_caches()
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    compile_constraint(Regex(r"zz[0-9]"), vocab)
+    assert len(list(tmp_path.glob("dfa-*.npz"))) == 1
+
+
+def test_corrupt_disk_cache_is_ignored(tmp_path: Path) -> None:
+    clear_caches()
+    compile_regex_cached(r"q+", cache_dir=tmp_path)
+    (path,) = tmp_path.glob("dfa-*.npz")
+    path.write_bytes(b"not a zip file")
+    clear_caches()
+    assert compile_regex_cached(r"q+", cache_dir=tmp_path).fullmatch(b"qq")
+
+
+def test_not_a_vocabulary_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="Vocabulary"):
+        compile_constraint(int, [b"a"])  # type: ignore[arg-type]
+
+
+def test_unsupported_type(vocab: Vocabulary) -> None:
+    with pytest.raises(UnsupportedConstraintError):
+        compile_constraint(object(), vocab)
+
+
+def test_too_large_regex(vocab: Vocabulary) -> None:
+    with pytest.raises(InvalidConstraintError, match="max_states"):
+        compile_constraint(Regex(r"[ab]*a[ab]{12}"), vocab, max_states=100)

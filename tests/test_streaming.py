@@ -425,6 +425,30 @@ def test_partial_json(text: str, expected: object) -> None:
     assert partial_json(text) == expected
 
 
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=_JSON, indent=st.sampled_from([None, 1]))
+def test_every_prefix_of_json_is_accepted_and_the_whole_is_exact(
+    value: object, indent: int | None
+) -> None:
+    text = json.dumps(value, indent=indent)
+    for cut in range(len(text)):
+        partial_json(text[:cut])  # never raises on a prefix of valid JSON
+    assert partial_json(text) == value
+
+
 @pytest.mark.parametrize(
     ("text", "match"),
     [

@@ -15,7 +15,7 @@ What each server answers (see ``docs/servers/``):
 * TGI ``GET /info`` -> ``{"model_id": ..., "version": ..., "max_total_tokens": ...}``;
 * Ollama ``GET /api/version`` -> ``{"version": "0.5.7"}``;
 * SGLang ``GET /get_server_info`` (or ``/server_info``) -> server args with ``model_path``
-  and ``version``;
+  and ``version``; ``GET /get_model_info`` -> ``model_path``, ``is_generation``...;
 * outlines-like's reference server (``owned_by: "outlines-like"``) reads every dialect: it
   is given vLLM's newest;
 * OpenAI by its host, ``api.openai.com`` (or Azure's ``*.openai.azure.com``), with no probe.
@@ -161,7 +161,7 @@ def _ollama(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
 
 
 def _sglang(body: Mapping[str, Any], ids: tuple[str, ...]) -> ServerInfo | None:
-    if {"model_path", "internal_states", "grammar_backend"} & set(body):
+    if {"model_path", "internal_states", "grammar_backend", "is_generation"} & set(body):
         return ServerInfo("sglang", _str(body.get("version")), ids)
     return None
 
@@ -183,6 +183,7 @@ _ROOT_PROBES: tuple[tuple[str, _Recogniser], ...] = (
     ("/api/version", _ollama),
     ("/get_server_info", _sglang),
     ("/server_info", _sglang),
+    ("/get_model_info", _sglang),
     ("/version", _vllm),
 )
 

@@ -105,6 +105,15 @@ REFERENCE = {  # outlines_like.server: reads every dialect, gets vLLM's newest
     "/version": {"version": "0.1.0", "server": "outlines-like"},
 }
 REFERENCE_KEYED = {"/version": {"version": "0.1.0", "server": "outlines-like"}}
+SGLANG_MODEL_INFO = {  # an SGLang whose server-info routes are off
+    "/get_model_info": {
+        "model_path": "qwen/qwen2.5-0.5b-instruct",
+        "tokenizer_path": "qwen/qwen2.5-0.5b-instruct",
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+    }
+}
 GENERIC = {"/v1/models": models("local-model", owned_by="organization_owner")}
 VLLM_KEYED = {"/version": {"version": "0.11.0"}}  # /v1/* needs a key we do not have
 
@@ -187,6 +196,20 @@ CASES = [
         ["/v1/models", "/props", "/info", "/api/version", "/get_server_info"],
         id="sglang-by-server-info",
     ),
+    pytest.param(
+        SGLANG_MODEL_INFO,
+        ServerInfo("sglang"),
+        [
+            "/v1/models",
+            "/props",
+            "/info",
+            "/api/version",
+            "/get_server_info",
+            "/server_info",
+            "/get_model_info",
+        ],
+        id="sglang-by-model-info",
+    ),
     pytest.param(LLAMACPP, ServerInfo("llamacpp", None, ("tiny",)), ["/v1/models"], id="llamacpp"),
     pytest.param(
         LLAMACPP_OLD,
@@ -216,6 +239,7 @@ CASES = [
             "/api/version",
             "/get_server_info",
             "/server_info",
+            "/get_model_info",
             "/version",
         ],
         id="generic",
@@ -231,6 +255,7 @@ CASES = [
             "/api/version",
             "/get_server_info",
             "/server_info",
+            "/get_model_info",
             "/version",
         ],
         id="reference-models-behind-key",
@@ -245,6 +270,7 @@ CASES = [
             "/api/version",
             "/get_server_info",
             "/server_info",
+            "/get_model_info",
             "/version",
         ],
         id="vllm-models-behind-key",

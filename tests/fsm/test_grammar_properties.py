@@ -1,0 +1,213 @@
+"""Properties of the grammar masker: what it lets through parses, what parses gets through."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import lark
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from outlines_like.fsm.grammar import CompiledGrammar, compile_grammar
+from outlines_like.types import CFG
+from tests.fsm.test_grammar import (
+    ARITH_LARK,
+    ARITH_WS,
+    EOS_ID,
+    JSON_LARK,
+    KEYWORDS,
+    TOKEN_ID,
+    VOCAB,
+    greedy,
+)
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# (grammar, Lark parser that must accept every finished walk)
+GRAMMARS = {
+    "json": (JSON_LARK, "lalr"),
+    "arith": (ARITH_LARK, "lalr"),
+    "keywords": (KEYWORDS, "lalr"),
+    "arith_ws_glr": (ARITH_WS, "earley"),
+}
+
+# The masking benchmark's grammar samples (../shared/bench/cases.py), inlined.
+ARITH_SAMPLE = "(12 + 4.5) * 3 - 7 / (2 + 8) * -1.25 + ((6 - 2) * (9 / 3) - 100)"
+JSON_DOC = {
+    "library": {
+        "name": "Ashgrove Public Library",
+        "founded": 1897,
+        "open": True,
+        "rating": 4.75,
+        "coordinates": [-122.6765, 45.5231],
+    },
+    "books": [
+        {
+            "isbn": "978-0-14-143951-8",
+            "title": "Pride and Prejudice",
+            "authors": ["Jane Austen"],
+            "year": 1813,
+            "available": True,
+            "tags": ["classic", "romance"],
+        },
+        {
+            "isbn": "978-0-452-28423-4",
+            "title": "Nineteen Eighty-Four",
+            "authors": ["George Orwell"],
+            "year": 1949,
+            "available": False,
+            "tags": [],
+        },
+        {
+            "isbn": "978-0-7432-7356-5",
+            "title": 'The "Great" Gatsby',
+            "authors": ["F. Scott Fitzgerald"],
+            "year": 1925,
+            "available": True,
+            "due": None,
+            "fines": -0.5e-2,
+        },
+    ],
+    "meta": {"generated": "2024-05-01T12:00:00Z", "count": 3, "path": "C:\\data\\lib.json"},
+}
+JSON_SAMPLE = json.dumps(JSON_DOC, indent=2)
+
+
+def compiled(name: str) -> CompiledGrammar:
+    return compile_grammar(CFG(GRAMMARS[name][0]), VOCAB)
+
+
+def oracle(name: str) -> lark.Lark:
+    grammar, parser = GRAMMARS[name]
+    return lark.Lark(grammar, parser=parser)
+
+
+def split_tokens(text: bytes, cuts: list[int]) -> list[int]:
+    """Tokenize ``text`` at the given cut points, each piece greedily (pieces may be bytes)."""
+    bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    out: list[int] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        out.extend(greedy(text[a:b]))
+    return out
+
+
+def accepts(grammar: CompiledGrammar, tokens: list[int]) -> bool:
+    m = grammar.matcher()
+    for t in tokens:
+        if t not in m.allowed_token_ids():
+            return False
+        m.advance(t)
+    if EOS_ID not in m.allowed_token_ids():
+        return False
+    m.advance(EOS_ID)
+    return m.is_finished()
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@SETTINGS
+@given(data=st.data())
+def test_random_walks_parse(name: str, data: st.DataObject) -> None:
+    grammar = compiled(name)
+    m = grammar.matcher()
+    text = b""
+    for step in range(40):
+        allowed = m.allowed_token_ids().tolist()
+        assert allowed, f"dead end after {text!r}"  # every reachable state can go on
+        assert not VOCAB.special_token_ids - {EOS_ID} & set(allowed)
+        if EOS_ID in allowed and (step >= 30 or data.draw(st.booleans())):
+            m.advance(EOS_ID)
+            break
+        token = data.draw(st.sampled_from([t for t in allowed if t != EOS_ID]))
+        m.advance(token)
+        text += VOCAB.tokens[token]
+    if m.is_finished():
+        oracle(name).parse(text.decode("utf-8"))  # raises if Lark does not accept it
+
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@SETTINGS
+@given(
+    value=json_values,
+    indent=st.sampled_from([None, 0, 2]),
+    separators=st.sampled_from([None, (",", ":"), (", ", ": "), (" ,", " :  ")]),
+    ensure_ascii=st.booleans(),
+    cuts=st.lists(st.integers(0, 10_000), max_size=12),
+)
+def test_json_sentences_are_never_rejected(
+    value: Any,
+    indent: int | None,
+    separators: tuple[str, str] | None,
+    ensure_ascii: bool,
+    cuts: list[int],
+) -> None:
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=ensure_ascii)
+    data = text.encode("utf-8")
+    grammar = compiled("json")
+    assert accepts(grammar, greedy(data)), text
+    assert accepts(grammar, split_tokens(data, cuts)), text
+
+
+@pytest.mark.parametrize(
+    ("name", "sample"),
+    [("json", JSON_SAMPLE), ("arith", ARITH_SAMPLE), ("arith_ws_glr", "(1 + 23) * 4")],
+)
+@SETTINGS
+@given(cuts=st.lists(st.integers(0, 10_000), max_size=30))
+def test_samples_walk_through_any_tokenization(name: str, sample: str, cuts: list[int]) -> None:
+    data = sample.encode()
+    grammar = compiled(name)
+    assert accepts(grammar, split_tokens(data, cuts))
+
+
+@pytest.mark.parametrize(("name", "sample"), [("json", JSON_SAMPLE), ("arith", ARITH_SAMPLE)])
+def test_samples_walk_through_bytes_and_greedy(name: str, sample: str) -> None:
+    data = sample.encode()
+    grammar = compiled(name)
+    assert accepts(grammar, greedy(data))
+    assert accepts(grammar, [TOKEN_ID[bytes([b])] for b in data])
+    assert not accepts(grammar, greedy(data[:-1]))  # the last byte is needed
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_vectorised_masks_match_byte_by_byte_lexing(name: str, data: st.DataObject) -> None:
+    """The numpy walk (batched over stacks) agrees with lexing each token byte by byte."""
+    grammar = compiled(name)
+    m = grammar.matcher()
+    for _ in range(data.draw(st.integers(0, 12))):
+        choices = [t for t in m.allowed_token_ids().tolist() if t != EOS_ID]
+        if not choices:
+            break
+        m.advance(data.draw(st.sampled_from(choices)))
+    config, lex = m._stack, m._lex
+    expected = np.zeros(len(VOCAB), dtype=np.bool_)
+    for token_id in range(len(VOCAB)):
+        if token_id in VOCAB.special_token_ids:
+            continue
+        state = grammar._step_token(config, lex, token_id)
+        if state is not None:
+            after, after_lex = state
+            expected[token_id] = grammar._viable(after, grammar._context_id(after))[after_lex]
+    got = np.zeros(len(VOCAB), dtype=np.bool_)
+    got[m.allowed_token_ids()] = True
+    got[EOS_ID] = False
+    np.testing.assert_array_equal(np.flatnonzero(got), np.flatnonzero(expected))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -89,7 +90,7 @@ def split_tokens(text: bytes, cuts: list[int]) -> list[int]:
     """Tokenize ``text`` at the given cut points, each piece greedily (pieces may be bytes)."""
     bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
     out: list[int] = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         out.extend(greedy(text[a:b]))
     return out
 

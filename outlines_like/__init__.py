@@ -1,5 +1,61 @@
-"""outlines-like: make LLM output fit a shape, on any server or a local model."""
+"""outlines-like: make LLM output fit a shape, on any server or a local model.
+
+```python
+import openai
+import outlines_like as ol
+
+model = ol.from_server(openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="-"))
+model.parse("How many legs has a spider?", int)
+```
+"""
 
 from outlines_like import errors, types
+from outlines_like.inputs import Chat, Image
+from outlines_like.models import (
+    AsyncModel,
+    Completion,
+    Generator,
+    Model,
+    RateLimiter,
+    RetryPolicy,
+    Usage,
+    from_llamacpp,
+    from_ollama,
+    from_openai,
+    from_server,
+    from_sglang,
+    from_tgi,
+    from_vllm,
+)
+from outlines_like.reasoning import split_reasoning
+from outlines_like.streaming import aggregate_chunks
+from outlines_like.tools import ToolCall, run_tools, tool_schema
 
-__all__ = ["errors", "types"]
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncModel",
+    "Chat",
+    "Completion",
+    "Generator",
+    "Image",
+    "Model",
+    "RateLimiter",
+    "RetryPolicy",
+    "ToolCall",
+    "Usage",
+    "__version__",
+    "aggregate_chunks",
+    "errors",
+    "from_llamacpp",
+    "from_ollama",
+    "from_openai",
+    "from_server",
+    "from_sglang",
+    "from_tgi",
+    "from_vllm",
+    "run_tools",
+    "split_reasoning",
+    "tool_schema",
+    "types",
+]

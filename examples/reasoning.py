@@ -30,6 +30,7 @@ def main() -> None:
 
     model = ol.from_server(openai.OpenAI(base_url=BASE_URL, api_key="-"))
     result = model.complete("Is 9.11 larger than 9.8? Answer briefly.", max_tokens=200)
+    assert not isinstance(result, list)  # one Completion unless n > 1
     print("reasoning:", result.reasoning)
     print("answer:   ", result.text)
     print("usage:    ", result.usage)

@@ -940,11 +940,11 @@ class ToolCallParser:
 
 
 class _CompletingModel(Protocol):
-    def complete(self, prompt: Any, **kwargs: Any) -> Completion: ...
+    def complete(self, prompt: Any, **kwargs: Any) -> Completion | list[Completion]: ...
 
 
 class _AsyncCompletingModel(Protocol):
-    def complete(self, prompt: Any, **kwargs: Any) -> Awaitable[Completion]: ...
+    def complete(self, prompt: Any, **kwargs: Any) -> Awaitable[Completion | list[Completion]]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1045,7 +1045,8 @@ def _tool_flow(
         completion = yield _Ask(list(messages), {**request, "tools": schemas})
         if not isinstance(completion, _completion_type()):
             raise TypeError(
-                f"model.complete() returned {type(completion).__name__}, expected a Completion"
+                f"model.complete() returned {type(completion).__name__}, expected one Completion"
+                " (the tool loop follows one answer: do not pass n > 1)"
             )
         if not completion.tool_calls:
             messages.append({"role": "assistant", "content": completion.text})

@@ -19,6 +19,7 @@ import json
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -439,9 +440,12 @@ def _split_message(text: str, tools: bool, think_open: bool) -> tuple[dict[str, 
     if tools:
         from outlines_like.tools import ToolCallParser
 
-        calls, rest = ToolCallParser(
-            id_factory=lambda i: f"call_{uuid.uuid4().hex[:24]}"
-        ).parse_complete(answer)
+        with warnings.catch_warnings():
+            # A malformed block stays in the content; the client sees it there.
+            warnings.simplefilter("ignore")
+            calls, rest = ToolCallParser(
+                id_factory=lambda i: f"call_{uuid.uuid4().hex[:24]}"
+            ).parse_complete(answer)
         if calls:
             called = True
             message["content"] = rest or None

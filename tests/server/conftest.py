@@ -1,0 +1,60 @@
+"""Fixtures for the reference server: the tiny model (built once per session), an engine, a server."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from outlines_like.server.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_path: pathlib.Path) -> tuple[Any, Any]:
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_path))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_path))
+    model.eval()
+    return model, tokenizer
+
+
+@pytest.fixture(scope="session")
+def engine(tiny_model: tuple[Any, Any]) -> Any:
+    from outlines_like.server.app import Engine, ServerConfig
+
+    model, tokenizer = tiny_model
+    config = ServerConfig(
+        max_tokens_limit=512,
+        compile_timeout=5.0,
+        max_body_bytes=200_000,
+        max_constraint_bytes=20_000,
+    )
+    return Engine(model, tokenizer, config, "tiny")
+
+
+@pytest.fixture(scope="session")
+def server(engine: Any) -> Iterator[Any]:
+    from outlines_like.server.run import ServerThread
+
+    with ServerThread(engine=engine) as running:
+        yield running
+    engine.stop()
+
+
+@pytest.fixture
+def client(server: Any) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)

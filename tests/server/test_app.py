@@ -1,0 +1,352 @@
+"""The reference server over real HTTP: dialects enforced, streaming shapes, n, seed, stop, errors."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+
+pytestmark = [pytest.mark.server, pytest.mark.torch]
+
+MESSAGES = [{"role": "user", "content": "Give me the answer."}]
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "color": {"type": "string", "enum": ["red", "green", "blue"]},
+        "n": {"type": "integer", "minimum": 0, "maximum": 9},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["color", "n", "ok"],
+    "additionalProperties": False,
+}
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "x", "schema": SCHEMA, "strict": True},
+}
+
+
+def _check_schema(text: str) -> None:
+    jsonschema.validate(json.loads(text), SCHEMA)
+
+
+def _regex(pattern: str) -> Any:
+    return lambda text: re.fullmatch(pattern, text) or pytest.fail(f"{text!r} !~ {pattern}")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "check"),
+    [
+        ({"extra_body": {"regex": "[a-z]{3}-[0-9]{2}"}}, _regex("[a-z]{3}-[0-9]{2}")),
+        ({"extra_body": {"structured_outputs": {"regex": "[0-9]{4}"}}}, _regex("[0-9]{4}")),
+        (
+            {"extra_body": {"structured_outputs": {"choice": ["yes", "no", "maybe"]}}},
+            _regex("yes|no|maybe"),
+        ),
+        ({"extra_body": {"guided_choice": ["left", "right"]}}, _regex("left|right")),
+        ({"extra_body": {"guided_regex": "(true|false)"}}, _regex("true|false")),
+        ({"extra_body": {"structured_outputs": {"json": SCHEMA}}}, _check_schema),
+        ({"extra_body": {"guided_json": SCHEMA}}, _check_schema),
+        ({"extra_body": {"json_schema": json.dumps(SCHEMA)}}, _check_schema),
+        ({"extra_body": {"json_schema": SCHEMA}}, _check_schema),
+        ({"response_format": RESPONSE_FORMAT}, _check_schema),
+        ({"response_format": {"type": "json_object", "schema": SCHEMA}}, _check_schema),
+        (
+            {"extra_body": {"grammar": 'root ::= "answer: " ("yes" | "no") "."'}},
+            _regex("answer: (yes|no)\\."),
+        ),
+        ({"extra_body": {"ebnf": 'root ::= "x" [0-9] [0-9]?'}}, _regex("x[0-9]{1,2}")),
+        (
+            {
+                "extra_body": {
+                    "structured_outputs": {"grammar": 'start: "answer: " ("yes" | "no") "."'}
+                }
+            },
+            _regex("answer: (yes|no)\\."),
+        ),
+    ],
+)
+def test_each_dialect_is_enforced_on_chat(client: Any, kwargs: dict[str, Any], check: Any) -> None:
+    r = client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=60, temperature=0.8, seed=3, **kwargs
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop"
+    check(choice.message.content)
+
+
+@pytest.mark.parametrize(
+    ("extra", "check"),
+    [
+        ({"regex": "[a-z]{2}[0-9]"}, _regex("[a-z]{2}[0-9]")),
+        ({"json_schema": SCHEMA}, _check_schema),
+        ({"grammar": 'root ::= "n=" [0-9]'}, _regex("n=[0-9]")),
+    ],
+)
+def test_constraints_on_completions(client: Any, extra: dict[str, Any], check: Any) -> None:
+    r = client.completions.create(
+        model="tiny", prompt="The answer is", max_tokens=60, temperature=0.8, extra_body=extra
+    )
+    assert r.choices[0].finish_reason == "stop"
+    check(r.choices[0].text)
+
+
+def test_unconstrained_chat_shape_and_usage(client: Any) -> None:
+    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=5, temperature=0)
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.completion_tokens <= 5
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_streaming_chunks_and_usage(server: Any, client: Any) -> None:
+    stream = client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=40,
+        temperature=0.5,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"regex": "[a-z]{5,8}"},
+    )
+    chunks = list(stream)
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert re.fullmatch("[a-z]{5,8}", text)
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert [c.choices[0].finish_reason for c in finals] == ["stop"]
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 2
+    assert all(c.usage is None for c in chunks[:-1])
+    # the raw wire: SSE lines ending with [DONE]
+    body = {"model": "tiny", "messages": MESSAGES, "max_tokens": 3, "stream": True}
+    raw = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=30).text
+    assert raw.rstrip().endswith("data: [DONE]")
+
+
+def test_streaming_completions(client: Any) -> None:
+    chunks = list(
+        client.completions.create(
+            model="tiny", prompt="x", max_tokens=4, stream=True, temperature=0
+        )
+    )
+    assert chunks and all(c.object == "text_completion" for c in chunks)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_n_choices_all_constrained(client: Any) -> None:
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        n=3,
+        max_tokens=20,
+        temperature=1.0,
+        seed=5,
+        extra_body={"regex": "[0-9]{3}"},
+    )
+    assert sorted(c.index for c in r.choices) == [0, 1, 2]
+    assert all(re.fullmatch("[0-9]{3}", c.message.content) for c in r.choices)
+
+
+def test_n_streams_every_index(client: Any) -> None:
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny", messages=MESSAGES, n=2, max_tokens=4, stream=True, temperature=1.0
+        )
+    )
+    finished = sorted(
+        c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason
+    )
+    assert finished == [0, 1]
+
+
+def test_seed_makes_sampling_reproducible(client: Any) -> None:
+    def once() -> str:
+        r = client.chat.completions.create(
+            model="tiny", messages=MESSAGES, max_tokens=12, temperature=1.0, seed=42
+        )
+        return str(r.choices[0].message.content)
+
+    assert once() == once()
+
+
+def test_stop_strings(client: Any) -> None:
+    r = client.completions.create(
+        model="tiny",
+        prompt="p",
+        max_tokens=30,
+        temperature=0,
+        stop=["-c"],
+        extra_body={"regex": "a-b-c-d"},
+    )
+    assert r.choices[0].text == "a-b"
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_reasoning_and_tool_calls_are_split(client: Any) -> None:
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "paris"}}\n</tool_call>'
+    pattern = re.escape("<think>") + "[a-z]{3,6}" + re.escape("</think>") + re.escape(call)
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    ]
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=200,
+        temperature=0.5,
+        tools=tools,
+        extra_body={"regex": pattern},
+    )
+    message = r.choices[0].message
+    assert re.fullmatch("[a-z]{3,6}", message.model_extra["reasoning_content"])
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert message.tool_calls[0].function.name == "get_weather"
+    assert json.loads(message.tool_calls[0].function.arguments) == {"city": "paris"}
+    assert not message.content
+    # streamed: the same call, arguments aggregated from deltas
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny",
+            messages=MESSAGES,
+            max_tokens=200,
+            temperature=0.5,
+            tools=tools,
+            stream=True,
+            extra_body={"regex": pattern},
+        )
+    )
+    args = "".join(
+        tc.function.arguments or ""
+        for c in chunks
+        if c.choices
+        for tc in (c.choices[0].delta.tool_calls or [])
+    )
+    assert json.loads(args) == {"city": "paris"}
+    reasoning = "".join(
+        c.choices[0].delta.model_extra.get("reasoning_content") or "" for c in chunks if c.choices
+    )
+    assert re.fullmatch("[a-z]{3,6}", reasoning)
+    assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+BAD = [
+    (b"{not json", 400, "invalid_json"),
+    (b"[1, 2]", 400, "invalid_json"),
+    (json.dumps({"messages": MESSAGES, "regex": "[a-"}).encode(), 400, "invalid_constraint"),
+    (
+        json.dumps(
+            {"messages": MESSAGES, "json_schema": {"type": "object", "properties": 3}}
+        ).encode(),
+        400,
+        None,
+    ),
+    (json.dumps({"messages": MESSAGES, "grammar": "root ::= ("}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "bogus": 1}).encode(), 400, "unknown_field"),
+    (json.dumps({"messages": MESSAGES, "max_tokens": 100000}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "temperature": "hot"}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "n": 0}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "stop": [1]}).encode(), 400, None),
+    (json.dumps({"messages": [{"role": "robot", "content": "x"}]}).encode(), 400, None),
+    (json.dumps({"messages": []}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "model": "gpt-9"}).encode(), 404, "model_not_found"),
+    (json.dumps({"messages": MESSAGES, "logprobs": True}).encode(), 400, None),
+    (
+        json.dumps({"messages": MESSAGES, "regex": "a", "guided_regex": "b"}).encode(),
+        400,
+        "conflict",
+    ),
+    (
+        json.dumps({"messages": MESSAGES, "regex": "(a|b)*c" * 4000}).encode(),
+        400,
+        "constraint_too_large",
+    ),
+    (json.dumps({"messages": MESSAGES, "x": "y" * 300_000}).encode(), 413, "body_too_large"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "code"), BAD)
+def test_bad_requests_get_openai_errors_and_the_server_stays_up(
+    server: Any, body: bytes, status: int, code: str | None
+) -> None:
+    url = server.base_url + "/v1/chat/completions"
+    r = httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["message"]
+    if code is not None:
+        assert error["code"] == code
+    ok = httpx.post(url, json={"messages": MESSAGES, "max_tokens": 1}, timeout=30)
+    assert ok.status_code == 200
+
+
+def test_a_huge_dfa_is_refused_quickly(server: Any) -> None:
+    # (a|b)*a(a|b){N}: the DFA needs 2**N states; the state limit refuses it fast.
+    body = {"messages": MESSAGES, "regex": "(a|b)*a(a|b){24}", "max_tokens": 5}
+    r = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 400
+    assert r.elapsed.total_seconds() < 6
+
+
+def test_unknown_route_is_an_openai_404(server: Any) -> None:
+    r = httpx.get(server.base_url + "/v1/nothing")
+    assert r.status_code == 404
+    assert r.json()["error"]["type"] == "not_found_error"
+
+
+def test_models_health_version(server: Any, client: Any) -> None:
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
+    assert httpx.get(server.base_url + "/version").json()["server"] == "outlines-like"
+
+
+def test_concurrent_clients_share_forward_passes(server: Any, client: Any) -> None:
+    before = httpx.get(server.base_url + "/stats").json()["batch_sizes"]
+
+    def one(i: int) -> str:
+        r = client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": f"q{i}"}],
+            max_tokens=8,
+            temperature=1.0,
+            seed=i,
+            extra_body={"regex": "[0-9]{2,6}"},
+        )
+        return str(r.choices[0].message.content)
+
+    with concurrent.futures.ThreadPoolExecutor(30) as pool:
+        texts = list(pool.map(one, range(30)))
+    assert all(re.fullmatch("[0-9]{2,6}", t) for t in texts)
+    after = httpx.get(server.base_url + "/stats").json()["batch_sizes"]
+    grown = {int(k): v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+    assert max(grown) >= 10, grown  # many requests rode in one forward pass
+
+
+def test_api_key(engine: Any) -> None:
+    import dataclasses
+
+    import openai
+
+    from outlines_like.server.app import Engine
+    from outlines_like.server.run import ServerThread
+
+    keyed = Engine.__new__(Engine)
+    keyed.__dict__.update(engine.__dict__)
+    keyed.config = dataclasses.replace(engine.config, api_key="sekret")
+    with ServerThread(engine=keyed) as srv:
+        url = srv.base_url + "/v1/models"
+        assert httpx.get(url).status_code == 401
+        assert (
+            httpx.get(url, headers={"Authorization": "Bearer wrong"}).json()["error"]["code"]
+            == "invalid_api_key"
+        )
+        good = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="sekret", max_retries=0)
+        assert good.models.list().data[0].id == "tiny"
+        assert httpx.get(srv.base_url + "/health").status_code == 200

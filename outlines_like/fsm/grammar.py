@@ -72,14 +72,11 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 _COMPILED_KEY = "fsm.grammar.compiled"
 _MAX_CACHED_GRAMMARS = 32
 _MAX_CACHED_MASKS = 4096
-_SMALL_BATCH = 256
-_MAX_SUFFIX_MEMO = 200_000
+_MAX_DFA_STATES = 65_536  # the matcher-state DFA is cleared past this (256 int32 per state)
 
 # A parser configuration: an LALR stack (tuple of states) or, for GLR, a frozenset of stacks.
 Config = Hashable
 Row = npt.NDArray[np.int32]
-# (token ids, byte offsets, owner stack indices) of tokens still being walked
-_Items = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
@@ -147,35 +144,124 @@ def _build_lark(text: str) -> tuple[Any, bool]:
 
 
 class _Lexed:
-    """Tokens walked from one lexer state: the lexical, stack-independent part of a mask.
+    """The whole vocabulary walked from one lexer state: the lexical part of a mask.
 
-    ``children[(terminal, context)]`` caches the walk of the tokens that finished
-    ``terminal`` here, from the start of the next lexeme in lexer context ``context``.
+    It depends on the lexer context and state only, so every parser configuration with that
+    context shares it (inside a JSON string, say, at any depth).
     """
 
-    __slots__ = ("children", "end_ids", "end_states", "groups", "stop_ids", "stop_offsets")
+    __slots__ = ("end_ids", "end_states", "groups")
 
-    def __init__(
-        self,
-        context: ContextDFA,
-        lex: int,
-        table: TokenTable,
-        ids: npt.NDArray[np.int64],
-        offsets: npt.NDArray[np.int64] | None,
-    ) -> None:
-        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
+    def __init__(self, context: ContextDFA, lex: int, table: TokenTable) -> None:
+        ids = table.text_ids
+        res = walk(table, context.flat, lex, ids, accepting=context.accepting)
         self.end_ids = ids[res.end_items]
         self.end_states = res.end_states
-        terms = context.winner[res.stop_states]
-        keep = terms >= 0  # the others stopped inside an unfinished lexeme: rejected
-        stop_ids = ids[res.stop_items[keep]]
-        stop_offsets = res.stop_offsets[keep]
-        terms = terms[keep]
+        classes = context.winner[res.stop_states]
+        stop_ids = ids[res.stop_items]
         self.groups: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-        for term in np.unique(terms).tolist():
-            sel = terms == term
-            self.groups[term] = (stop_ids[sel], stop_offsets[sel])
-        self.children: dict[tuple[int, int], _Lexed] = {}
+        for cls in np.unique(classes).tolist():
+            sel = classes == cls
+            self.groups[cls] = (stop_ids[sel], res.stop_offsets[sel])
+
+
+class _MatcherDFA:
+    """A lazily built DFA over whole matcher states ``(parser configuration, lexer state)``.
+
+    A row (256 next states) is built the first time a walk needs it, with the parser steps at
+    lexeme ends folded in, so a token crossing any number of lexemes is one numpy walk.
+    ``-2`` marks a row not built yet, ``-1`` no transition.
+    """
+
+    def __init__(self, owner: CompiledGrammar) -> None:
+        self._owner = owner
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every state (bounds memory; masks already cached stay valid)."""
+        self.states: list[tuple[Config, int]] = []
+        self._ids: dict[tuple[Config, int], int] = {}
+        self.trans = np.full(256 * 256, -2, dtype=np.int32)
+        self.viable = np.zeros(256, dtype=np.bool_)
+
+    def state(self, config: Config, lex: int) -> int:
+        """Return the id of a matcher state, creating it."""
+        key = (config, lex)
+        sid = self._ids.get(key)
+        if sid is None:
+            sid = self._ids[key] = len(self.states)
+            self.states.append(key)
+            if sid >= len(self.viable):
+                self.viable = np.concatenate([self.viable, np.zeros_like(self.viable)])
+                grown = np.full(len(self.trans) * 2, -2, dtype=np.int32)
+                grown[: len(self.trans)] = self.trans
+                self.trans = grown
+            owner = self._owner
+            self.viable[sid] = owner._viable(config, owner._context_id(config))[lex]
+        return sid
+
+    def _expand(self, sid: int) -> None:
+        owner = self._owner
+        config, lex = self.states[sid]
+        context = owner._context(config)
+        cls = int(context.winner[lex])
+        after = owner._after(config, cls) if cls >= 0 else None
+        first = owner._context(after).rows[0] if after is not None else None
+        inside: dict[int, int] = {}
+        fresh: dict[int, int] = {}
+        out = [-1] * 256
+        for byte, nxt in enumerate(context.rows[lex]):
+            if nxt >= 0:
+                target = inside.get(nxt)
+                if target is None:
+                    target = inside[nxt] = self.state(config, nxt)
+                out[byte] = target
+            elif first is not None and first[byte] >= 0:
+                nxt = first[byte]
+                target = fresh.get(nxt)
+                if target is None:
+                    target = fresh[nxt] = self.state(after, nxt)
+                out[byte] = target
+        self.trans[sid * 256 : sid * 256 + 256] = out
+
+    def walk(
+        self,
+        ids: npt.NDArray[np.int64],
+        offsets: npt.NDArray[np.int64],
+        states: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Walk token ``ids[i]`` from byte ``offsets[i]`` in state ``states[i]``.
+
+        Returns:
+            The tokens that survive all their bytes, and the state each ends in.
+        """
+        table = self._owner._table
+        buf = table.buf
+        pos = table.starts[ids] + offsets
+        end = table.starts[ids] + table.lengths[ids]
+        end_ids: list[npt.NDArray[np.int64]] = []
+        end_states: list[npt.NDArray[np.int64]] = []
+        while len(ids):
+            done = pos >= end
+            if done.any():
+                end_ids.append(ids[done])
+                end_states.append(states[done])
+                keep = ~done
+                ids, pos, end, states = ids[keep], pos[keep], end[keep], states[keep]
+                if not len(ids):
+                    break
+            flat = states * 256 + buf.take(pos)
+            nxt = self.trans.take(flat)
+            unbuilt = nxt == -2
+            if unbuilt.any():
+                for sid in np.unique(states[unbuilt]).tolist():
+                    self._expand(sid)
+                nxt[unbuilt] = self.trans.take(flat[unbuilt])
+            live = nxt >= 0
+            ids, pos, end, states = ids[live], pos[live] + 1, end[live], nxt[live].astype(np.int64)
+        if not end_ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(end_ids), np.concatenate(end_states)
 
 
 class CompiledGrammar(Compiled):
@@ -245,7 +331,7 @@ class CompiledGrammar(Compiled):
         self._ok_terms: dict[tuple[Config, int], npt.NDArray[np.bool_]] = {}
         self._masks: dict[tuple[Config, int], Row] = {}
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
-        self._suffix_memo: dict[tuple[Config, bytes], bool] = {}
+        self._dfa = _MatcherDFA(self)
         self.initial_config: Config = self._parser.initial
         self._finished_row = self._row_from_bool(np.zeros(self._table.size, dtype=np.bool_), True)
 
@@ -415,175 +501,42 @@ class CompiledGrammar(Compiled):
         key = (stack, lex)
         row = self._masks.get(key)
         if row is None:
+            if len(self._dfa.states) > _MAX_DFA_STATES:
+                self._dfa.clear()
             row = self._compute_mask(stack, lex)
             if len(self._masks) >= _MAX_CACHED_MASKS:
                 self._masks.pop(next(iter(self._masks)))
             self._masks[key] = row
         return row
 
-    def _compute_mask(self, stack: Config, lex: int) -> Row:
+    def _compute_mask(self, config: Config, lex: int) -> Row:
         table = self._table
         allowed = np.zeros(table.size, dtype=np.bool_)
-        cid = self._context_id(stack)
+        cid = self._context_id(config)
         static = self._static.get((cid, lex))
         if static is None:
-            static = _Lexed(self._contexts[cid], lex, table, table.text_ids, None)
+            static = _Lexed(self._contexts[cid], lex, table)
             self._static[(cid, lex)] = static
-        self._allow_ends(static, stack, cid, allowed)
-        # Tokens that finished a terminal go on from the next lexeme's start state, in the
-        # context of the stack the terminal leads to. The second lexeme's walk is cached too
-        # (it depends on the context only); from the third on, the tokens of all stacks with
-        # the same lexer context are walked together, and only viability and routing look at
-        # each item's stack (an index into `stacks`).
-        stacks: list[Config] = [stack]
-        index: dict[Config, int] = {stack: 0}
-        pending: dict[int, list[_Items]] = {}
-        for term, (ids, offsets) in static.groups.items():
-            after = self._after(stack, term)
+        viable = self._viable(config, cid)
+        allowed[static.end_ids[viable[static.end_states]]] = True
+        # Tokens that finished a lexeme go on, from the byte that did not fit, in the lazy DFA
+        # over whole matcher states, each from the state its terminal leads to.
+        ids: list[npt.NDArray[np.int64]] = []
+        offsets: list[npt.NDArray[np.int64]] = []
+        starts: list[npt.NDArray[np.int64]] = []
+        for cls, (cls_ids, cls_offsets) in static.groups.items():
+            after = self._after(config, cls)
             if after is None:
                 continue
-            next_cid = self._context_id(after)
-            child = static.children.get((term, next_cid))
-            if child is None:
-                child = _Lexed(self._contexts[next_cid], 0, table, ids, offsets)
-                static.children[(term, next_cid)] = child
-            self._allow_ends(child, after, next_cid, allowed)
-            j = index.setdefault(after, len(stacks))
-            if j == len(stacks):
-                stacks.append(after)
-            for term2, (ids2, offsets2) in child.groups.items():
-                owners = np.full(len(ids2), j, dtype=np.int64)
-                terms = np.full(len(ids2), term2, dtype=np.int64)
-                self._route((ids2, offsets2, owners), terms, stacks, index, pending)
-        while pending:
-            cid, parts = pending.popitem()
-            ids = np.concatenate([p[0] for p in parts])
-            offsets = np.concatenate([p[1] for p in parts])
-            owners = np.concatenate([p[2] for p in parts])
-            if len(ids) <= _SMALL_BATCH:  # a few long tokens: numpy's per-call cost dominates
-                self._finish_in_python(ids, offsets, owners, stacks, allowed)
-                continue
-            context = self._contexts[cid]
-            res = walk(table, context.flat, 0, ids, offsets, accepting=context.accepting)
-            if len(res.end_items):
-                uniq, inv = np.unique(owners[res.end_items], return_inverse=True)
-                viable_by_stack = np.stack([self._viable(stacks[int(k)], cid) for k in uniq])
-                ok = viable_by_stack[inv.reshape(-1), res.end_states]
-                allowed[ids[res.end_items[ok]]] = True
-            if len(res.stop_items):
-                terms = context.winner[res.stop_states]
-                keep = terms >= 0
-                items = res.stop_items[keep]
-                self._route(
-                    (ids[items], res.stop_offsets[keep], owners[items]),
-                    terms[keep],
-                    stacks,
-                    index,
-                    pending,
-                )
-        return self._row_from_bool(allowed, self._eos_ok(stack, lex))
-
-    def _allow_ends(
-        self, lexed: _Lexed, stack: Config, cid: int, allowed: npt.NDArray[np.bool_]
-    ) -> None:
-        """Allow the tokens that end inside a lexeme that can still become a wanted terminal."""
-        viable = self._viable(stack, cid)
-        allowed[lexed.end_ids[viable[lexed.end_states]]] = True
-
-    def _finish_in_python(
-        self,
-        ids: npt.NDArray[np.int64],
-        offsets: npt.NDArray[np.int64],
-        owners: npt.NDArray[np.int64],
-        stacks: list[Config],
-        allowed: npt.NDArray[np.bool_],
-    ) -> None:
-        """Lex the rest of each token byte by byte (each starts a fresh lexeme)."""
-        tokens = self._vocab.tokens
-        items = zip(ids.tolist(), offsets.tolist(), owners.tolist(), strict=True)
-        for token_id, offset, owner in items:
-            if self._suffix_ok(stacks[owner], tokens[token_id][offset:]):
-                allowed[token_id] = True
-
-    def _suffix_ok(self, stack: Config, data: bytes) -> bool:
-        """Return whether ``data``, starting a fresh lexeme after ``stack``, can go on.
-
-        Memoised at every lexeme start along the way, so the many long runs of one character
-        in real vocabularies (spaces, dashes, brackets) cost one pass between them.
-        """
-        memo = self._suffix_memo
-        if len(memo) > _MAX_SUFFIX_MEMO:
-            memo.clear()
-        seen: list[tuple[Config, bytes]] = []
-        result: bool | None = None
-        while result is None:
-            key = (stack, data)
-            result = memo.get(key)
-            if result is not None:
-                break
-            seen.append(key)
-            cid = self._context_id(stack)
-            context = self._contexts[cid]
-            rows = context.rows
-            lex = 0
-            for i, byte in enumerate(data):
-                nxt = rows[lex][byte]
-                if nxt >= 0:
-                    lex = nxt
-                    continue
-                term = int(context.winner[lex])
-                after = self._after(stack, term) if term >= 0 else None
-                if after is None:
-                    result = False
-                else:
-                    stack, data = after, data[i:]
-                break
-            else:
-                result = bool(self._viable(stack, cid)[lex])
-        for key in seen:
-            memo[key] = result
-        return result
-
-    def _route(
-        self,
-        items: _Items,
-        terms: npt.NDArray[np.int64],
-        stacks: list[Config],
-        index: dict[Config, int],
-        pending: dict[int, list[_Items]],
-    ) -> None:
-        """Feed each item's finished terminal to its stack; queue the survivors by new context."""
-        ids, offsets, owners = items
-        if not len(ids):
-            return
-        n_terms = len(self._dfas)
-        codes = owners * n_terms + terms
-        present = np.zeros(int(codes.max()) + 1, dtype=np.bool_)
-        present[codes] = True
-        uniq = np.flatnonzero(present)
-        lookup = np.empty(len(present), dtype=np.int64)
-        lookup[uniq] = np.arange(len(uniq))
-        inv = lookup[codes]
-        new_owner = np.full(len(uniq), -1, dtype=np.int64)
-        new_context = np.full(len(uniq), -1, dtype=np.int64)
-        for k, code in enumerate(uniq.tolist()):
-            owner, term = divmod(code, n_terms)
-            after = self._after(stacks[owner], term)
-            if after is None:
-                continue
-            j = index.get(after)
-            if j is None:
-                j = index[after] = len(stacks)
-                stacks.append(after)
-            new_owner[k] = j
-            new_context[k] = self._context_id(after)
-        owners = new_owner[inv]
-        contexts = new_context[inv]
-        for cid in np.unique(contexts).tolist():
-            if cid < 0:
-                continue
-            sel = contexts == cid
-            pending.setdefault(cid, []).append((ids[sel], offsets[sel], owners[sel]))
+            ids.append(cls_ids)
+            offsets.append(cls_offsets)
+            starts.append(np.full(len(cls_ids), self._dfa.state(after, 0), dtype=np.int64))
+        if ids:
+            end_ids, end_states = self._dfa.walk(
+                np.concatenate(ids), np.concatenate(offsets), np.concatenate(starts)
+            )
+            allowed[end_ids[self._dfa.viable[end_states]]] = True
+        return self._row_from_bool(allowed, self._eos_ok(config, lex))
 
     def _row_from_bool(self, allowed: npt.NDArray[np.bool_], eos: bool) -> Row:
         if eos:

@@ -10,6 +10,7 @@ model.parse("How many legs has a spider?", int)
 """
 
 from outlines_like import errors, types
+from outlines_like.adapters import ServerInfo
 from outlines_like.inputs import Chat, Image
 from outlines_like.models import (
     AsyncModel,
@@ -29,7 +30,7 @@ from outlines_like.models import (
 )
 from outlines_like.reasoning import split_reasoning
 from outlines_like.streaming import aggregate_chunks
-from outlines_like.tools import ToolCall, run_tools, tool_schema
+from outlines_like.tools import ToolCall, arun_tools, run_tools, tool_choice, tool_schema
 
 __version__ = "0.1.0"
 
@@ -42,10 +43,12 @@ __all__ = [
     "Model",
     "RateLimiter",
     "RetryPolicy",
+    "ServerInfo",
     "ToolCall",
     "Usage",
     "__version__",
     "aggregate_chunks",
+    "arun_tools",
     "errors",
     "from_llamacpp",
     "from_ollama",
@@ -56,6 +59,7 @@ __all__ = [
     "from_vllm",
     "run_tools",
     "split_reasoning",
+    "tool_choice",
     "tool_schema",
     "types",
 ]

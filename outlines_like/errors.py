@@ -15,7 +15,8 @@ OutlinesLikeError
 │   └── GenerationError           refusal, content filter, output cut at max_tokens
 ├── UnsupportedConstraintError    (also TypeError) the server or engine cannot take this type
 ├── InvalidConstraintError        (also ValueError) the regex, schema or grammar is wrong
-└── ParseError                    (also ValueError) text that does not fit the output type
+├── ParseError                    (also ValueError) text that does not fit the output type
+└── MaxToolStepsError             (also RuntimeError) a tool loop hit its step limit
 ```
 
 Foreign exceptions (``openai``, ``httpx``) are translated to these at one boundary,
@@ -23,6 +24,8 @@ Foreign exceptions (``openai``, ``httpx``) are translated to these at one bounda
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "APIConnectionError",
@@ -32,6 +35,7 @@ __all__ = [
     "BadRequestError",
     "GenerationError",
     "InvalidConstraintError",
+    "MaxToolStepsError",
     "NotFoundError",
     "OutlinesLikeError",
     "ParseError",
@@ -167,3 +171,17 @@ class ParseError(OutlinesLikeError, ValueError):
     def __init__(self, message: str, *, text: str) -> None:
         super().__init__(message)
         self.text = text
+
+
+class MaxToolStepsError(OutlinesLikeError, RuntimeError):
+    """The model still asked for tools after ``max_steps`` calls.
+
+    Attributes:
+        messages: The conversation so far (OpenAI message dicts), to resume or inspect.
+        steps: How many model calls were made.
+    """
+
+    def __init__(self, message: str, *, messages: list[dict[str, Any]], steps: int) -> None:
+        super().__init__(message)
+        self.messages = messages
+        self.steps = steps

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_type_hin
 import pydantic
 from typing_extensions import Required, TypedDict
 
-from outlines_like.errors import OutlinesLikeError, ParseError
+from outlines_like.errors import MaxToolStepsError, ParseError
 
 if TYPE_CHECKING:
     from outlines_like.models.result import Completion
@@ -66,20 +66,6 @@ class ToolCall:
 
 class ToolCallParseWarning(UserWarning):
     """A tool call in the model's text could not be read; it was left in the text."""
-
-
-class MaxToolStepsError(OutlinesLikeError, RuntimeError):
-    """The model still asked for tools after ``max_steps`` calls.
-
-    Attributes:
-        messages: The conversation so far (OpenAI message dicts), to resume or inspect.
-        steps: How many model calls were made.
-    """
-
-    def __init__(self, message: str, *, messages: list[dict[str, Any]], steps: int) -> None:
-        super().__init__(message)
-        self.messages = messages
-        self.steps = steps
 
 
 def _default_id(index: int) -> str:

@@ -17,7 +17,7 @@ import pydantic
 import pytest
 
 import outlines_like as ol
-from outlines_like.errors import APIError
+from outlines_like.errors import BadRequestError
 from outlines_like.types import CFG, JsonSchema, Regex
 
 if TYPE_CHECKING:
@@ -127,11 +127,11 @@ def test_batch(model: ol.Model) -> None:
     assert all(re.fullmatch(CODE.pattern, t) for t in texts), texts
 
 
-def test_unknown_model_is_an_api_error(model: ol.Model) -> None:
-    with pytest.raises(APIError) as info:
-        model("x", CODE, model="no-such-model", max_tokens=4)
-    assert info.value.status_code is not None
-    assert 400 <= info.value.status_code < 500
+def test_a_bad_request_is_a_bad_request_error(model: ol.Model) -> None:
+    with pytest.raises(BadRequestError) as info:
+        model("x", CODE, max_tokens="lots")
+    assert info.value.status_code == 400
+    assert not info.value.retryable
 
 
 def test_never_sends_ignored_fields(model: ol.Model, recorder: Recorder, server: Server) -> None:

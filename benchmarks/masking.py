@@ -84,6 +84,7 @@ class OutlinesLikeEngine:
         if vocab.name not in self._vocabs:
             v = Vocabulary(vocab.tokens, [vocab.eos_id], vocab.special_ids)
             token_table(v)
+            _ = v.hash  # computed once per vocabulary, like the table
             self._vocabs[vocab.name] = v
 
     def compile(self, kind: str, spec: str, vocab: Any) -> Any:

@@ -130,7 +130,7 @@ def walk_tokens(
     scratch = np.empty(table.vocab_size, dtype=np.int32)
     bits = np.zeros(table.vocab_size, dtype=bool)
     return [
-        _walk_one(trans, tflat, table, int(s), scratch, bits)
+        _sort_by_token(*_walk_one(trans, tflat, table, int(s)), scratch, bits)
         for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist()
     ]
 
@@ -140,10 +140,9 @@ def _walk_one(
     tflat: I32,
     table: TokenTable,
     state: int,
-    scratch: I32,
-    bits: npt.NDArray[np.bool_],
     lazy: LazyByteDFA | None = None,
 ) -> tuple[I32, I32]:
+    """Walk all text tokens from ``state``: (token ids, end states), in table order."""
     if lazy is not None:
         lazy.expand([state])
         trans = lazy.transitions
@@ -194,8 +193,16 @@ def _walk_one(
         j += 1
     if not done_pos:
         return empty, empty
-    tok = table.ids[np.concatenate(done_pos)]
-    ends = np.concatenate(done_cur)
+    tok: I32 = table.ids[np.concatenate(done_pos)]
+    ends: I32 = np.concatenate(done_cur)
+    return tok, ends
+
+
+def _sort_by_token(
+    tok: I32, ends: I32, scratch: I32, bits: npt.NDArray[np.bool_]
+) -> tuple[I32, I32]:
+    if not tok.shape[0]:
+        return tok, ends
     bits[tok] = True
     ids = np.flatnonzero(bits).astype(np.int32)
     bits[tok] = False
@@ -212,27 +219,46 @@ def pack_ids(ids: npt.ArrayLike, words: int) -> I32:
 
 
 class StateRow:
-    """What one DFA state allows: packed bitmask row, sorted ids, their end states."""
+    """What one DFA state allows: its packed bitmask row, and next states found so far.
 
-    __slots__ = ("ends", "ids", "mask", "next_of")
+    Only the mask is kept per state (``ceil(V / 32)`` words); the state a token leads to is
+    found by walking the token's bytes through the DFA when a matcher advances with it, and
+    memoised.
+    """
 
-    def __init__(self, mask: I32, ids: I32, ends: I32) -> None:
+    __slots__ = ("_dfa", "_tokens", "mask", "next_of", "state", "successors")
+
+    def __init__(
+        self, mask: I32, dfa: ByteDFA | LazyByteDFA, tokens: tuple[bytes, ...], state: int
+    ) -> None:
         self.mask = mask
-        self.ids = ids
-        self.ends = ends
-        # token id -> next state, filled on demand by advance()
+        self._dfa = dfa
+        self._tokens = tokens
         self.next_of: dict[int, int] = {}
+        self.successors: list[int] | None = None
+        self.state = state
+
+    def allows(self, token_id: int) -> bool:
+        """Whether the mask has ``token_id``'s bit."""
+        if not 0 <= token_id < self.mask.shape[0] * 32:
+            return False
+        return bool((int(self.mask[token_id >> 5]) >> (token_id & 31)) & 1)
 
     def next_state(self, token_id: int) -> int:
-        """Return the state after ``token_id``, or ``-1`` if the token is not allowed."""
+        """Return the state after text token ``token_id``, or ``-1`` if it is not allowed."""
         ns = self.next_of.get(token_id)
-        if ns is not None:
-            return ns
-        ids = self.ids
-        i = int(np.searchsorted(ids, token_id))
-        ns = int(self.ends[i]) if i < ids.shape[0] and int(ids[i]) == token_id else -1
-        self.next_of[token_id] = ns
+        if ns is None:
+            ns = -1
+            if token_id < len(self._tokens) and self.allows(token_id):
+                ns = self._dfa.step(self.state, self._tokens[token_id])
+            self.next_of[token_id] = ns
         return ns
+
+    def ids(self, size: int) -> I32:
+        """The allowed token ids, sorted (EOS included in accepting states)."""
+        unpacked = np.unpackbits(self.mask.view(np.uint8), bitorder="little")[:size]
+        ids: I32 = np.flatnonzero(unpacked).astype(np.int32)
+        return ids
 
 
 class TokenIndex:
@@ -263,8 +289,7 @@ class TokenIndex:
         self.lookahead = lookahead
         self._lock = threading.Lock()
         self._lazy = dfa if isinstance(dfa, LazyByteDFA) else None
-        self._scratch = np.empty(self.table.vocab_size, dtype=np.int32)
-        self._bits = np.zeros(self.table.vocab_size, dtype=bool)
+        self._bits = np.zeros(self.table.words * 32, dtype=bool)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
 
@@ -289,23 +314,29 @@ class TokenIndex:
         for _ in range(self.lookahead):
             nxt: set[int] = set()
             for s in todo:
-                nxt.update(np.unique(self.rows[s].ends).tolist())
+                nxt.update(self.rows[s].successors or ())
             todo = [s for s in nxt if s not in self.rows]
             if not todo:
                 break
             self._compute(todo)
 
     def _compute(self, states: list[int]) -> None:
-        words = self.table.words
         eos = self.table.eos_ids
         trans = self.dfa.transitions
         tflat = trans.reshape(-1)
+        bits = self._bits
+        tokens = self.vocab.tokens
         for s in states:
-            ids, ends = _walk_one(
-                trans, tflat, self.table, s, self._scratch, self._bits, self._lazy
-            )
-            mask_ids = np.concatenate([ids, eos]) if self.dfa.is_accepting(s) else ids
-            self.rows[s] = StateRow(pack_ids(mask_ids, words), ids, ends)
+            tok, ends = _walk_one(trans, tflat, self.table, s, self._lazy)
+            bits[tok] = True
+            if self.dfa.is_accepting(s):
+                bits[eos] = True
+            mask: I32 = np.packbits(bits, bitorder="little").view(np.int32)
+            bits[:] = False
+            row = StateRow(mask, self.dfa, tokens, s)
+            if self.lookahead:
+                row.successors = np.unique(ends).tolist()
+            self.rows[s] = row
 
     @property
     def computed_states(self) -> int:

@@ -99,12 +99,7 @@ class RegexMatcher:
         c = self._c
         if self._finished:
             return np.array(sorted(c.eos_ids), dtype=np.int32)
-        ids = c.index.row(self._state).ids
-        if c.index.is_accepting(self._state):
-            both: I32 = np.union1d(ids, np.fromiter(c.eos_ids, dtype=np.int32)).astype(np.int32)
-            return both
-        own: I32 = ids.copy()
-        return own
+        return c.index.row(self._state).ids(c.vocabulary.size)
 
     def advance(self, token_id: int) -> None:
         """Consume a token; raise :class:`RejectedTokenError` (state unchanged) if not allowed."""

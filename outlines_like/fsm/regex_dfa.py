@@ -668,6 +668,23 @@ def _short(pattern: str) -> str:
     return repr(pattern) if len(pattern) <= 80 else repr(pattern[:77] + "...")
 
 
+def _splitmix64(n: int, seed: int = 0x5EED) -> npt.NDArray[np.uint64]:
+    """``n`` odd pseudo-random 64-bit multipliers (fixed: hashing is deterministic)."""
+    out = []
+    x = seed
+    mask = (1 << 64) - 1
+    for _ in range(n):
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        z = x
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        out.append((z ^ (z >> 31)) | 1)
+    return np.array(out, dtype=np.uint64)
+
+
+_MULTIPLIERS = _splitmix64(258)
+
+
 def _refine(
     table: npt.NDArray[np.int32], block: npt.NDArray[np.int64], hashed: bool
 ) -> npt.NDArray[np.int64]:
@@ -676,8 +693,7 @@ def _refine(
     ``hashed`` compares 64-bit hashes of the signatures instead of whole rows (much faster);
     the caller checks the result exactly.
     """
-    k = table.shape[1]
-    mult = np.random.default_rng(0x5EED).integers(1, 2**62, size=k + 1, dtype=np.uint64) * 2 + 1
+    mult = _MULTIPLIERS[: table.shape[1] + 1]
     n_blocks = int(block.max()) + 1
     while True:
         ext = np.append(block, -1)

@@ -98,9 +98,8 @@ class Vocabulary:
         if self._hash is None:
             h = hashlib.sha256()
             h.update(len(self.tokens).to_bytes(8, "little"))
-            for t in self.tokens:
-                h.update(len(t).to_bytes(4, "little"))
-                h.update(t)
+            h.update(b"".join(len(t).to_bytes(4, "little") for t in self.tokens))
+            h.update(b"".join(self.tokens))
             h.update(
                 json.dumps([list(self.eos_token_ids), sorted(self.special_token_ids)]).encode()
             )

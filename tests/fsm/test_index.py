@@ -92,10 +92,12 @@ def test_lazy_dfa_rows_match_eager(vocab: Vocabulary, pattern: str) -> None:
     while todo:
         es, ls = todo.pop()
         er, lr = eager.row(es), lazy.row(ls)
-        assert er.ids.tolist() == lr.ids.tolist()
+        assert er.ids(vocab.size).tolist() == lr.ids(vocab.size).tolist()
         np.testing.assert_array_equal(er.mask, lr.mask)
         assert eager.is_accepting(es) == lazy.is_accepting(ls)
-        for tok in er.ids.tolist():
+        for tok in er.ids(vocab.size).tolist():
+            if tok == EOS:
+                continue
             pair = (er.next_state(tok), lr.next_state(tok))
             if pair not in seen:
                 seen.add(pair)
@@ -123,7 +125,7 @@ def test_rows_are_lazy_and_cached(vocab: Vocabulary) -> None:
     row = index.row(index.dfa.start)
     assert index.computed_states == 1
     assert index.row(index.dfa.start) is row
-    assert sorted(row.ids.tolist()) == [5, 6, 7]
+    assert row.ids(vocab.size).tolist() == [5, 6, 7]
     assert row.next_state(6) == index.dfa.step(index.dfa.start, b"12")
     assert row.next_state(0) == -1
     assert row.next_state(10**9) == -1

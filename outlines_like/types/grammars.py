@@ -846,8 +846,8 @@ def _lark_grammar(text: str, start: str) -> _Grammar:
             start_name += "_"
         rules = {start_name: _seq([ign, _Ref(start), ign]), **rules}
     grammar = _remove_immediate_left_recursion(_Grammar(rules, start_name))
-    # Inline terminals that are a literal or one character class, and rules used once
-    # that are plain regular pieces: the output reads like hand-written EBNF.
+    # Inline terminals that are a literal or one character class (Lark's LPAR, PLUS, ...):
+    # the output reads like hand-written EBNF.
     inline = {
         n: body
         for n, body in grammar.rules.items()

@@ -451,11 +451,17 @@ class _Parser:
 
 
 class _NFA:
-    """Thompson NFA over bytes: per state, byte-range edges and epsilon edges."""
+    """Thompson-style NFA over bytes: per state, byte-range edges and epsilon edges.
+
+    Fragments are built *into* an existing start state and never add an edge into it, so
+    alternatives can share their start and literal runs become plain chains.
+    """
 
     def __init__(self) -> None:
         self.edges: list[list[tuple[int, int, int]]] = []
         self.eps: list[list[int]] = []
+        self.ranges: set[tuple[int, int]] = set()  # every byte range on an edge
+        self.has_empty_set = False
 
     def new(self) -> int:
         if len(self.edges) >= _MAX_NFA_STATES:
@@ -468,62 +474,68 @@ class _NFA:
         return len(self.edges) - 1
 
     def build(self, node: Node) -> tuple[int, int]:
+        s = self.new()
+        return s, self.build_into(node, s)
+
+    def build_into(self, node: Node, s: int) -> int:
+        """Add the paths of ``node`` leaving ``s``; return the end state."""
         if isinstance(node, _Set):
-            return self.build_set(node.ranges)
+            return self.build_set(node.ranges, s)
         if isinstance(node, _Cat):
-            s = e = self.new()
             for item in node.items:
-                a, b = self.build(item)
-                self.eps[e].append(a)
-                e = b
-            return s, e
+                s = self.build_into(item, s)
+            return s
         if isinstance(node, _Alt):
-            s, e = self.new(), self.new()
+            e = self.new()
             for item in node.items:
-                a, b = self.build(item)
-                self.eps[s].append(a)
-                self.eps[b].append(e)
-            return s, e
-        # rep
+                self.eps[self.build_into(item, s)].append(e)
+            return e
         sub, lo, hi = node
-        s = e = self.new()
         for _ in range(lo):
-            a, b = self.build(sub)
-            self.eps[e].append(a)
-            e = b
+            s = self.build_into(sub, s)
         if hi is None:
-            a, b = self.build(sub)
             loop = self.new()
-            self.eps[e].append(loop)
-            self.eps[loop].append(a)
-            self.eps[b].append(loop)
-            return s, loop
+            self.eps[s].append(loop)
+            self.eps[self.build_into(sub, loop)].append(loop)
+            return loop
+        if hi == lo:
+            return s
         end = self.new()
         for _ in range(hi - lo):
-            a, b = self.build(sub)
-            self.eps[e].append(a)
-            self.eps[e].append(end)
-            e = b
-        self.eps[e].append(end)
-        return s, end
+            self.eps[s].append(end)
+            s = self.build_into(sub, s)
+        self.eps[s].append(end)
+        return end
 
-    def build_set(self, ranges: Ranges) -> tuple[int, int]:
-        template = _set_template(ranges)
-        base = len(self.edges)
-        n_local = template[0]
+    def build_set(self, ranges: Ranges, s: int) -> int:
+        if not ranges:
+            self.has_empty_set = True
+            return self.new()
+        n_local, local_edges, used = _set_template(ranges)
+        if n_local == 2:  # all ranges go straight to the end (ASCII, or one byte each)
+            e = self.new()
+            out = self.edges[s]
+            for _, lo, hi, _ in local_edges:
+                out.append((lo, hi, e))
+            self.ranges.update(used)
+            return e
+        base = len(self.edges) - 1  # local state 0 is s; local k >= 1 is base + k
         if base + n_local > _MAX_NFA_STATES:
             self.new()  # raises the size error
-        self.edges.extend([] for _ in range(n_local))
-        self.eps.extend([] for _ in range(n_local))
+        self.edges.extend([[] for _ in range(n_local - 1)])
+        self.eps.extend([[] for _ in range(n_local - 1)])
         edges = self.edges
-        for src, lo, hi, dst in template[1]:
-            edges[base + src].append((lo, hi, base + dst))
-        return base, base + 1
+        for src, lo, hi, dst in local_edges:
+            edges[s if src == 0 else base + src].append((lo, hi, base + dst))
+        self.ranges.update(used)
+        return base + 1
 
 
 @functools.lru_cache(maxsize=1024)
-def _set_template(ranges: Ranges) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
-    """The NFA fragment of a character set: (local state count, local edges); 0 -> 1."""
+def _set_template(
+    ranges: Ranges,
+) -> tuple[int, tuple[tuple[int, int, int, int], ...], frozenset[tuple[int, int]]]:
+    """The NFA fragment of a character set: local state count, local edges (0 -> 1), ranges."""
     n = 2
     out: list[tuple[int, int, int, int]] = []
     trie: dict[tuple[int, int, int], int] = {}
@@ -542,7 +554,7 @@ def _set_template(ranges: Ranges) -> tuple[int, tuple[tuple[int, int, int, int],
                         trie[key] = nxt
                         out.append((cur, blo, bhi, nxt))
                     cur = nxt
-    return n, tuple(out)
+    return n, tuple(out), frozenset((lo, hi) for _, lo, hi, _ in out)
 
 
 # --------------------------------------------------------------------------- DFA
@@ -572,10 +584,9 @@ def _coreachable(nfa: _NFA, final: int) -> list[bool]:
 def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
     marks = np.zeros(257, dtype=np.int32)
     marks[0] = 1
-    for es in nfa.edges:
-        for lo, hi, _ in es:
-            marks[lo] = 1
-            marks[hi + 1] = 1
+    for lo, hi in nfa.ranges:
+        marks[lo] = 1
+        marks[hi + 1] = 1
     classes = (np.cumsum(marks[:256]) - 1).astype(np.int32)
     return classes, int(classes[-1]) + 1
 
@@ -593,7 +604,9 @@ class _SubsetBuilder:
         self.max_states = max_states
         self.pattern = pattern
         self.classes, self.k = _byte_classes(nfa)
-        self.live = _coreachable(nfa, final)
+        # Every fragment of a regex without an empty set matches something, so every state
+        # reaches the final one; only empty sets ([^\x00-\U0010FFFF]) leave dead ends.
+        self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.edges)
         if not self.live[start]:
             raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
         self._closure: dict[int, frozenset[int]] = {}

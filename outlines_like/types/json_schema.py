@@ -379,6 +379,10 @@ def _ranges_to_json_rx(ranges: _Ranges) -> _Rx:
     return _alt(alternatives)
 
 
+class _Untranslatable(Exception):
+    """A valid pattern with no regular equivalent (backreference, lookaround, flag...)."""
+
+
 class _PatternTranslator:
     """Translate a JSON Schema ``pattern`` into a regex over the JSON text of the string."""
 
@@ -386,10 +390,8 @@ class _PatternTranslator:
         self.pattern = pattern
         self.path = path
 
-    def fail(self, why: str) -> InvalidConstraintError:
-        return InvalidConstraintError(
-            f"pattern {self.pattern!r} at {self.path} cannot be enforced: {why}"
-        )
+    def fail(self, why: str) -> _Untranslatable:
+        return _Untranslatable(f"{self.pattern!r}: {why}")
 
     def translate(self) -> str:
         try:
@@ -408,15 +410,12 @@ class _PatternTranslator:
             )
         return result
 
-    def top(self, items: list[Any]) -> _Rx:
+    def top(self, items: list[Any], anchored_start: bool = False) -> _Rx:
         """A whole (unanchored unless ``^``/``$``) pattern: JSON Schema patterns search."""
-        if len(items) == 1 and str(items[0][0]) == "BRANCH":
-            return _alt(self.top(list(branch)) for branch in items[0][1][1])
-        anchored_start = bool(items) and self.is_anchor(
-            items[0], ("AT_BEGINNING", "AT_BEGINNING_STRING")
-        )
-        if anchored_start:
-            items = items[1:]
+        if items and self.is_anchor(items[0], ("AT_BEGINNING", "AT_BEGINNING_STRING")):
+            anchored_start, items = True, items[1:]
+        if len(items) == 1 and str(items[0][0]) == "BRANCH":  # ^a$|^b$ parses as ^(a$|b$)
+            return _alt(self.top(list(branch), anchored_start) for branch in items[0][1][1])
         anchored_end = bool(items) and self.is_anchor(items[-1], ("AT_END", "AT_END_STRING"))
         if anchored_end:
             items = items[:-1]
@@ -910,9 +909,12 @@ class _Converter:
                             self.unenforced(
                                 key, path, "a length limit cannot be combined with pattern/format"
                             )
-            if pattern is not None:
+            if pattern is None:
+                return f'"(?:{source})"'
+            try:
                 return f'"{_PatternTranslator(pattern, path + "/pattern").translate()}"'
-            return f'"(?:{source})"'
+            except _Untranslatable as exc:
+                self.unenforced("pattern", path, str(exc))
         if not min_len and max_len is None:
             return _STRING
         return _seq('"', _repeat(_STRING_CHAR_COUNTED, min_len, max_len), '"')
@@ -1107,10 +1109,19 @@ class _Converter:
 
     @staticmethod
     def key_excluding(names: list[str]) -> str:
-        """Regex for a key's text (unescaped characters only) that is none of ``names``."""
-        char = r'[^"\\\x00-\x1f]'
+        r"""Regex for a key's text (inside the quotes) that decodes to none of ``names``.
+
+        Built on the trie of ``names``: at each node, either stop (if the prefix is not a
+        name), or write a character no name continues with and then anything, or follow a
+        child. Up to the first difference, characters are written raw (a ``\u`` escape could
+        spell a name's character); two-character escapes count as different characters when
+        no name contains what they decode to.
+        """
+        escapes_differ = not any(c in name for name in names for c in '"\\\b\f\n\r\t')
+        escape = r'\\["\\bfnrt]' if escapes_differ else ""
+        anything = f"{_STRING_CHAR}*"
         if not names:
-            return f"{char}*"
+            return anything
         trie: dict[str, Any] = {}
         for name in names:
             node = trie
@@ -1121,12 +1132,16 @@ class _Converter:
         def walk(node: dict[str, Any]) -> str:
             options = [] if "" in node else [""]
             children = [c for c in node if c]
-            others = "".join(_class_char(ord(c)) for c in children)
-            options.append(f'[^"\\\\\\x00-\\x1f{others}]{char}*' if others else f"{char}+")
+            if children:
+                others = "".join(_class_char(ord(c)) for c in children)
+                differ = f'[^"\\\\\\x00-\\x1f{others}]'
+                if escape:
+                    differ = f"(?:{differ}|{escape})"
+                options.append(differ + anything)
+            else:
+                options.append(f"{_STRING_CHAR}+")
             options.extend(
-                _esc(c) + walk(node[c])
-                for c in children
-                if c != '"' and c != "\\" and ord(c) >= 0x20
+                _esc(c) + walk(node[c]) for c in children if c not in '"\\' and ord(c) >= 0x20
             )
             return "(?:" + "|".join(options) + ")"
 
@@ -1197,15 +1212,31 @@ def json_schema_to_regex(
 
 
 def _check_against_metaschema(schema: dict[str, Any]) -> None:
-    """Raise ``InvalidConstraintError`` naming where ``schema`` breaks its metaschema."""
+    """Raise ``InvalidConstraintError`` naming where ``schema`` breaks its metaschema.
+
+    Without ``$schema``, a schema valid under draft 2020-12, 7 or 4 passes (the converter reads
+    the older spellings: tuple ``items``, boolean ``exclusiveMinimum``).
+    """
     import jsonschema
 
-    validator_class = jsonschema.validators.validator_for(
-        schema, default=jsonschema.Draft202012Validator
+    declared = jsonschema.validators.validator_for(schema, default=None)
+    candidates = (
+        [declared]
+        if declared is not None
+        else [
+            jsonschema.Draft202012Validator,
+            jsonschema.Draft7Validator,
+            jsonschema.Draft4Validator,
+        ]
     )
-    error = jsonschema.exceptions.best_match(
-        validator_class(validator_class.META_SCHEMA).iter_errors(schema)
-    )
-    if error is not None:
-        where = "#" + "".join(f"/{p}" for p in error.absolute_path)
-        raise InvalidConstraintError(f"invalid JSON Schema at {where}: {error.message}")
+    first_error = None
+    for validator_class in candidates:
+        error = jsonschema.exceptions.best_match(
+            validator_class(validator_class.META_SCHEMA).iter_errors(schema)
+        )
+        if error is None:
+            return
+        first_error = first_error or error
+    assert first_error is not None
+    where = "#" + "".join(f"/{p}" for p in first_error.absolute_path)
+    raise InvalidConstraintError(f"invalid JSON Schema at {where}: {first_error.message}")

@@ -162,7 +162,10 @@ class _Lexed:
         self.groups: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
         for cls in np.unique(classes).tolist():
             sel = classes == cls
-            self.groups[cls] = (stop_ids[sel], res.stop_offsets[sel])
+            cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
+            # longest rest first: the matcher-state walk then slices instead of filtering
+            order = np.argsort(cls_offsets - table.lengths[cls_ids], kind="stable")
+            self.groups[cls] = (cls_ids[order], cls_offsets[order])
 
 
 class _MatcherDFA:
@@ -170,7 +173,7 @@ class _MatcherDFA:
 
     A row (256 next states) is built the first time a walk needs it, with the parser steps at
     lexeme ends folded in, so a token crossing any number of lexemes is one numpy walk.
-    ``-2`` marks a row not built yet, ``-1`` no transition.
+    ``-2`` marks a row not built yet; state 0 is the sink (no transition).
     """
 
     def __init__(self, owner: CompiledGrammar) -> None:
@@ -179,10 +182,13 @@ class _MatcherDFA:
 
     def clear(self) -> None:
         """Forget every state (bounds memory; masks already cached stay valid)."""
-        self.states: list[tuple[Config, int]] = []
+        # state 0 is the sink: no transition leads anywhere else, and it is not viable
+        self.states: list[tuple[Config, int]] = [((), -1)]
         self._ids: dict[tuple[Config, int], int] = {}
         self.trans = np.full(256 * 256, -2, dtype=np.int32)
+        self.trans[:256] = 0
         self.viable = np.zeros(256, dtype=np.bool_)
+        self._templates: dict[tuple[int, int, int], tuple[list[int], npt.NDArray[np.intp]]] = {}
 
     def state(self, config: Config, lex: int) -> int:
         """Return the id of a matcher state, creating it."""
@@ -203,62 +209,97 @@ class _MatcherDFA:
     def _expand(self, sid: int) -> None:
         owner = self._owner
         config, lex = self.states[sid]
-        context = owner._context(config)
-        cls = int(context.winner[lex])
+        cid = owner._context_id(config)
+        values, index = self._template(cid, lex, -1)
+        targets = np.array([self.state(config, v) for v in values] + [0], dtype=np.int32)
+        out = targets[index]
+        cls = int(owner._contexts[cid].winner[lex])
         after = owner._after(config, cls) if cls >= 0 else None
-        first = owner._context(after).rows[0] if after is not None else None
-        inside: dict[int, int] = {}
-        fresh: dict[int, int] = {}
-        out = [-1] * 256
-        for byte, nxt in enumerate(context.rows[lex]):
-            if nxt >= 0:
-                target = inside.get(nxt)
-                if target is None:
-                    target = inside[nxt] = self.state(config, nxt)
-                out[byte] = target
-            elif first is not None and first[byte] >= 0:
-                nxt = first[byte]
-                target = fresh.get(nxt)
-                if target is None:
-                    target = fresh[nxt] = self.state(after, nxt)
-                out[byte] = target
+        if after is not None:
+            values, index = self._template(cid, lex, owner._context_id(after))
+            targets = np.array([self.state(after, v) for v in values] + [0], dtype=np.int32)
+            out = np.where(index >= 0, targets[index], out)
         self.trans[sid * 256 : sid * 256 + 256] = out
+
+    def _template(
+        self, cid: int, lex: int, next_cid: int
+    ) -> tuple[list[int], npt.NDArray[np.intp]]:
+        """Return the lexer states a row leads to, and per byte the index of its target.
+
+        ``next_cid < 0``: the bytes that extend the lexeme (to states of context ``cid``);
+        else the bytes that end it and start one in context ``next_cid``. Bytes of the other
+        kind index -1. Rows of all configurations with this context share the template.
+        """
+        key = (cid, lex, next_cid)
+        found = self._templates.get(key)
+        if found is None:
+            row = self._owner._contexts[cid].transitions[lex]
+            if next_cid >= 0:
+                first = self._owner._contexts[next_cid].transitions[0]
+                row = np.where(row >= 0, -1, first)
+            values, inverse = np.unique(row, return_inverse=True)
+            index = inverse.reshape(-1).astype(np.intp)
+            if len(values) and values[0] < 0:  # -1 sorts first: map it to the last slot
+                values = values[1:]
+                index = np.where(index == 0, -1, index - 1)
+            found = self._templates[key] = ([int(v) for v in values], index)
+        return found
 
     def walk(
         self,
         ids: npt.NDArray[np.int64],
         offsets: npt.NDArray[np.int64],
-        states: npt.NDArray[np.int64],
+        start: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Walk token ``ids[i]`` from byte ``offsets[i]`` in state ``states[i]``.
+        """Walk token ``ids[i]`` from byte ``offsets[i]``, all from state ``start``.
+
+        The items must be ordered by remaining length, longest first: the items still walking
+        are then always a prefix, and a dead item just sits in the sink until it is dropped.
 
         Returns:
-            The tokens that survive all their bytes, and the state each ends in.
+            The tokens that consumed all their bytes, and the state each ended in (0: dead).
         """
         table = self._owner._table
         buf = table.buf
         pos = table.starts[ids] + offsets
-        end = table.starts[ids] + table.lengths[ids]
+        neg_remaining = offsets - table.lengths[ids]
+        states = np.full(len(ids), start, dtype=np.int64)
         end_ids: list[npt.NDArray[np.int64]] = []
         end_states: list[npt.NDArray[np.int64]] = []
+        column = 0
         while len(ids):
-            done = pos >= end
-            if done.any():
-                end_ids.append(ids[done])
-                end_states.append(states[done])
-                keep = ~done
-                ids, pos, end, states = ids[keep], pos[keep], end[keep], states[keep]
-                if not len(ids):
+            cut = int(np.searchsorted(neg_remaining, -column, side="left"))
+            if cut < len(ids):
+                end_ids.append(ids[cut:])
+                end_states.append(states[cut:])
+                ids, pos, neg_remaining, states = (
+                    ids[:cut],
+                    pos[:cut],
+                    neg_remaining[:cut],
+                    states[:cut],
+                )
+                if not cut:
                     break
-            flat = states * 256 + buf.take(pos)
+            flat = states * 256 + buf.take(pos + column)
             nxt = self.trans.take(flat)
-            unbuilt = nxt == -2
+            unbuilt = nxt < 0
             if unbuilt.any():
-                for sid in np.unique(states[unbuilt]).tolist():
+                present = np.zeros(len(self.states), dtype=np.bool_)
+                present[states[unbuilt]] = True
+                for sid in np.flatnonzero(present).tolist():
                     self._expand(sid)
                 nxt[unbuilt] = self.trans.take(flat[unbuilt])
-            live = nxt >= 0
-            ids, pos, end, states = ids[live], pos[live] + 1, end[live], nxt[live].astype(np.int64)
+            states = nxt.astype(np.int64)
+            column += 1
+            if column % 4 == 1:  # now and then, drop the dead (a filter costs a few gathers)
+                live = states > 0
+                if np.count_nonzero(live) < len(live) // 2:
+                    ids, pos, neg_remaining, states = (
+                        ids[live],
+                        pos[live],
+                        neg_remaining[live],
+                        states[live],
+                    )
         if not end_ids:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate(end_ids), np.concatenate(end_states)
@@ -521,20 +562,11 @@ class CompiledGrammar(Compiled):
         allowed[static.end_ids[viable[static.end_states]]] = True
         # Tokens that finished a lexeme go on, from the byte that did not fit, in the lazy DFA
         # over whole matcher states, each from the state its terminal leads to.
-        ids: list[npt.NDArray[np.int64]] = []
-        offsets: list[npt.NDArray[np.int64]] = []
-        starts: list[npt.NDArray[np.int64]] = []
         for cls, (cls_ids, cls_offsets) in static.groups.items():
             after = self._after(config, cls)
             if after is None:
                 continue
-            ids.append(cls_ids)
-            offsets.append(cls_offsets)
-            starts.append(np.full(len(cls_ids), self._dfa.state(after, 0), dtype=np.int64))
-        if ids:
-            end_ids, end_states = self._dfa.walk(
-                np.concatenate(ids), np.concatenate(offsets), np.concatenate(starts)
-            )
+            end_ids, end_states = self._dfa.walk(cls_ids, cls_offsets, self._dfa.state(after, 0))
             allowed[end_ids[self._dfa.viable[end_states]]] = True
         return self._row_from_bool(allowed, self._eos_ok(config, lex))
 

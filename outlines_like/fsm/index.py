@@ -77,6 +77,17 @@ class TokenTable:
             by_first_order[bounds[b] : bounds[b + 1]].astype(np.intp) for b in range(256)
         ]
         self.first_count = np.diff(bounds).astype(np.int64)
+        # which byte values each token contains after its first byte: 4 x 64-bit words
+        bytesets = np.zeros((4, n), dtype=np.uint64)
+        for j in range(1, max_len):
+            col = self.columns[j]
+            word = col >> 6
+            bit = np.left_shift(np.uint64(1), (col & 63).astype(np.uint64))
+            for w in range(4):
+                sel = np.flatnonzero(word == w)
+                if sel.shape[0]:
+                    bytesets[w, sel] |= bit[sel]
+        self.bytesets = bytesets
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
@@ -104,6 +115,7 @@ def token_table(vocab: Vocabulary) -> TokenTable:
 
 
 _SELECTIVE = 8  # walk from per-first-byte lists when they cover under 1/8 of the vocabulary
+_MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the state
 
 
 def walk_tokens(
@@ -154,18 +166,33 @@ def _walk_one(
     if n_cand == 0:
         return empty, empty
     pos: npt.NDArray[np.intp]
+    done_pos: list[npt.NDArray[np.intp]] = []
+    done_cur: list[I32] = []
     if n_cand * _SELECTIVE < table.n_text:
         parts = [table.by_first[b] for b in live.tolist() if table.first_count[b]]
         pos = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
         cur = row[table.first[pos]]
     else:
         cur_all = row[table.first]
-        pos = np.flatnonzero(cur_all >= 0)
+        live_tok = cur_all >= 0
+        # Tokens whose first byte leads to a state t and whose other bytes all loop on t end
+        # in t: one subset test on the byte sets instead of a walk (string bodies, [a-z]+).
+        for t in np.unique(row[row >= 0]).tolist():
+            loops = trans[t] == t
+            if int(loops.sum()) < _MIN_LOOP_BYTES:
+                continue
+            outside = np.packbits(~loops, bitorder="little").view(np.uint64)
+            bs = table.bytesets
+            stays = (bs[0] & outside[0]) | (bs[1] & outside[1])
+            stays |= (bs[2] & outside[2]) | (bs[3] & outside[3])
+            hit = np.flatnonzero((stays == 0) & (cur_all == t))
+            done_pos.append(hit)
+            done_cur.append(np.full(hit.shape[0], t, dtype=np.int32))
+            live_tok[hit] = False
+        pos = np.flatnonzero(live_tok)
         cur = cur_all[pos]
     active = table.active
     columns = table.columns
-    done_pos: list[npt.NDArray[np.intp]] = []
-    done_cur: list[I32] = []
     j = 1
     while True:
         k = int(np.searchsorted(pos, active[j])) if j < active.shape[0] else 0

@@ -181,6 +181,34 @@ def _opt(part: _Rx) -> str:
     return f"(?:{part})?"
 
 
+def _is_atom(regex: str) -> bool:
+    """Whether a quantifier after ``regex`` applies to all of it (a char, class or group)."""
+    if len(regex) == 1 or (len(regex) == 2 and regex[0] == "\\"):
+        return regex not in _REGEX_SPECIALS
+    if regex[0] not in "([":
+        return False
+    depth, i, in_class = 0, 0, False
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+            if not in_class and regex[0] == "[":
+                return i == len(regex) - 1
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i == len(regex) - 1
+        i += 1
+    return False
+
+
 def _repeat(part: _Rx, low: int, high: int | None) -> _Rx:
     """``part`` repeated ``low`` to ``high`` times (``None``: unbounded)."""
     if high is not None and high < low:
@@ -191,7 +219,7 @@ def _repeat(part: _Rx, low: int, high: int | None) -> _Rx:
         return "" if low == 0 else None
     if part == "":
         return ""
-    body = f"(?:{part})"
+    body = part if _is_atom(part) else f"(?:{part})"
     if high is None:
         return body + ("*" if low == 0 else "+" if low == 1 else f"{{{low},}}")
     if low == high:
@@ -791,31 +819,50 @@ class _Converter:
             regexes.append(self.convert(sub, f"{path}/{key}/{i}"))
         if key == "oneOf":
             live = [(s, r) for s, r in zip(subs, regexes, strict=True) if r is not None]
-            self.check_disjoint(
-                [self.kinds_of(s, path) for s, _ in live], [r for _, r in live], path
-            )
+            flats = [self.flatten(s, path, [], ()) for s, _ in live]
+            self.check_disjoint(flats, [r for _, r in live], path)
         return _alt(regexes)
 
-    def kinds_of(self, schema: Any, path: str) -> set[str]:
-        """The JSON kinds (first characters) the documents of ``schema`` can have."""
-        flat = self.flatten(schema, path, [], ())
+    def kinds_of(self, flat: dict[str, Any], path: str) -> set[str]:
+        """The JSON kinds (first characters) the documents of a flattened schema can have."""
         if "anyOf" in flat or "oneOf" in flat:
             return set(_KINDS.values())
         if "enum" in flat:
             return {_kind_of_value(v) for v in flat["enum"]}
         return {_KINDS[t] for t in self.types_of(flat, path)}
 
-    def check_disjoint(self, kinds: list[set[str]], regexes: list[str], path: str) -> None:
-        """``oneOf`` is enforced as ``anyOf``: exact only when no document fits two branches."""
+    def discriminated(self, a: dict[str, Any], b: dict[str, Any], path: str) -> bool:
+        """Whether a property both objects require takes disjoint const/enum values."""
+        both = set(a.get("required", [])) & set(b.get("required", []))
+        for name in sorted(both):
+            left = a.get("properties", {}).get(name)
+            right = b.get("properties", {}).get(name)
+            if left is None or right is None:
+                continue
+            fa, fb = self.flatten(left, path, [], ()), self.flatten(right, path, [], ())
+            if "enum" not in fa or "enum" not in fb:
+                continue
+            if not {_canonical(v) for v in fa["enum"]} & {_canonical(v) for v in fb["enum"]}:
+                return True
+        return False
+
+    def check_disjoint(self, flats: list[dict[str, Any]], regexes: list[str], path: str) -> None:
+        """``oneOf`` is enforced as ``anyOf``: exact only when no document fits two branches.
+
+        Branches are disjoint when their JSON kinds differ, when a property both require has
+        disjoint const/enum values (a discriminator), or, failing those, when the
+        intersection of their regexes is empty (interegular, for regexes of moderate size).
+        """
         import interegular
 
+        kinds = [self.kinds_of(flat, path) for flat in flats]
         fsms: dict[int, Any] = {}
         for i in range(len(regexes)):
             for j in range(i + 1, len(regexes)):
-                if not kinds[i] & kinds[j]:
+                if not kinds[i] & kinds[j] or self.discriminated(flats[i], flats[j], path):
                     continue
                 overlap = True
-                if regexes[i] != regexes[j]:
+                if regexes[i] != regexes[j] and max(len(regexes[i]), len(regexes[j])) < 5000:
                     try:
                         for k in (i, j):
                             if k not in fsms:
@@ -827,7 +874,7 @@ class _Converter:
                     self.unenforced(
                         "oneOf",
                         path,
-                        f"branches {i} and {j} both accept some documents, and a regex cannot "
+                        f"branches {i} and {j} may both accept a document, and a regex cannot "
                         "exclude documents that fit more than one branch (use anyOf)",
                     )
                     return

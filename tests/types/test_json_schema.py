@@ -1020,3 +1020,11 @@ def test_strings_the_regex_matches_are_valid_documents(path: Path) -> None:
 def test_corpus_converts_with_whitespace(path: Path) -> None:
     regex = json_schema_to_regex(load(path), whitespace_pattern="[ \n]*")
     re.compile(regex)
+
+
+def test_the_schema_argument_is_not_modified() -> None:
+    for path in CORPUS:
+        schema = load(path)
+        before = copy.deepcopy(schema)
+        json_schema_to_regex(schema)
+        assert schema == before, path.stem

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import NamedTuple, Union
 
 import numpy as np
@@ -844,6 +845,7 @@ class LazyByteDFA:
         self.byte_classes = builder.classes
         self._table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
+        self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
 
     @property
     def n_states(self) -> int:
@@ -853,8 +855,9 @@ class LazyByteDFA:
     @property
     def transitions(self) -> npt.NDArray[np.int32]:
         """``int32[n_states, 256]``; rows of unexpanded states are :data:`UNKNOWN`."""
-        self._grow(self.n_states)
-        return self._table[: self.n_states]
+        with self._lock:
+            self._grow(self.n_states)
+            return self._table[: self.n_states]
 
     @property
     def accepting(self) -> npt.NDArray[np.bool_]:
@@ -878,13 +881,14 @@ class LazyByteDFA:
     def expand(self, states: npt.ArrayLike) -> None:
         """Build the rows of ``states`` (no-op for rows already built)."""
         cls = self.byte_classes
-        for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist():
-            if s < self._expanded.shape[0] and self._expanded[s]:
-                continue
-            row = np.array(self._b.expand(s), dtype=np.int32)
-            self._grow(self.n_states)
-            self._table[s] = row[cls]
-            self._expanded[s] = True
+        with self._lock:
+            for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist():
+                if s < self._expanded.shape[0] and self._expanded[s]:
+                    continue
+                row = np.array(self._b.expand(s), dtype=np.int32)
+                self._grow(self.n_states)
+                self._table[s] = row[cls]
+                self._expanded[s] = True
 
     def step(self, state: int, data: bytes) -> int:
         """Return the state after ``data`` from ``state``, or ``-1`` if it dies."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,38 @@ def test_pack_ids_layout(ids: list[int], words: int) -> None:
     assert row.shape == (words,)
     got = [i for i in range(words * 32) if (int(row[i // 32]) >> (i % 32)) & 1]
     assert got == ids
+
+
+def test_one_lazy_dfa_shared_by_threads_and_vocabularies(vocab: Vocabulary) -> None:
+    pattern = r"(ab|ba|1|-)*(abc)?x{0,3}"
+    other = Vocabulary([*TOKENS, b"ab1", b"x"], [EOS], SPECIAL)
+    reference = TokenIndex(compile_regex(pattern), vocab)
+    shared = compile_regex_auto(pattern, eager_nfa_limit=0)
+    indexes = [TokenIndex(shared, vocab), TokenIndex(shared, other)] * 2
+
+    def work(index: TokenIndex) -> None:
+        todo, seen = [shared.start], {shared.start}
+        while todo:
+            row = index.row(todo.pop())
+            for tok in row.ids(index.vocab.size).tolist():
+                if tok in index.vocab.eos_token_ids:
+                    continue
+                nxt = row.next_state(tok)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+
+    threads = [threading.Thread(target=work, args=(ix,)) for ix in indexes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # the lazy DFA's language is intact: same masks as the eager DFA along a walk
+    ref_state, lazy_state = reference.dfa.start, shared.start
+    for tok in [2, 3, 5, 8, 4, 0]:
+        ref_row, lazy_row = reference.row(ref_state), indexes[0].row(lazy_state)
+        np.testing.assert_array_equal(ref_row.mask, lazy_row.mask)
+        ref_state, lazy_state = ref_row.next_state(tok), lazy_row.next_state(tok)
+        if ref_state < 0:
+            assert lazy_state < 0
+            break

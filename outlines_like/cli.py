@@ -1,4 +1,4 @@
-"""The ``outlines-like`` command: ``serve`` runs the reference server, ``demo`` shows the library."""
+"""The ``outlines-like`` command: ``serve`` runs the reference server, ``demo`` shows it off."""
 
 from __future__ import annotations
 

@@ -25,7 +25,6 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-
     from outlines_like.fsm._protocols import Compiled, Matcher
 
 __all__ = [

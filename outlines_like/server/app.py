@@ -218,8 +218,9 @@ def load_engine(config: ServerConfig) -> Engine:
         raise ImportError(
             "the reference server needs the server extra: pip install 'outlines-like[server]'"
         ) from exc
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    hf_logging: Any = transformers.utils.logging
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     if config.model == "tiny":
         from outlines_like.server.tiny import build_tiny_model
 
@@ -233,7 +234,7 @@ def load_engine(config: ServerConfig) -> Engine:
             )
         name = config.model_name or path.name
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path))
+    model: Any = AutoModelForCausalLM.from_pretrained(str(path))
     model.eval()
     return Engine(model, tokenizer, config, name)
 
@@ -611,7 +612,8 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         model = body.get("model")
         if model is not None and model != get_engine().model_name:
             raise RequestError(
-                f"model {model!r} is not served here; this server serves {get_engine().model_name!r}",
+                f"model {model!r} is not served here; this server serves "
+                f"{get_engine().model_name!r}",
                 param="model",
                 code="model_not_found",
                 status=404,
@@ -660,7 +662,8 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
                 raise RequestError("the prompt is empty", param="prompt")
             if len(prompt) + common.params.max_tokens > eng.pipeline.max_length:
                 raise RequestError(
-                    f"prompt ({len(prompt)} tokens) + max_tokens ({common.params.max_tokens}) is over "
+                    f"prompt ({len(prompt)} tokens) + max_tokens ({common.params.max_tokens}) "
+                    "is over "
                     f"the model's context of {eng.pipeline.max_length} tokens",
                     param="max_tokens",
                     code="context_length_exceeded",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Regex, Term
@@ -113,7 +113,7 @@ def _schema(value: object, field: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _grammar(value: object, field: str, syntax: str | None = None) -> CFG:
+def _grammar(value: object, field: str, syntax: Literal["ebnf"] | None = None) -> CFG:
     text = _text(value, field)
     try:
         return CFG(text, syntax) if syntax == "ebnf" else CFG(text)

@@ -66,12 +66,15 @@ class GenerationRequest:
         prompt_ids: The prompt's token ids.
         params: Sampling parameters.
         constraint: A compiled constraint (``compile_constraint``), or ``None`` for free text.
+        think_end_token_id: Reasoning-aware mode: text is free until this token (``</think>``)
+            is generated, and the constraint applies after it.
     """
 
     request_id: str
     prompt_ids: Sequence[int]
     params: SamplingParams = dataclasses.field(default_factory=SamplingParams)
     constraint: Compiled | None = None
+    think_end_token_id: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +138,7 @@ class _Sequence:
     text: str = ""  # decoded text of ``generated``
     emitted: int = 0  # characters of ``text`` already returned
     finished: bool = False
+    thinking: bool = False  # reasoning-aware mode, before the think-end token
 
 
 def _held_back(text: str, stops: tuple[str, ...]) -> int:
@@ -241,11 +245,12 @@ class TransformersPipeline:
         generator.manual_seed(int(seed))
         matcher = req.constraint.matcher() if req.constraint is not None else None
         seq = _Sequence(req, [], prompt, matcher, generator)
+        seq.thinking = matcher is not None and req.think_end_token_id is not None
         self._sequences[req.request_id] = seq
         return seq
 
     def _forward(self, seqs: list[_Sequence]) -> Any:
-        """One forward pass over all rows; returns ``(N, V)`` float32 logits of the last position."""
+        """Run one forward pass over all rows; return the last position's ``(N, V)`` logits."""
         torch = self.torch
         from transformers import DynamicCache
 
@@ -283,7 +288,7 @@ class TransformersPipeline:
             logits_to_keep=1,
             **kwargs,
         )
-        layers = cache.layers
+        layers: Any = cache.layers
         for i, s in enumerate(seqs):
             start = c_max + t_max - new[i]
             appended = []
@@ -317,7 +322,7 @@ class TransformersPipeline:
         host_np = host.numpy()
         host_np[...] = -1
         for i, s in enumerate(seqs):
-            if s.matcher is not None and s.request.constraint is not None:
+            if s.matcher is not None and s.request.constraint is not None and not s.thinking:
                 vw = bitmask_words(len(s.request.constraint.vocabulary))
                 s.matcher.fill_bitmask(host_np[i, :vw])
                 host_np[i, vw:] = 0
@@ -353,11 +358,13 @@ class TransformersPipeline:
         params = seq.request.params
         seq.n_tokens += 1
         if token in self.eos_token_ids:
-            if seq.matcher is not None and not seq.matcher.is_finished():
+            if seq.matcher is not None and not seq.thinking and not seq.matcher.is_finished():
                 seq.matcher.advance(token)
             seq.finished = True
             return self._flush(seq, (token,), "stop")
-        if seq.matcher is not None:
+        if seq.thinking:
+            seq.thinking = token != seq.request.think_end_token_id
+        elif seq.matcher is not None:
             seq.matcher.advance(token)
         seq.generated.append(token)
         seq.pending = [token]

@@ -112,6 +112,9 @@ _ARCH: dict[str, Any] = {
     "rms_norm_eps": 1e-6,
 }
 _VOCAB_SIZE = 2048
+_CONST = 0.08
+_LOGIT_STD = 1.5
+_EOS_BIAS = 5.0
 _SEED = 0
 
 _WORDS = [
@@ -273,6 +276,31 @@ def _build_tokenizer() -> object:
     return tok
 
 
+def _shape_logits(torch: Any, model: Any, eos: int) -> None:
+    """Give the random model two properties real models have, so that generation ends.
+
+    * Peaked next-token distributions: the LM head is scaled so that logits have a standard
+      deviation near ``_LOGIT_STD`` (a plain 0.02 init gives a nearly uniform distribution).
+    * EOS is likely whenever the constraint allows it: hidden dimension 0 is held constant
+      (every embedding has ``_CONST`` there and no layer writes it), and only EOS reads it in
+      the LM head, which gives EOS a fixed logit bias of about ``_EOS_BIAS``. Free text then
+      ends after a few dozen tokens, an ``int`` after a few digits, and a closed JSON object
+      at once; without it a random model never stops.
+    """
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:, 0] = _CONST
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight[0, :] = 0.0
+            layer.mlp.down_proj.weight[0, :] = 0.0
+        probe = torch.arange(4, min(260, model.config.vocab_size)).unsqueeze(0)
+        hidden = model.model(input_ids=probe).last_hidden_state[0]
+        norm = float(hidden[:, 1:].norm(dim=-1).mean())
+        head = model.lm_head.weight
+        head.normal_(0.0, _LOGIT_STD / norm)
+        head[:, 0] = 0.0
+        head[eos, 0] = _EOS_BIAS / float(hidden[:, 0].mean())
+
+
 def _fingerprint(path: pathlib.Path) -> str:
     digest = hashlib.sha256()
     for name in sorted(p.name for p in path.iterdir()):
@@ -343,7 +371,7 @@ def build_tiny_model(
         try:
             config = Qwen3Config(
                 vocab_size=vocab_size,
-                tie_word_embeddings=True,
+                tie_word_embeddings=False,
                 bos_token_id=pad,
                 eos_token_id=eos,
                 pad_token_id=pad,
@@ -351,6 +379,7 @@ def build_tiny_model(
             )
             model: Any = Qwen3ForCausalLM(config)
             model.eval()
+            _shape_logits(torch, model, eos)
         finally:
             torch.random.set_rng_state(generator_state)
         model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]

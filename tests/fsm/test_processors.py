@@ -216,3 +216,45 @@ def test_apply_token_bitmask_numpy_matches_torch(vocab: int) -> None:
     s_t = torch.zeros((3, vocab))
     apply_token_bitmask(s_t, torch.from_numpy(words32))
     assert torch.isfinite(s_t).tolist() == expected
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "pattern", [r"[a-z]{3}-[0-9]{2}", r"(yes|no|maybe)", r"\{\"n\":[0-9]\}", r"[0-9]{2,4}"]
+)
+def test_transformers_generate_with_the_real_masker(
+    tmp_path_factory: pytest.TempPathFactory, pattern: str
+) -> None:
+    import re
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    from outlines_like.fsm import Vocabulary, compile_constraint
+    from outlines_like.server.tiny import build_tiny_model
+    from outlines_like.types import Regex
+
+    transformers.utils.logging.disable_progress_bar()
+    path = str(build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache"))
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    compiled = compile_constraint(Regex(pattern), Vocabulary.from_transformers(tok))
+    proc = LogitsProcessor(compiled)
+    prompts = ["hello", "the answer is a long prompt"]
+    tok.padding_side = "left"
+    inputs = tok(prompts, return_tensors="pt", padding=True)
+    torch.manual_seed(0)
+    out = model.generate(
+        **inputs,
+        logits_processor=transformers.LogitsProcessorList([proc]),
+        max_new_tokens=30,
+        do_sample=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    assert proc.prompt_length == inputs["input_ids"].shape[1]
+    for row in out[:, inputs["input_ids"].shape[1] :]:
+        text = tok.decode(row, skip_special_tokens=True)
+        assert re.fullmatch(pattern, text), text
+    # generate() stops after sampling the last EOS, so it is never fed back to the matchers
+    assert len(proc.matchers) == 2

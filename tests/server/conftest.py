@@ -1,4 +1,4 @@
-"""Fixtures for the reference server: the tiny model (built once per session), an engine, a server."""
+"""Reference-server fixtures: the tiny model (built once per session), an engine, a server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reference server over real HTTP: dialects enforced, streaming shapes, n, seed, stop, errors."""
+"""The reference server over real HTTP: dialects, streaming shapes, n, seed, stop, errors."""
 
 from __future__ import annotations
 
@@ -123,7 +123,8 @@ def test_streaming_chunks_and_usage(server: Any, client: Any) -> None:
     finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert [c.choices[0].finish_reason for c in finals] == ["stop"]
     assert chunks[-1].choices == []
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 2
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens >= 2
     assert all(c.usage is None for c in chunks[:-1])
     # the raw wire: SSE lines ending with [DONE]
     body = {"model": "tiny", "messages": MESSAGES, "max_tokens": 3, "stream": True}
@@ -137,7 +138,8 @@ def test_streaming_completions(client: Any) -> None:
             model="tiny", prompt="x", max_tokens=4, stream=True, temperature=0
         )
     )
-    assert chunks and all(c.object == "text_completion" for c in chunks)
+    assert chunks
+    assert all(c.object == "text_completion" for c in chunks)
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 

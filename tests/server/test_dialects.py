@@ -64,7 +64,8 @@ def test_every_dialect_field_is_read(body: dict[str, Any], kind: type, field: st
 def test_grammar_syntax_is_detected() -> None:
     gbnf = read_constraint({"grammar": GBNF})
     lark = read_constraint({"grammar": LARK})
-    assert gbnf is not None and lark is not None
+    assert gbnf is not None
+    assert lark is not None
     assert gbnf.term.syntax == "ebnf"  # type: ignore[attr-defined]
     assert lark.term.syntax == "lark"  # type: ignore[attr-defined]
 

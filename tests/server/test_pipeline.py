@@ -78,11 +78,14 @@ def test_seeded_sampling_is_reproducible(pipeline: Any, seed: int | None, same: 
 
 
 def test_max_tokens_and_length(pipeline: Any) -> None:
+    from outlines_like.fsm import Vocabulary, compile_constraint
     from outlines_like.server.pipeline import GenerationRequest, SamplingParams
+    from outlines_like.types import Regex
 
-    got = _run(
-        pipeline, [GenerationRequest("m", [5, 6], SamplingParams(max_tokens=3, temperature=0))]
-    )
+    vocab = Vocabulary.from_transformers(pipeline.tokenizer)
+    compiled = compile_constraint(Regex("[a-z]{40}"), vocab)
+    params = SamplingParams(max_tokens=3, temperature=0)
+    got = _run(pipeline, [GenerationRequest("m", [5, 6], params, compiled)])
     tokens, _, reason = got["m"]
     assert len(tokens) == 3
     assert reason == "length"

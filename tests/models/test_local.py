@@ -1,0 +1,172 @@
+"""from_transformers on the tiny model: every output type gives valid output, same API as remote."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import pathlib
+import re
+from typing import Any, Literal
+
+import pydantic
+import pytest
+
+pytestmark = pytest.mark.torch
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Pet(pydantic.BaseModel):
+    kind: Literal["cat", "dog"]
+    age: int = pydantic.Field(ge=0, le=20)
+    name: str = pydantic.Field(pattern="^[a-z]{2,5}$")
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("torch")
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from outlines_like.models.local import from_transformers
+    from outlines_like.server.tiny import build_tiny_model
+
+    transformers.utils.logging.disable_progress_bar()
+    path: pathlib.Path = build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache")
+    model = AutoModelForCausalLM.from_pretrained(str(path))
+    return from_transformers(model, AutoTokenizer.from_pretrained(str(path)))
+
+
+def _lark() -> Any:
+    from outlines_like.types import CFG
+
+    return CFG('start: "answer: " ANSWER "."\nANSWER: "yes" | "no"')
+
+
+@pytest.mark.parametrize(
+    ("output_type", "check"),
+    [
+        (int, lambda v: isinstance(v, int)),
+        (bool, lambda v: isinstance(v, bool)),
+        (Literal["yes", "no", "maybe"], lambda v: v in ("yes", "no", "maybe")),
+        (Color, lambda v: isinstance(v, Color)),
+        (dt.date, lambda v: isinstance(v, dt.date)),
+        (Pet, lambda v: isinstance(v, Pet)),
+        ("regex", lambda v: re.fullmatch(r"[A-Z]{2}-[0-9]{3}", v)),
+        ("choice", lambda v: v in ("north", "south")),
+        ("schema", lambda v: isinstance(v, dict) and v["n"] in range(10)),
+        ("lark", lambda v: v in ("answer: yes.", "answer: no.")),
+    ],
+)
+def test_parse_gives_a_valid_value_for_every_output_type(
+    local: Any, output_type: Any, check: Any
+) -> None:
+    from outlines_like.types import Choice, JsonSchema, Regex
+
+    resolved = (
+        {
+            "regex": Regex(r"[A-Z]{2}-[0-9]{3}"),
+            "choice": Choice(["north", "south"]),
+            "schema": JsonSchema(
+                {
+                    "type": "object",
+                    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+                    "required": ["n"],
+                }
+            ),
+            "lark": _lark(),
+        }.get(output_type, output_type)
+        if isinstance(output_type, str)
+        else output_type
+    )
+    value = local.parse("Answer me.", resolved, max_tokens=120, temperature=0.7, seed=1)
+    assert check(value), value
+
+
+def test_call_returns_text_and_n_gives_a_list(local: Any) -> None:
+    text = local("hi", int, max_tokens=100, seed=3)
+    assert re.fullmatch(r"-?(0|[1-9][0-9]*)", text)
+    texts = local("hi", Literal["a", "b"], n=3, seed=3)
+    assert len(texts) == 3
+    assert set(texts) <= {"a", "b"}
+
+
+def test_free_text_and_usage(local: Any) -> None:
+    before = local.usage.completion_tokens
+    result = local.complete("hello", max_tokens=4, temperature=0)
+    assert result.finish_reason in ("stop", "length")
+    assert result.usage.completion_tokens <= 4
+    assert local.usage.completion_tokens == before + result.usage.completion_tokens
+
+
+def test_stream_concatenates_to_a_valid_answer(local: Any) -> None:
+    from outlines_like.types import Regex
+
+    pieces = list(local.stream("go", Regex("[a-z]{4}-[0-9]{2}"), max_tokens=30, seed=2))
+    assert len(pieces) >= 2
+    assert re.fullmatch("[a-z]{4}-[0-9]{2}", "".join(pieces))
+
+
+def test_batch_keeps_prompt_order(local: Any) -> None:
+    out = local.batch(["a", "b", "c"], Literal["x", "y"], temperature=0)
+    assert len(out) == 3
+    assert set(out) <= {"x", "y"}
+    # greedy: each equals the same prompt run alone
+    assert out == [local(p, Literal["x", "y"], temperature=0) for p in ["a", "b", "c"]]
+
+
+def test_chat_prompts_use_the_chat_template(local: Any) -> None:
+    from outlines_like.inputs import Chat
+
+    chat = Chat([{"role": "system", "content": "be brief"}, {"role": "user", "content": "n?"}])
+    assert local.parse(chat, int, max_tokens=12, seed=4) is not None
+
+
+def test_truncated_constrained_output(local: Any) -> None:
+    from outlines_like.errors import GenerationError
+    from outlines_like.models._core import TruncatedOutputWarning
+    from outlines_like.types import Regex
+
+    with pytest.raises(GenerationError) as info:
+        local.parse("x", Regex("[a-z]{30}"), max_tokens=2)
+    assert info.value.reason == "length"
+    with pytest.warns(TruncatedOutputWarning):
+        local("x", Regex("[a-z]{30}"), max_tokens=2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"bogus": 1}, TypeError), ({"n": 0}, ValueError), ({"max_tokens": 0}, ValueError)],
+)
+def test_bad_arguments(local: Any, kwargs: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        local("x", int, **kwargs)
+
+
+def test_image_prompts_are_refused(local: Any) -> None:
+    with pytest.raises(TypeError, match="str or a Chat"):
+        local([object()], int)
+
+
+def test_reasoning_mode_leaves_thinking_free(local: Any) -> None:
+    from outlines_like.models.local import from_transformers
+    from outlines_like.types import Regex
+
+    tok = local.tokenizer
+    # The tiny model's greedy first token stands in for </think>: thinking ends at once, then
+    # the constraint applies. (A random model never writes a real </think>.)
+    first = local._pipeline.tokenizer.decode([_greedy_first(local)])
+    thinker = from_transformers(local.model, tok)
+    thinker.think_end_token_id = _greedy_first(local)
+    result = thinker.complete("q", Regex("[0-9]{3}"), temperature=0, max_tokens=20)
+    assert result.raw.startswith(first)
+    assert re.search("[0-9]{3}$", result.raw)
+
+
+def _greedy_first(local: Any) -> int:
+    ids = local._prompt_ids("q", {})
+    logits = local.model(__import__("torch").tensor([ids])).logits[0, -1]
+    return int(logits.argmax())

@@ -74,6 +74,12 @@ class LALRParser:
             self._accepts_end[config] = result
         return result
 
+    def trim(self, limit: int) -> None:
+        """Clear the memo tables that grew past ``limit`` entries."""
+        for memo in (self._feed, self._accepts_end):
+            if len(memo) >= limit:
+                memo.clear()
+
     def top(self, config: Hashable) -> int:
         """Return the LALR state on top of the stack (it selects Lark's lexer context)."""
         return config[-1]  # type: ignore[index,no-any-return]
@@ -145,6 +151,12 @@ class GLRParser:
             result = any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
             self._accepts_end[config] = result
         return result
+
+    def trim(self, limit: int) -> None:
+        """Clear the memo tables that grew past ``limit`` entries."""
+        for memo in (self._feed, self._feed_stack, self._accepts_end, self._expected):
+            if len(memo) >= limit:
+                memo.clear()
 
     def expected(self, config: Hashable) -> frozenset[str]:
         """Return the symbols some stack has an action for (terminals are upper-case-ish)."""

@@ -2,17 +2,24 @@ r"""Token masks for context-free grammars: Lark's LALR tables plus a byte-level 
 
 How it works:
 
-* The grammar (Lark syntax; EBNF/GBNF arrives converted by ``CFG.lark``) is built with
-  ``lark.Lark(..., parser="lalr")``. Its LALR table drives our own parser, which keeps only the
-  stack of LALR states (no values, no callbacks), so a parser configuration is a hashable tuple.
+* The grammar (Lark syntax; EBNF/GBNF arrives converted by ``CFG.lark``) is loaded by Lark,
+  start rule ``start``. When it is LALR(1), Lark's table drives our own parser
+  (:class:`~outlines_like.fsm._grammar_parser.LALRParser`), which keeps only the stack of LALR
+  states, so a parser configuration is a hashable tuple. Otherwise (shift/reduce or
+  reduce/reduce conflicts) a GLR parser runs the LALR(1) automaton with the conflicting actions
+  kept, and a configuration is the set of the stacks alive: the matcher then accepts the
+  grammar's whole language, as Lark's Earley parser does.
 * Lexing follows Lark's contextual lexer: in LALR state ``s`` the lexer knows only the terminals
   of ``s`` plus the ``%ignore`` ones. Each such terminal set gets a product byte DFA
-  (:mod:`outlines_like.fsm._grammar_lexer`).
-* A matcher state is ``(LALR stack, lexer DFA state)``. The mask of a state is computed once, by
-  walking the whole vocabulary through the lexer DFA with numpy (:func:`~._grammar_walk.walk`);
-  tokens that run past the end of a lexeme continue, from the next byte, in the lexer of the
-  parser state the finished terminal leads to, and so on (a token may finish several terminals,
-  ``%ignore`` ones included). Masks are cached per state, so the steady state is a row copy.
+  (:mod:`outlines_like.fsm._grammar_lexer`). Under GLR the set is the terminals some stack can
+  shift next, plus ``%ignore``.
+* A matcher state is ``(configuration, lexer DFA state)``. Its mask is computed once and cached,
+  so the steady state is a 4·ceil(V/32)-byte row copy. Computing it takes two numpy walks over
+  the vocabulary: (1) every token through the lexer DFA alone, shared by all configurations
+  with the same lexer context (inside a JSON string at any depth, say); (2) the tokens that
+  ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
+  over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
+  token finishing any number of terminals (``%ignore`` ones included) is still one walk.
 
 Lexing semantics (maximal munch without backtracking): a lexeme goes on as long as the next
 byte can extend it (some terminal of the context can still match); it ends only when the next
@@ -25,14 +32,18 @@ parser="lalr")``. Where Lark's lexer would backtrack (a lexeme that runs into a 
 as ``1.`` followed by ``x`` for a number terminal ``[0-9]+(\.[0-9]+)?``), the matcher is
 stricter: it never splits a lexeme that could still grow. Terminal priorities order the
 choice between terminals matching the same lexeme; they never make a shorter lexeme win.
+Under GLR a lexeme becomes every terminal of the context that matches it (each is tried).
+As in Lark, ``%ignore`` text may come before the first and after the last token.
 
 Rejection contract: see :mod:`outlines_like.fsm._protocols` (``advance`` raises
 :class:`~outlines_like.fsm._protocols.RejectedTokenError` and leaves the state unchanged; EOS is
-allowed exactly when the text so far is a complete sentence; special tokens never are).
+allowed exactly when the text so far is a complete sentence; special tokens never are; a
+finished matcher allows only EOS).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -72,7 +83,9 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 _COMPILED_KEY = "fsm.grammar.compiled"
 _MAX_CACHED_GRAMMARS = 32
 _MAX_CACHED_MASKS = 4096
+_PYTHON_TAIL = 24  # walk this few tokens byte by byte rather than column by column
 _MAX_DFA_STATES = 65_536  # the matcher-state DFA is cleared past this (256 int32 per state)
+_MAX_MEMO = 500_000  # parser and lexer memo tables are cleared past this many entries
 
 # A parser configuration: an LALR stack (tuple of states) or, for GLR, a frozenset of stacks.
 Config = Hashable
@@ -221,6 +234,30 @@ class _MatcherDFA:
             out = np.where(index >= 0, targets[index], out)
         self.trans[sid * 256 : sid * 256 + 256] = out
 
+    def _walk_tail(
+        self,
+        ids: npt.NDArray[np.int64],
+        positions: npt.NDArray[np.int64],
+        states: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Finish a few items byte by byte in Python."""
+        table = self._owner._table
+        tokens = self._owner._vocab.tokens
+        out_states = []
+        for token_id, position, state in zip(
+            ids.tolist(), positions.tolist(), states.tolist(), strict=True
+        ):
+            for byte in tokens[token_id][position - int(table.starts[token_id]) :]:
+                if not state:
+                    break
+                nxt = int(self.trans[state * 256 + byte])
+                if nxt < 0:
+                    self._expand(state)
+                    nxt = int(self.trans[state * 256 + byte])
+                state = nxt
+            out_states.append(state)
+        return ids, np.asarray(out_states, dtype=np.int64)
+
     def _template(
         self, cid: int, lex: int, next_cid: int
     ) -> tuple[list[int], npt.NDArray[np.intp]]:
@@ -280,6 +317,11 @@ class _MatcherDFA:
                 )
                 if not cut:
                     break
+            if len(ids) <= _PYTHON_TAIL:  # a few long tokens left: numpy calls cost more
+                tail_ids, tail_states = self._walk_tail(ids, pos + column, states)
+                end_ids.append(tail_ids)
+                end_states.append(tail_states)
+                break
             flat = states * 256 + buf.take(pos + column)
             nxt = self.trans.take(flat)
             unbuilt = nxt < 0
@@ -373,6 +415,7 @@ class CompiledGrammar(Compiled):
         self._masks: dict[tuple[Config, int], Row] = {}
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
+        self._lock = threading.RLock()
         self.initial_config: Config = self._parser.initial
         self._finished_row = self._row_from_bool(np.zeros(self._table.size, dtype=np.bool_), True)
 
@@ -528,26 +571,34 @@ class CompiledGrammar(Compiled):
         found = self._steps.get(key)
         if found is not None:
             return found
-        state: tuple[Config, int] | None = (stack, lex)
-        for byte in self._vocab.tokens[token_id]:
-            if state is None:
-                return None
-            state = self._step_byte(state[0], state[1], byte)
-        if state is not None:
-            self._steps[key] = state
-        return state
+        with self._lock:
+            state: tuple[Config, int] | None = (stack, lex)
+            for byte in self._vocab.tokens[token_id]:
+                if state is None:
+                    return None
+                state = self._step_byte(state[0], state[1], byte)
+            if state is not None:
+                if len(self._steps) >= _MAX_MEMO:
+                    self._steps.clear()
+                self._steps[key] = state
+            return state
 
     # ------------------------------------------------------------------- masks
     def _mask(self, stack: Config, lex: int) -> Row:
         key = (stack, lex)
         row = self._masks.get(key)
         if row is None:
-            if len(self._dfa.states) > _MAX_DFA_STATES:
-                self._dfa.clear()
-            row = self._compute_mask(stack, lex)
-            if len(self._masks) >= _MAX_CACHED_MASKS:
-                self._masks.pop(next(iter(self._masks)))
-            self._masks[key] = row
+            with self._lock:  # the lazy tables below are shared by every matcher
+                if len(self._dfa.states) > _MAX_DFA_STATES:
+                    self._dfa.clear()
+                for memo in (self._after_memo, self._ok_terms):
+                    if len(memo) >= _MAX_MEMO:
+                        memo.clear()
+                self._parser.trim(_MAX_MEMO)
+                row = self._compute_mask(stack, lex)
+                if len(self._masks) >= _MAX_CACHED_MASKS:
+                    self._masks.pop(next(iter(self._masks)))
+                self._masks[key] = row
         return row
 
     def _compute_mask(self, config: Config, lex: int) -> Row:

@@ -93,10 +93,20 @@ class Constraint:
             return output_type
         if output_type is None:
             return FREE_TEXT
-        return Constraint(output_type, to_term(output_type))
+        # By identity first: hashing a typing form such as Literal[...] costs microseconds.
+        hit = _BY_ID.get(id(output_type))
+        if hit is not None and hit.output_type is output_type:
+            return hit
+        constraint = Constraint(output_type, to_term(output_type))
+        if not isinstance(output_type, (dict, list)):  # mutable values are not cached
+            if len(_BY_ID) >= 1024:
+                _BY_ID.clear()
+            _BY_ID[id(output_type)] = constraint  # holds output_type: its id stays unique
+        return constraint
 
 
 FREE_TEXT = Constraint(None, None)
+_BY_ID: dict[int, Constraint] = {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,15 +162,34 @@ def _create_params(endpoint: Endpoint) -> frozenset[str]:
 
 
 def _field(obj: object, name: str) -> Any:
-    """Read ``name`` from a dict or an SDK object (extra fields included)."""
+    """Read ``name`` from a dict or an SDK object (extra fields included).
+
+    Looks in a pydantic object's ``__dict__`` and extras first: a missing attribute makes
+    pydantic raise and catch an ``AttributeError``, which costs microseconds per field.
+    """
     if isinstance(obj, Mapping):
         return obj.get(name)
-    value = getattr(obj, name, None)
-    if value is None:
-        extra = getattr(obj, "model_extra", None)
-        if isinstance(extra, Mapping):
-            value = extra.get(name)
-    return value
+    attrs = getattr(obj, "__dict__", None)
+    if attrs is not None and name in attrs:
+        return attrs[name]
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if isinstance(extra, dict):
+        return extra.get(name)
+    return getattr(obj, name, None)
+
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+
+
+def _plain_answer(message: object) -> str | None:
+    """The content when it holds no reasoning at all (the common case, read fast), else None."""
+    content = _field(message, "content")
+    if not isinstance(content, str) or "think>" in content:
+        return None
+    for name in _REASONING_FIELDS:
+        if _field(message, name):
+            return None
+    return content
 
 
 def _int(value: object) -> int:
@@ -482,7 +511,6 @@ class ModelCore(Generic[ClientT]):
             )
         usage = read_usage(_field(response, "usage"))
         self._meter.add(usage)
-        request_id = _request_id(response)
         chat = call.prompt_key == "messages"
         out = []
         for choice in choices:
@@ -491,14 +519,22 @@ class ModelCore(Generic[ClientT]):
             if chat:
                 message = _field(choice, "message")
                 if message is None:
-                    raise ProviderResponseError("a choice has no message", request_id=request_id)
+                    raise ProviderResponseError(
+                        "a choice has no message", request_id=_request_id(response)
+                    )
                 refusal = _field(message, "refusal")
                 if refusal:
-                    raise _refused(str(refusal), request_id)
-                try:
-                    reasoning, text = reasoning_from_message(message, finish_reason=finish)
-                except TypeError as exc:
-                    raise ProviderResponseError(str(exc), request_id=request_id) from exc
+                    raise _refused(str(refusal), _request_id(response))
+                plain = _plain_answer(message)
+                if plain is not None:
+                    reasoning, text = None, plain
+                else:
+                    try:
+                        reasoning, text = reasoning_from_message(message, finish_reason=finish)
+                    except TypeError as exc:
+                        raise ProviderResponseError(
+                            str(exc), request_id=_request_id(response)
+                        ) from exc
                 tool_calls = tuple(tool_calls_from_message(message))
                 if not tool_calls and call.kwargs.get("tools") and "<tool_call>" in text:
                     # A server without a tool parser: the calls are in the text.
@@ -508,7 +544,7 @@ class ModelCore(Generic[ClientT]):
                 raw_text = _field(choice, "text")
                 reasoning, text = split_reasoning(raw_text if isinstance(raw_text, str) else "")
             if finish == "content_filter":
-                raise _filtered(text, request_id)
+                raise _filtered(text, _request_id(response))
             out.append(Completion(text, reasoning, tool_calls, finish, usage, response))
         return out
 

@@ -212,3 +212,49 @@ def test_vectorised_masks_match_byte_by_byte_lexing(name: str, data: st.DataObje
     got[m.allowed_token_ids()] = True
     got[EOS_ID] = False
     np.testing.assert_array_equal(np.flatnonzero(got), np.flatnonzero(expected))
+
+
+ARITH_EBNF = r"""
+root   ::= expr
+expr   ::= term (ws [+-] ws term)*
+term   ::= factor (ws [*/] ws factor)*
+factor ::= number | "(" ws expr ws ")" | "-" factor
+number ::= [0-9]+ ("." [0-9]+)?
+ws     ::= [ ]*
+"""
+
+REAL_CASES = {
+    "json_lark": (CFG(JSON_LARK), JSON_SAMPLE),
+    "arith_lark": (CFG(ARITH_LARK), ARITH_SAMPLE),
+    "arith_ebnf": (CFG(ARITH_EBNF, "ebnf"), ARITH_SAMPLE),
+}
+
+
+@pytest.mark.vocab
+@pytest.mark.parametrize("vocab_name", ["llama3", "qwen3"])
+@pytest.mark.parametrize("case", sorted(REAL_CASES))
+def test_bench_samples_on_real_vocabularies(
+    request: pytest.FixtureRequest, vocab_name: str, case: str
+) -> None:
+    """The harness's grammar walks, on the real BPE tokenization (run with ``-m vocab``)."""
+    if "vocab" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("real-vocabulary test: run with -m vocab")
+    from outlines_like.fsm.vocabulary import Vocabulary
+
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding(vocab_name)
+    tokens = [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
+    special = sorted(enc.encode_single_token(s) for s in enc.special_tokens_set)
+    eos = enc.encode_single_token({"llama3": "<|eot_id|>", "qwen3": "<|endoftext|>"}[vocab_name])
+    vocab = Vocabulary(tokens, [eos], special)
+    cfg, sample = REAL_CASES[case]
+    m = compile_grammar(cfg, vocab).matcher()
+    bitmask = np.zeros(vocab.mask_words, dtype=np.int32)
+    not_eos = np.array([s for s in special if s != eos])
+    for token in [*enc.encode_ordinary(sample), eos]:
+        m.fill_bitmask(bitmask)
+        bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")
+        assert bits[token], (case, token, tokens[token])
+        assert not bits[not_eos].any()
+        m.advance(token)
+    assert m.is_finished()

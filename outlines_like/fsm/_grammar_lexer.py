@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.fsm.regex_dfa import compile_regex
 
 __all__ = ["ContextDFA", "TerminalDFA", "build_context", "literal_dfa", "terminal_dfa"]
@@ -66,6 +66,14 @@ def _escape(ch: str) -> str:
     return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, ch)
 
 
+# Lark's common.lark terminals that use lookarounds, with the language Lark's lexer reads for
+# them written without (ESCAPED_STRING: its lazy ``.*?`` stops at the first quote not escaped
+# by an odd number of backslashes).
+_LOOKAROUND_FREE = {
+    r'".*?(?<!\\)(\\\\)*?"': r'"([^"\\\n]|\\[^\n])*"',
+}
+
+
 def terminal_dfa(name: str, kind: str, value: str, flags: Sequence[str]) -> TerminalDFA:
     """Compile one Lark terminal to a byte DFA.
 
@@ -94,7 +102,14 @@ def terminal_dfa(name: str, kind: str, value: str, flags: Sequence[str]) -> Term
             dfa = compile_regex("".join(parts))
             return _with_dead_row(dfa.transitions, dfa.accepting, dfa.start)
     elif not flag_set:
-        dfa = compile_regex(value)
+        try:
+            dfa = compile_regex(_LOOKAROUND_FREE.get(value, value))
+        except InvalidConstraintError as exc:
+            if "not supported" in str(exc):  # a valid Python regex the byte DFA cannot express
+                raise UnsupportedConstraintError(
+                    f"grammar terminal {name}: {exc}; rewrite the pattern without it"
+                ) from exc
+            raise
         return _with_dead_row(dfa.transitions, dfa.accepting, dfa.start)
     raise UnsupportedConstraintError(
         f"grammar terminal {name} uses the regex flags {''.join(sorted(flag_set))!r}, which the "

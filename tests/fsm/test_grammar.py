@@ -47,6 +47,19 @@ NAME: /[a-z]+/
 %ignore " "
 """
 
+# Lark's own tutorial grammar: common.lark terminals (ESCAPED_STRING uses a lookbehind).
+LARK_TUTORIAL_JSON = r"""
+start: value
+?value: dict | list | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
+list : "[" [value ("," value)*] "]"
+dict : "{" [pair ("," pair)*] "}"
+pair : ESCAPED_STRING ":" value
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+"""
+
 # Not LALR(1): the optional spaces make a shift/reduce conflict (Lark's LALR would reject
 # "1 + 2"); the matcher runs it with its GLR parser.
 ARITH_WS = r"""
@@ -163,6 +176,9 @@ def test_json_accept_reject(json_grammar: CompiledGrammar, text: bytes, expected
         (KEYWORDS, b"x; let a = b; xy;", "complete"),
         # after "let" only a NAME can come, so Lark's contextual lexer reads "let" as a NAME
         (KEYWORDS, b"let let = x;", "complete"),
+        (LARK_TUTORIAL_JSON, b'{"a": [1, -2.5e3, "x\\"y\\\\"]}', "complete"),
+        (LARK_TUTORIAL_JSON, b'["a\\"]', "prefix"),  # the quote is escaped
+        (LARK_TUTORIAL_JSON, b'["a"b"]', "rejected"),
         (ARITH_WS, b"1 + 2", "complete"),
         (ARITH_WS, b"( 1  +  2 ) * 3", "complete"),
         (ARITH_WS, b"1 + ", "prefix"),
@@ -295,6 +311,7 @@ def test_fill_bitmask_wrong_size(json_grammar: CompiledGrammar) -> None:
         ("start: B\nB: /x*/", InvalidConstraintError, "zero-width"),
         ('start: "a"\n%ignore /x*/', InvalidConstraintError, "zero-width"),
         ("start: A\nA: /ab/i", UnsupportedConstraintError, "flags"),
+        ("start: A\nA: /a(?=b)b/", UnsupportedConstraintError, "lookaround"),
         ('other: "a"', InvalidConstraintError, "start"),
     ],
 )

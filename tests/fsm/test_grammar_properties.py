@@ -20,6 +20,7 @@ from tests.fsm.test_grammar import (
     EOS_ID,
     JSON_LARK,
     KEYWORDS,
+    LARK_TUTORIAL_JSON,
     TOKEN_ID,
     VOCAB,
     greedy,
@@ -32,6 +33,7 @@ GRAMMARS = {
     "json": (JSON_LARK, "lalr"),
     "arith": (ARITH_LARK, "lalr"),
     "keywords": (KEYWORDS, "lalr"),
+    "lark_tutorial_json": (LARK_TUTORIAL_JSON, "lalr"),
     "arith_ws_glr": (ARITH_WS, "earley"),
 }
 

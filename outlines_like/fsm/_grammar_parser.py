@@ -21,8 +21,8 @@ Stack = tuple[int, ...]
 
 # Bounds on the GLR search, so that a highly ambiguous grammar degrades (some continuations
 # dropped) instead of hanging: stacks kept per configuration, and stacks explored per feed.
-_MAX_STACKS = 256
-_MAX_EXPLORED = 4096
+_MAX_STACKS = 64
+_MAX_EXPLORED = 512
 
 
 class LALRParser:
@@ -199,6 +199,48 @@ class GLRParser:
                     work.append(reduced)
         found = self._feed_stack[key] = tuple(results)
         return found
+
+
+def hidden_left_recursion(rules: list[Any]) -> str | None:
+    """Return a rule left-recursive through a nullable prefix (``a: b a "x"``, ``b:`` empty).
+
+    Such a rule needs unboundedly many empty reductions before the first token, which a GLR
+    parser on an LR automaton cannot enumerate; None when there is none.
+    """
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for rule in rules:
+            name = rule.origin.name
+            if name not in nullable and all(
+                not sym.is_term and sym.name in nullable for sym in rule.expansion
+            ):
+                nullable.add(name)
+                changed = True
+    # edges origin -> nonterminal at the left edge, marked hidden when a nullable precedes it
+    edges: dict[str, set[tuple[str, bool]]] = {}
+    for rule in rules:
+        for i, sym in enumerate(rule.expansion):
+            if sym.is_term:
+                break
+            edges.setdefault(rule.origin.name, set()).add((sym.name, i > 0))
+            if sym.name not in nullable:
+                break
+    for start in edges:
+        # search for a path back to `start` that uses at least one hidden edge
+        seen: set[tuple[str, bool]] = set()
+        stack = [(start, False)]
+        while stack:
+            node, hidden = stack.pop()
+            for nxt, edge_hidden in edges.get(node, ()):
+                state = (nxt, hidden or edge_hidden)
+                if nxt == start and state[1]:
+                    return start
+                if state not in seen:
+                    seen.add(state)
+                    stack.append(state)
+    return None
 
 
 def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:

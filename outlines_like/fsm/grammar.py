@@ -52,7 +52,12 @@ import numpy.typing as npt
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.fsm._grammar_lexer import ContextDFA, TerminalDFA, build_context, terminal_dfa
-from outlines_like.fsm._grammar_parser import GLRParser, LALRParser, build_glr
+from outlines_like.fsm._grammar_parser import (
+    GLRParser,
+    LALRParser,
+    build_glr,
+    hidden_left_recursion,
+)
 from outlines_like.fsm._grammar_walk import TokenTable, token_table, walk
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.types import CFG
@@ -370,6 +375,14 @@ class CompiledGrammar(Compiled):
                 self._parser = LALRParser(parser.parser.parser._parse_table)
                 self._contextual: Any = parser.parser.lexer
             else:
+                looping = hidden_left_recursion(rules)
+                if looping is not None:
+                    raise UnsupportedConstraintError(
+                        f"the grammar is not LALR(1) and rule '{looping}' is left-recursive "
+                        "through a prefix that can be empty (e.g. `a: ws a x` with `ws` "
+                        "optional); the token masker cannot run it. Move the optional part "
+                        "after the recursion (`a: a ws x`) or make it non-empty."
+                    )
                 self._parser = glr
                 self._contextual = None
         except AttributeError as exc:  # pragma: no cover - guards against lark internals moving

@@ -312,6 +312,8 @@ def test_fill_bitmask_wrong_size(json_grammar: CompiledGrammar) -> None:
         ('start: "a"\n%ignore /x*/', InvalidConstraintError, "zero-width"),
         ("start: A\nA: /ab/i", UnsupportedConstraintError, "flags"),
         ("start: A\nA: /a(?=b)b/", UnsupportedConstraintError, "lookaround"),
+        ('start: a\na: b a "x" | "y"\nb:', UnsupportedConstraintError, "rule 'a' is left-rec"),
+        ('start: s\ns: s s | "a" |', UnsupportedConstraintError, "rule 's' is left-recursive"),
         ('other: "a"', InvalidConstraintError, "start"),
     ],
 )

@@ -168,22 +168,38 @@ class _Lexed:
     context shares it (inside a JSON string, say, at any depth).
     """
 
-    __slots__ = ("end_ids", "end_states", "groups")
+    __slots__ = ("end_rows", "groups")
 
     def __init__(self, context: ContextDFA, lex: int, table: TokenTable) -> None:
         ids = table.text_ids
         res = walk(table, context.flat, lex, ids, accepting=context.accepting)
-        self.end_ids = ids[res.end_items]
-        self.end_states = res.end_states
+        # tokens that stay inside the lexeme: one packed row per lexer state they end in
+        self.end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
+        end_ids = ids[res.end_items]
+        for state in np.unique(res.end_states).tolist():
+            bits = np.zeros(table.size, dtype=np.bool_)
+            bits[end_ids[res.end_states == state]] = True
+            self.end_rows.append((state, _pack(bits)))
         classes = context.winner[res.stop_states]
         stop_ids = ids[res.stop_items]
-        self.groups: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        self.groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
         for cls in np.unique(classes).tolist():
             sel = classes == cls
             cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
             # longest rest first: the matcher-state walk then slices instead of filtering
             order = np.argsort(cls_offsets - table.lengths[cls_ids], kind="stable")
-            self.groups[cls] = (cls_ids[order], cls_offsets[order])
+            self.groups[cls] = (
+                cls_ids[order].astype(np.int32),
+                cls_offsets[order].astype(np.int32),
+            )
+
+
+def _pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+    """Pack a boolean row into the bytes of ``ceil(V / 32)`` little-endian int32 words."""
+    packed = np.packbits(bits, bitorder="little")
+    out = np.zeros(-(-len(bits) // 32) * 4, dtype=np.uint8)
+    out[: len(packed)] = packed
+    return out
 
 
 class _MatcherDFA:
@@ -241,10 +257,10 @@ class _MatcherDFA:
 
     def _walk_tail(
         self,
-        ids: npt.NDArray[np.int64],
+        ids: npt.NDArray[np.int32],
         positions: npt.NDArray[np.int64],
         states: npt.NDArray[np.int64],
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """Finish a few items byte by byte in Python."""
         table = self._owner._table
         tokens = self._owner._vocab.tokens
@@ -289,10 +305,10 @@ class _MatcherDFA:
 
     def walk(
         self,
-        ids: npt.NDArray[np.int64],
-        offsets: npt.NDArray[np.int64],
+        ids: npt.NDArray[np.int32],
+        offsets: npt.NDArray[np.int32],
         start: int,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """Walk token ``ids[i]`` from byte ``offsets[i]``, all from state ``start``.
 
         The items must be ordered by remaining length, longest first: the items still walking
@@ -306,7 +322,7 @@ class _MatcherDFA:
         pos = table.starts[ids] + offsets
         neg_remaining = offsets - table.lengths[ids]
         states = np.full(len(ids), start, dtype=np.int64)
-        end_ids: list[npt.NDArray[np.int64]] = []
+        end_ids: list[npt.NDArray[np.int32]] = []
         end_states: list[npt.NDArray[np.int64]] = []
         column = 0
         while len(ids):
@@ -348,7 +364,7 @@ class _MatcherDFA:
                         states[live],
                     )
         if not end_ids:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
         return np.concatenate(end_ids), np.concatenate(end_states)
 
 
@@ -430,7 +446,10 @@ class CompiledGrammar(Compiled):
         self._dfa = _MatcherDFA(self)
         self._lock = threading.RLock()
         self.initial_config: Config = self._parser.initial
-        self._finished_row = self._row_from_bool(np.zeros(self._table.size, dtype=np.bool_), True)
+        finished = np.zeros(self._table.size, dtype=np.bool_)
+        finished[self._eos] = True
+        self._finished_row: Row = _pack(finished).view(np.int32)
+        self._finished_row.flags.writeable = False
 
     # ------------------------------------------------------------------ public
     @property
@@ -622,8 +641,6 @@ class CompiledGrammar(Compiled):
         if static is None:
             static = _Lexed(self._contexts[cid], lex, table)
             self._static[(cid, lex)] = static
-        viable = self._viable(config, cid)
-        allowed[static.end_ids[viable[static.end_states]]] = True
         # Tokens that finished a lexeme go on, from the byte that did not fit, in the lazy DFA
         # over whole matcher states, each from the state its terminal leads to.
         for cls, (cls_ids, cls_offsets) in static.groups.items():
@@ -632,18 +649,16 @@ class CompiledGrammar(Compiled):
                 continue
             end_ids, end_states = self._dfa.walk(cls_ids, cls_offsets, self._dfa.state(after, 0))
             allowed[end_ids[self._dfa.viable[end_states]]] = True
-        return self._row_from_bool(allowed, self._eos_ok(config, lex))
-
-    def _row_from_bool(self, allowed: npt.NDArray[np.bool_], eos: bool) -> Row:
-        if eos:
+        if self._eos_ok(config, lex):
             allowed[self._eos] = True
-        packed = np.packbits(allowed, bitorder="little")
-        words = (self._table.size + 31) // 32
-        padded = np.zeros(words * 4, dtype=np.uint8)
-        padded[: len(packed)] = packed
-        row = padded.view(np.int32)
-        row.flags.writeable = False
-        return row
+        packed = _pack(allowed)
+        viable = self._viable(config, cid)
+        for state, row in static.end_rows:
+            if viable[state]:
+                np.bitwise_or(packed, row, out=packed)
+        mask = packed.view(np.int32)
+        mask.flags.writeable = False
+        return mask
 
 
 class GrammarMatcher:

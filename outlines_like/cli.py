@@ -26,6 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-batch-size", type=int, default=64)
     serve.add_argument("--max-tokens-limit", type=int, default=2048)
     serve.add_argument("--compile-timeout", type=float, default=10.0, help="seconds per constraint")
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: 1 for tiny, else torch's)",
+    )
     serve.add_argument("--log-level", default="info")
 
     demo = sub.add_parser(
@@ -49,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_batch_size=args.max_batch_size,
             max_tokens_limit=args.max_tokens_limit,
             compile_timeout=args.compile_timeout,
+            torch_threads=args.threads,
         )
         serve(config, host=args.host, port=args.port, log_level=args.log_level)
         return 0

@@ -167,14 +167,16 @@ def _field(obj: object, name: str) -> Any:
     Looks in a pydantic object's ``__dict__`` and extras first: a missing attribute makes
     pydantic raise and catch an ``AttributeError``, which costs microseconds per field.
     """
-    if isinstance(obj, Mapping):
+    if type(obj) is dict:
         return obj.get(name)
     attrs = getattr(obj, "__dict__", None)
     if attrs is not None and name in attrs:
         return attrs[name]
     extra = getattr(obj, "__pydantic_extra__", None)
-    if isinstance(extra, dict):
+    if type(extra) is dict:
         return extra.get(name)
+    if isinstance(obj, Mapping):  # after the fast paths: an ABC check is slow
+        return obj.get(name)
     return getattr(obj, name, None)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
-from outlines_like.errors import GenerationError, ProviderResponseError
+from outlines_like.errors import APIError, GenerationError, ProviderResponseError
 from outlines_like.inputs import to_messages, to_prompt_text
 from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy
@@ -419,7 +419,14 @@ class ModelCore(Generic[ClientT]):
         if model is None:
             ids: Sequence[str] = info.model_ids
             if not ids:
-                ids = yield ListModels()
+                try:
+                    ids = yield ListModels()
+                except APIError as exc:
+                    exc.message = (
+                        f"could not list the {info.kind} server's models to pick one "
+                        f"({exc.message}); pass model_name=... or model=..."
+                    )
+                    raise
             model = self._default_model = _pick_model(ids, info.kind)
         return target, model
 

@@ -329,6 +329,23 @@ def test_several_models_and_none_chosen_is_an_error() -> None:
     assert model("x", model="b") == "ok"
 
 
+def test_unlistable_models_say_what_to_do() -> None:
+    fake = FakeServer()
+    fake.models = ()
+
+    def no_route(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(404, json={"error": {"message": "no route"}})
+
+    http = httpx2.Client(transport=httpx2.MockTransport(no_route))
+    client = openai.OpenAI(base_url=fake.url(), api_key="x", http_client=http)
+    with pytest.raises(
+        NotFoundError, match=r"could not list the vllm server's models.*model_name="
+    ):
+        m.from_vllm(client)("x")
+    with pytest.raises(ValueError, match="lists no models"):
+        m.from_vllm(fake.client())("x")
+
+
 def test_detection_is_lazy_and_cached() -> None:
     fake = FakeServer(chat_body("7"), chat_body("8"), models=("tiny",), owned_by="vllm")
     model = m.from_server(fake.client())

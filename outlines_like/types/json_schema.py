@@ -371,15 +371,24 @@ def _complement(ranges: _Ranges) -> _Ranges:
 
 
 def _class_char(cp: int) -> str:
+    if cp < 0x20 or cp == 0x7F:
+        return f"\\x{cp:02x}"
     c = chr(cp)
     return "\\" + c if c in "\\]^-[" else c
+
+
+def _class_body(ranges: _Ranges) -> str:
+    return "".join(
+        _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}" for lo, hi in ranges
+    )
 
 
 def _ranges_to_json_rx(ranges: _Ranges) -> _Rx:
     r"""Regex for the JSON-string text of one character from ``ranges``.
 
-    Characters JSON must escape (``"``, ``\\``, control characters) become their escape as
-    ``json.dumps`` writes it; surrogates (never valid alone) are dropped.
+    Characters JSON must escape (``"``, ``\``, control characters) become their escape as
+    ``json.dumps`` writes it; surrogates (never valid alone) are dropped. Wide sets are written
+    as a negated class (``[^...]``), which engines and generators handle faster.
     """
     ranges = _normalise(ranges)
     unsafe = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), _SURROGATES]
@@ -390,20 +399,28 @@ def _ranges_to_json_rx(ranges: _Ranges) -> _Rx:
         if max(lo, a) <= min(hi, b)
     )
     alternatives: list[str] = []
+    excluded = _complement(_normalise([*safe, _SURROGATES]))
     if safe == _complement(unsafe):
         alternatives.append(r'[^"\\\x00-\x1f]')
+    elif len(safe) == 1 and safe[0][0] == safe[0][1]:
+        alternatives.append(_esc(chr(safe[0][0])))
+    elif safe and len(excluded) < len(safe):
+        alternatives.append(f"[^{_class_body(excluded)}]")
     elif safe:
-        body = "".join(
-            _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}"
-            for lo, hi in safe
-        )
-        alternatives.append(
-            _esc(chr(safe[0][0])) if len(safe) == 1 and safe[0][0] == safe[0][1] else f"[{body}]"
-        )
-    for lo, hi in ranges:
-        for cp in range(lo, min(hi, 0x5C) + 1):
-            if cp < 0x20 or cp in (0x22, 0x5C):
-                alternatives.append(_esc(json.dumps(chr(cp))[1:-1]))
+        alternatives.append(f"[{_class_body(safe)}]")
+    # escaped characters, as json.dumps writes them: \" \\ \b \t \n \f \r, others \u00XX
+    escaped = [cp for lo, hi in ranges for cp in range(lo, min(hi, 0x5C) + 1)]
+    short = "".join(
+        {0x22: '"', 0x5C: "\\\\", 8: "b", 9: "t", 10: "n", 12: "f", 13: "r"}.get(cp, "")
+        for cp in escaped
+    )
+    if short:
+        alternatives.append("\\\\" + (short if len(short) == 1 else f"[{short}]"))
+    long = [cp for cp in escaped if cp < 0x20 and cp not in (8, 9, 10, 12, 13)]
+    if len(long) == 27:
+        alternatives.append(r"\\u00(?:0[0-7bef]|1[0-9a-f])")
+    else:
+        alternatives.extend(f"\\\\u{cp:04x}" for cp in long)
     return _alt(alternatives)
 
 

@@ -1028,3 +1028,126 @@ def test_the_schema_argument_is_not_modified() -> None:
         before = copy.deepcopy(schema)
         json_schema_to_regex(schema)
         assert schema == before, path.stem
+
+
+# ------------------------------------------------------- exhaustive-ish property checks
+
+FAST = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+NAME_CHARS = 'ab"\\\né'
+# Below the surrogates; wide enough for two- and three-byte UTF-8 characters.
+ALPHABET = st.characters(max_codepoint=0xD7FF)
+
+
+@FAST
+@given(
+    names=st.lists(st.text(NAME_CHARS, max_size=3), max_size=4, unique=True),
+    key=st.text(NAME_CHARS, max_size=4),
+)
+def test_extra_keys_never_collide_with_declared_names(names: list[str], key: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "boolean"} for n in names},
+        "additionalProperties": {"type": "null"},
+    }
+    text = "{" + json.dumps(key, ensure_ascii=False) + ":null}"
+    valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+    matched = matches(json_schema_to_regex(schema), text)
+    assert not matched or valid
+    if valid and not any(c in key for c in '"\\\n'):
+        assert matched  # raw-character keys are always reachable
+
+
+@FAST
+@given(
+    count=st.integers(0, 5),
+    required_mask=st.integers(0, 31),
+    present_mask=st.integers(0, 31),
+)
+def test_required_and_optional_members_in_any_combination(
+    count: int, required_mask: int, present_mask: int
+) -> None:
+    names = [f"k{i}" for i in range(count)]
+    required = [n for i, n in enumerate(names) if required_mask >> i & 1]
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "required": required,
+        "additionalProperties": False,
+    }
+    doc = {n: i for i, n in enumerate(names) if present_mask >> i & 1}
+    valid = set(required) <= set(doc)
+    regex = json_schema_to_regex(schema)
+    assert matches(regex, compact(doc)) is valid
+    if len(doc) > 1:  # any other order is refused
+        assert not matches(regex, compact(dict(reversed(doc.items()))))
+
+
+@FAST
+@given(
+    prefix=st.integers(0, 3),
+    items=st.sampled_from(["const", "false", "absent"]),
+    low=st.integers(0, 4),
+    span=st.one_of(st.none(), st.integers(0, 3)),
+    doc=st.lists(st.sampled_from([0, 1, 2, "x", None]), max_size=6),
+)
+def test_arrays_with_prefix_items_and_bounds(
+    prefix: int, items: str, low: int, span: int | None, doc: list[Any]
+) -> None:
+    schema: dict[str, Any] = {
+        "type": "array",
+        "prefixItems": [{"const": i} for i in range(prefix)],
+        "minItems": low,
+    }
+    if span is not None:
+        schema["maxItems"] = low + span
+    if items == "const":
+        schema["items"] = {"const": "x"}
+    elif items == "false":
+        schema["items"] = False
+    valid = jsonschema.Draft202012Validator(schema).is_valid(doc)
+    try:
+        regex = json_schema_to_regex(schema)
+    except InvalidConstraintError:
+        assert not any(
+            jsonschema.Draft202012Validator(schema).is_valid([*range(prefix), *["x"] * n])
+            for n in range(8)
+        )
+        return
+    assert matches(regex, compact(doc)) is valid, (schema, doc)
+
+
+PATTERNS = [
+    "^[a-z]+$",
+    "b[0-9]",
+    "^ab",
+    "c$",
+    "^a.c$",
+    '^[^"]*$',
+    "^(?:x|yz)+[!?]{1,2}$",
+    "^cat$|^dog$",
+    '^"\\\\$',
+    "[\\\\-]",
+    "^[^a-z]{2,3}$",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@FAST
+@given(data=st.data())
+def test_pattern_translation_agrees_with_python_re(pattern: str, data: st.DataObject) -> None:
+    regex = json_schema_to_regex({"type": "string", "pattern": pattern})
+    # sound: every JSON string the regex writes decodes to a string the pattern finds
+    text = data.draw(st.from_regex(regex, fullmatch=True, alphabet=ALPHABET))
+    assert re.search(pattern, json.loads(text)), text
+    # complete: strings the pattern finds (no control characters) are written as they are
+    value = data.draw(
+        st.from_regex(pattern, alphabet=ALPHABET).filter(lambda s: not re.search("[\x00-\x1f]", s))
+    )
+    assume(not re.search("[\ud800-\udfff\u2028\u2029\x85]", value))
+    assert matches(regex, json.dumps(value, ensure_ascii=False)), value

@@ -9,7 +9,7 @@ or the offset of the first byte with no transition and the state just before it.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -91,8 +91,8 @@ def walk(
     table: TokenTable,
     flat_transitions: npt.NDArray[np.int32],
     start: int,
-    ids: IntArray,
-    offsets: IntArray | None = None,
+    ids: npt.NDArray[np.integer[Any]],
+    offsets: npt.NDArray[np.integer[Any]] | None = None,
     *,
     accepting: npt.NDArray[np.bool_] | None = None,
 ) -> WalkResult:

@@ -162,17 +162,26 @@ def _build_lark(text: str) -> tuple[Any, bool]:
 
 
 class _Lexed:
-    """The whole vocabulary walked from one lexer state: the lexical part of a mask.
+    """Tokens walked through one lexer context from one state: the lexical part of a mask.
 
     It depends on the lexer context and state only, so every parser configuration with that
-    context shares it (inside a JSON string, say, at any depth).
+    context shares it (inside a JSON string, say, at any depth). ``child`` caches the walk of
+    the tokens that ended a lexeme here, through the next lexeme (also lexical).
     """
 
-    __slots__ = ("end_rows", "groups")
+    __slots__ = ("_children", "end_rows", "groups")
 
-    def __init__(self, context: ContextDFA, lex: int, table: TokenTable) -> None:
-        ids = table.text_ids
-        res = walk(table, context.flat, lex, ids, accepting=context.accepting)
+    def __init__(
+        self,
+        context: ContextDFA,
+        lex: int,
+        table: TokenTable,
+        ids: npt.NDArray[np.int32] | None = None,
+        offsets: npt.NDArray[np.int32] | None = None,
+    ) -> None:
+        if ids is None:
+            ids = table.text_ids.astype(np.int32)
+        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
         # tokens that stay inside the lexeme: one packed row per lexer state they end in
         self.end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
         end_ids = ids[res.end_items]
@@ -192,6 +201,15 @@ class _Lexed:
                 cls_ids[order].astype(np.int32),
                 cls_offsets[order].astype(np.int32),
             )
+        self._children: dict[tuple[int, int], _Lexed] = {}
+
+    def child(self, cls: int, cid: int, context: ContextDFA, table: TokenTable) -> _Lexed:
+        """The tokens that ended a lexeme of class ``cls``, walked on in context ``cid``."""
+        found = self._children.get((cls, cid))
+        if found is None:
+            ids, offsets = self.groups[cls]
+            found = self._children[(cls, cid)] = _Lexed(context, 0, table, ids, offsets)
+        return found
 
 
 def _pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
@@ -641,21 +659,30 @@ class CompiledGrammar(Compiled):
         if static is None:
             static = _Lexed(self._contexts[cid], lex, table)
             self._static[(cid, lex)] = static
-        # Tokens that finished a lexeme go on, from the byte that did not fit, in the lazy DFA
-        # over whole matcher states, each from the state its terminal leads to.
-        for cls, (cls_ids, cls_offsets) in static.groups.items():
+        rows = [(static, self._viable(config, cid))]
+        # Tokens that ended the lexeme go on in the next lexeme (a cached lexical walk too);
+        # those that end that one as well go on in the lazy DFA over whole matcher states,
+        # each from the state its terminals lead to.
+        for cls in static.groups:
             after = self._after(config, cls)
             if after is None:
                 continue
-            end_ids, end_states = self._dfa.walk(cls_ids, cls_offsets, self._dfa.state(after, 0))
-            allowed[end_ids[self._dfa.viable[end_states]]] = True
+            next_cid = self._context_id(after)
+            child = static.child(cls, next_cid, self._contexts[next_cid], table)
+            rows.append((child, self._viable(after, next_cid)))
+            for cls2, (ids, offsets) in child.groups.items():
+                after2 = self._after(after, cls2)
+                if after2 is None:
+                    continue
+                end_ids, end_states = self._dfa.walk(ids, offsets, self._dfa.state(after2, 0))
+                allowed[end_ids[self._dfa.viable[end_states]]] = True
         if self._eos_ok(config, lex):
             allowed[self._eos] = True
         packed = _pack(allowed)
-        viable = self._viable(config, cid)
-        for state, row in static.end_rows:
-            if viable[state]:
-                np.bitwise_or(packed, row, out=packed)
+        for lexed, viable in rows:
+            for state, row in lexed.end_rows:
+                if viable[state]:
+                    np.bitwise_or(packed, row, out=packed)
         mask = packed.view(np.int32)
         mask.flags.writeable = False
         return mask

@@ -105,6 +105,10 @@ class ModelGenerator(Generator):
                 max_concurrency=max_concurrency,
                 return_exceptions=return_exceptions,
             )
+        if max_concurrency != DEFAULT_MAX_CONCURRENCY:  # passed on only when asked for: a
+            inference_kwargs["max_concurrency"] = max_concurrency  # model that lacks them
+        if return_exceptions:  # then says so instead of ignoring them
+            inference_kwargs["return_exceptions"] = return_exceptions
         return self.model.batch(prompts, self.output_type, **inference_kwargs)  # type: ignore[no-any-return]
 
 

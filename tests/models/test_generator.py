@@ -128,11 +128,22 @@ class LocalLike:
         self.seen.append(("parse", prompt, output_type))
         return 1
 
+    def batch(self, prompts: list[str], output_type: object = None, **kw: Any) -> list[str]:
+        self.seen.append(("batch", prompts[0], (output_type, kw)))
+        return ["1"] * len(prompts)
+
 
 def test_other_models_are_called_through_their_methods() -> None:
     local = LocalLike()
     gen = m.Generator(local, int)
     assert gen("p") == "1"
     assert gen.parse("p") == 1
-    assert local.seen == [("call", "p", int), ("parse", "p", int)]
+    assert gen.batch(["p"]) == ["1"]
+    assert gen.batch(["p"], return_exceptions=True, max_concurrency=2) == ["1"]
+    assert local.seen == [
+        ("call", "p", int),
+        ("parse", "p", int),
+        ("batch", "p", (int, {})),
+        ("batch", "p", (int, {"max_concurrency": 2, "return_exceptions": True})),
+    ]
     assert repr(gen).startswith("ModelGenerator(")

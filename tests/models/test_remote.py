@@ -231,6 +231,20 @@ def test_callers_dicts_are_never_mutated() -> None:
     assert fake.sent["nested"] == {"a": [1]}
 
 
+def test_image_prompt_on_the_wire() -> None:
+    from PIL import Image as PILImage
+
+    from outlines_like.inputs import Image
+
+    fake = FakeServer(chat_body("a red square"))
+    model = m.from_vllm(fake.client(), "tiny")
+    model(["What is this?", Image(PILImage.new("RGB", (1, 1)))])
+    [message] = fake.sent["messages"]
+    assert message["role"] == "user"
+    assert message["content"][0] == {"type": "text", "text": "What is this?"}
+    assert message["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
 def test_unknown_kwargs_go_in_extra_body() -> None:
     fake = FakeServer(chat_body("x"))
     model = m.from_vllm(fake.client(), "tiny")

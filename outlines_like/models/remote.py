@@ -91,7 +91,9 @@ class Model(ModelCore[openai.OpenAI]):
             retry_flow(request, self._policy, self.rate_limiter), self._execute, self._policy
         )
 
-    def _completions(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
+    def _completions(
+        self, constraint: Constraint, prompt: object, kw: dict[str, Any]
+    ) -> tuple[Call, list[Completion]]:
         call = self.prepare(prompt, constraint, kw, stream=False)
         return call, self.read(call, self._send(call))
 
@@ -279,7 +281,9 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
             retry_flow(request, self._policy, self.rate_limiter), self._execute, self._policy
         )
 
-    async def _completions(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
+    async def _completions(
+        self, constraint: Constraint, prompt: object, kw: dict[str, Any]
+    ) -> tuple[Call, list[Completion]]:
         call = self.prepare(prompt, constraint, kw, stream=False)
         return call, self.read(call, await self._send(call))
 

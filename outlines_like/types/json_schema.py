@@ -962,17 +962,19 @@ class _Converter:
             source = pattern if pattern is not None else FORMAT_PATTERNS[str(fmt)]
             if min_len or max_len is not None:
                 low, high = _pattern_width(source if fmt is not None else f"(?:{source})")
-                implied = pattern is None or self.pattern_is_anchored(source)
-                if not (
-                    implied
-                    and low >= min_len
-                    and (max_len is None or (high is not None and high <= max_len))
-                ):
-                    for key in ("minLength", "maxLength"):
-                        if key in s:
-                            self.unenforced(
-                                key, path, "a length limit cannot be combined with pattern/format"
-                            )
+                # No regex intersection: the limits must already follow from the pattern.
+                anchored = pattern is None or self.pattern_is_anchored(source)
+                if low < min_len:
+                    self.unenforced(
+                        "minLength", path, f"the pattern/format can be shorter ({low} characters)"
+                    )
+                if max_len is not None and not (anchored and high is not None and high <= max_len):
+                    self.unenforced(
+                        "maxLength",
+                        path,
+                        "the pattern/format can be longer, and a length limit "
+                        "cannot be combined with it",
+                    )
             if pattern is None:
                 return f'"(?:{source})"'
             try:

@@ -274,7 +274,7 @@ class JsonSchema(Term):
         schema, python_type = _schema_from(self.source)
         if self.whitespace_pattern is not None:
             _check_regex(self.whitespace_pattern)
-        object.__setattr__(self, "schema_json", json.dumps(schema, sort_keys=True))
+        object.__setattr__(self, "schema_json", json.dumps(schema))  # property order matters
         object.__setattr__(self, "python_type", python_type)
 
     @property

@@ -447,6 +447,13 @@ class _Choice:
     completion_tokens: int = 0
 
 
+def _raise_failed(choices: list[_Choice]) -> None:
+    if any(c.finish_reason == "error" for c in choices):
+        raise RequestError(
+            "generation failed inside the server (see its log)", code="internal_error", status=500
+        )
+
+
 def _split_message(text: str, tools: bool, think_open: bool) -> tuple[dict[str, Any], bool]:
     """A chat message from the generated text: reasoning split, tool calls parsed."""
     from outlines_like.reasoning import split_reasoning
@@ -769,6 +776,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         if not common.stream:
             async for _ in run_all(choices):
                 pass
+            _raise_failed(choices)
             out_choices = []
             for c in choices:
                 message, called = _split_message(c.text, tools is not None, think_open)
@@ -885,6 +893,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         if not common.stream:
             async for _ in run_all(choices):
                 pass
+            _raise_failed(choices)
             out_choices = [
                 {
                     "index": c.index,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, imp
 
 if TYPE_CHECKING:
     from outlines_like.fsm._protocols import Compiled, Matcher
+
+_log = logging.getLogger("outlines_like.server")
 
 __all__ = [
     "GenerationRequest",
@@ -227,7 +230,12 @@ class TransformersPipeline:
             tokens = self._sample(seqs, logits)
             t4 = time.perf_counter()
         for seq, token in zip(seqs, tokens, strict=True):
-            outputs[seq.request.request_id] = self._advance(seq, token)
+            try:
+                outputs[seq.request.request_id] = self._advance(seq, token)
+            except Exception:  # one broken row must not take the batch down
+                _log.exception("request %s failed at token %d", seq.request.request_id, token)
+                seq.finished = True
+                outputs[seq.request.request_id] = self._output(seq, (token,), "", "error")
         self.stats.steps += 1
         self.stats.rows += len(seqs)
         self.stats.tokens += len(seqs)
@@ -378,6 +386,8 @@ class TransformersPipeline:
         noise_np = np.empty(tuple(probs.shape), dtype=np.float32)
         for k, i in enumerate(sampled):
             seqs[i].generator.standard_exponential(out=noise_np[k], dtype=np.float32)
+        # float32 exponentials can be exactly 0; 0 / 0 would be NaN, which argmax picks
+        np.maximum(noise_np, np.float32(1e-30), out=noise_np)
         noise = torch.from_numpy(noise_np).to(logits.device, non_blocking=True)
         picked = (probs / noise).argmax(dim=-1).tolist()
         bad = (~torch.isfinite(probs).all(dim=-1)).tolist()

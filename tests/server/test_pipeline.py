@@ -149,3 +149,22 @@ def test_scheduler_batches_concurrent_requests(pipeline: Any) -> None:
     assert all(1 <= c <= 6 for c in counts)
     assert max(scheduler.batch_sizes) == 8  # never more than max_batch_size, and filled
     assert pipeline._sequences == {}
+
+
+class _ZeroNoise:
+    """A generator whose exponentials are all 0.0 (float32 can draw exact zeros)."""
+
+    def standard_exponential(self, *, out: Any, dtype: Any) -> None:
+        out[...] = 0.0
+
+
+def test_sampling_never_picks_a_masked_token_even_with_zero_noise(pipeline: Any) -> None:
+    import torch
+
+    from outlines_like.server.pipeline import GenerationRequest, SamplingParams, _Sequence
+
+    seq = _Sequence(GenerationRequest("z", [1], SamplingParams()), [], [], None, _ZeroNoise())
+    logits = torch.full((1, 16), float("-inf"))
+    logits[0, 3] = 0.5
+    logits[0, 4] = 0.1
+    assert pipeline._sample([seq], logits) in ([3], [4])

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["TokenTable", "WalkResult", "token_table", "walk"]
 
 _CACHE_KEY = "fsm.grammar.token_table"
+_MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the start state
 
 IntArray = npt.NDArray[np.int64]
 
@@ -34,6 +35,7 @@ class TokenTable:
         lengths: Byte length of each token id; special and empty tokens count as 0 (never walked).
         text_ids: The ids of the walkable tokens (non-special, non-empty), longest first.
         size: Number of token ids.
+        byte_sets: ``uint64[V, 4]``: the set of bytes each token contains, as a 256-bit mask.
     """
 
     buf: npt.NDArray[np.uint8]
@@ -41,6 +43,7 @@ class TokenTable:
     lengths: IntArray
     text_ids: IntArray
     size: int
+    byte_sets: npt.NDArray[np.uint64]
 
 
 def token_table(vocab: Vocabulary) -> TokenTable:
@@ -60,7 +63,13 @@ def token_table(vocab: Vocabulary) -> TokenTable:
         walk_lengths[np.fromiter(vocab.special_token_ids, dtype=np.int64)] = 0
     ids = np.flatnonzero(walk_lengths > 0)
     ids = ids[np.argsort(-walk_lengths[ids], kind="stable")]
-    table = TokenTable(buf, starts, walk_lengths, ids.astype(np.int64), len(tokens))
+    owner = np.repeat(np.arange(len(tokens), dtype=np.int64), lengths)
+    data = buf[:-1].astype(np.int64)
+    byte_sets = np.zeros((len(tokens), 4), dtype=np.uint64)
+    np.bitwise_or.at(
+        byte_sets, (owner, data >> 6), np.left_shift(np.uint64(1), (data & 63).astype(np.uint64))
+    )
+    table = TokenTable(buf, starts, walk_lengths, ids.astype(np.int64), len(tokens), byte_sets)
     vocab._cache[_CACHE_KEY] = table
     return table
 
@@ -121,6 +130,18 @@ def walk(
     stop_states: list[IntArray] = []
     # column 0: one state for all, so one row lookup; most tokens die here
     items = np.arange(len(ids), dtype=np.int64)
+    if offsets is None:
+        # tokens made only of bytes that loop on `start` end there (most tokens, inside a
+        # string): set them aside with one test on their byte sets
+        loops = flat_transitions[start * 256 : start * 256 + 256] == start
+        if np.count_nonzero(loops) >= _MIN_LOOP_BYTES:
+            outside = np.packbits(~loops, bitorder="little").view(np.uint64)
+            inside = ~((table.byte_sets[ids] & outside) != 0).any(axis=1)
+            if inside.any():
+                end_items.append(items[inside])
+                end_states.append(np.full(int(inside.sum()), start, dtype=np.int64))
+                keep = ~inside
+                items, base, end = items[keep], base[keep], end[keep]
     done = base >= end
     if done.any():
         end_items.append(items[done])

@@ -86,8 +86,8 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 """Any JSON object (the ``dict`` output type), in Lark syntax; whitespace between tokens."""
 
 _COMPILED_KEY = "fsm.grammar.compiled"
-_MAX_CACHED_GRAMMARS = 32
-_MAX_CACHED_MASKS = 4096
+_MAX_CACHED_GRAMMARS = 8
+_MAX_CACHED_MASKS = 2048  # 4·ceil(V/32) bytes each: 32 MB on llama3
 _PYTHON_TAIL = 24  # walk this few tokens byte by byte rather than column by column
 _MAX_DFA_STATES = 65_536  # the matcher-state DFA is cleared past this (256 int32 per state)
 _MAX_MEMO = 500_000  # parser and lexer memo tables are cleared past this many entries

@@ -7,7 +7,7 @@ vLLM or our reference server load like any checkpoint. Nothing is downloaded.
 
 ```python
 from outlines_like.server.tiny import build_tiny_model
-path = build_tiny_model()          # ~/.cache/outlines-like/tiny-1, built once (a few seconds)
+path = build_tiny_model()   # ~/.cache/outlines-like/tiny-<TINY_VERSION>, built once, in seconds
 ```
 """
 
@@ -30,7 +30,7 @@ __all__ = [
     "default_cache_dir",
 ]
 
-TINY_VERSION = 1
+TINY_VERSION = 2
 """Bumped whenever the builder's output changes, so that caches are rebuilt."""
 
 SPECIAL_TOKENS = (
@@ -114,7 +114,7 @@ _ARCH: dict[str, Any] = {
 _VOCAB_SIZE = 2048
 _CONST = 0.08
 _LOGIT_STD = 1.5
-_EOS_BIAS = 5.0
+_EOS_BIAS = 7.0
 _SEED = 0
 
 _WORDS = [
@@ -334,6 +334,10 @@ def build_tiny_model(
             "pip install 'outlines-like[server]'"
         ) from exc
 
+    import transformers
+
+    hf_logging: Any = transformers.utils.logging
+    hf_logging.disable_progress_bar()
     root = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()
     target = root / f"tiny-{TINY_VERSION}"
     if (target / "DONE").exists() and not force:

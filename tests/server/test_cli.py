@@ -1,0 +1,45 @@
+"""The ``outlines-like`` command: ``serve`` options and the ``demo`` run end to end."""
+
+from __future__ import annotations
+
+import io
+import pathlib
+
+import pytest
+
+from outlines_like.cli import main
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["demo", "--help"]])
+def test_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: outlines-like" in out
+    if argv[0] == "serve":
+        for option in ("--model", "--host", "--port", "--api-key"):
+            assert option in out
+
+
+def test_serve_refuses_a_missing_model_folder(tmp_path: pathlib.Path) -> None:
+    from outlines_like.server.app import ServerConfig, load_engine
+
+    with pytest.raises(FileNotFoundError, match="not 'tiny'"):
+        load_engine(ServerConfig(model=str(tmp_path / "nope")))
+
+
+@pytest.mark.server
+@pytest.mark.torch
+def test_demo_runs_and_every_shape_holds(
+    tiny_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from outlines_like.server.demo import run_demo
+
+    monkeypatch.setenv("OUTLINES_LIKE_CACHE", str(tiny_path.parent))
+    out = io.StringIO()
+    assert run_demo(out=out) == 0, out.getvalue()
+    text = out.getvalue()
+    assert "all shapes held" in text
+    for label in ("int", "Literal", "Regex", "pydantic", "Lark grammar", "stream", "async x4"):
+        assert f"[ok ] {label}" in text

@@ -771,6 +771,8 @@ class _Converter:
         """Regex for the documents ``schema`` accepts (``None``: none)."""
         refs: list[str] = []
         flat = self.flatten(schema, path, refs, ())
+        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= _ANNOTATIONS | {"$ref"}:
+            path = self.resolve(schema["$ref"], path)[1]  # report errors where the target is
         for ref in refs:
             if self.ref_stack.count(ref) > self.max_recursion_depth:
                 return None  # recursion unrolled as deep as allowed: stop here
@@ -848,6 +850,13 @@ class _Converter:
             return {_kind_of_value(v) for v in flat["enum"]}
         return {_KINDS[t] for t in self.types_of(flat, path)}
 
+    @staticmethod
+    def enums_differ(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        """Whether both are enums (or consts) with no value in common."""
+        if "enum" not in a or "enum" not in b:
+            return False
+        return not {_canonical(v) for v in a["enum"]} & {_canonical(v) for v in b["enum"]}
+
     def discriminated(self, a: dict[str, Any], b: dict[str, Any], path: str) -> bool:
         """Whether a property both objects require takes disjoint const/enum values."""
         both = set(a.get("required", [])) & set(b.get("required", []))
@@ -856,10 +865,9 @@ class _Converter:
             right = b.get("properties", {}).get(name)
             if left is None or right is None:
                 continue
-            fa, fb = self.flatten(left, path, [], ()), self.flatten(right, path, [], ())
-            if "enum" not in fa or "enum" not in fb:
-                continue
-            if not {_canonical(v) for v in fa["enum"]} & {_canonical(v) for v in fb["enum"]}:
+            if self.enums_differ(
+                self.flatten(left, path, [], ()), self.flatten(right, path, [], ())
+            ):
                 return True
         return False
 
@@ -876,7 +884,11 @@ class _Converter:
         fsms: dict[int, Any] = {}
         for i in range(len(regexes)):
             for j in range(i + 1, len(regexes)):
-                if not kinds[i] & kinds[j] or self.discriminated(flats[i], flats[j], path):
+                if (
+                    not kinds[i] & kinds[j]
+                    or self.enums_differ(flats[i], flats[j])
+                    or self.discriminated(flats[i], flats[j], path)
+                ):
                     continue
                 overlap = True
                 if regexes[i] != regexes[j] and max(len(regexes[i]), len(regexes[j])) < 5000:
@@ -901,11 +913,12 @@ class _Converter:
         if not isinstance(values, list):
             raise self.invalid(path + "/enum", "enum must be a list")
         if s:
-            values = [v for v in values if self.enum_value_fits(v, s)]
+            fits = self.validator(s)
+            values = [v for v in values if fits(v)]
         return _alt(self.literal(v, path) for v in values)
 
-    def enum_value_fits(self, value: Any, rest: dict[str, Any]) -> bool:
-        """Whether an ``enum``/``const`` value also passes the schema's other keywords."""
+    def validator(self, rest: dict[str, Any]) -> Callable[[Any], bool]:
+        """A check that a value passes ``rest`` (the keywords beside ``enum``/``const``)."""
         import jsonschema
 
         document = {k: v for k, v in rest.items() if not k.startswith("x-outlines-like")}
@@ -915,7 +928,7 @@ class _Converter:
         validator_class = jsonschema.validators.validator_for(
             self.root, default=jsonschema.Draft202012Validator
         )
-        return bool(validator_class(document).is_valid(value))
+        return validator_class(document).is_valid  # type: ignore[no-any-return]
 
     def literal(self, value: Any, path: str) -> str:
         """Regex for exactly ``value``, written in the whitespace policy."""

@@ -401,13 +401,58 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
                 f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
                 param=f"tools[{i}]",
             )
+    return None if body.get("tool_choice") == "none" else tools or None
+
+
+def _tool_choice_spec(
+    body: Mapping[str, Any], tools: list[dict[str, Any]] | None
+) -> ConstraintSpec | None:
+    r"""``tool_choice`` "required" or a named function, as a constraint on the output.
+
+    The answer is then exactly one ``<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>``
+    block whose arguments follow the tool's parameter schema.
+    """
+    from outlines_like.types import JsonSchema
+
     choice = body.get("tool_choice")
-    if choice not in (None, "auto", "none"):
+    if choice in (None, "auto", "none"):
+        return None
+    if not tools:
+        raise RequestError("tool_choice needs tools", param="tool_choice")
+    by_name = {t["function"]["name"]: t["function"] for t in tools}
+    if choice == "required":
+        names = list(by_name)
+    elif (
+        isinstance(choice, Mapping)
+        and isinstance(choice.get("function"), Mapping)
+        and choice["function"].get("name") in by_name
+    ):
+        names = [choice["function"]["name"]]
+    else:
         raise RequestError(
-            "tool_choice: only 'auto' and 'none' are supported by this server",
+            "tool_choice must be 'none', 'auto', 'required' or "
+            "{'type': 'function', 'function': {'name': <one of the tools>}}",
             param="tool_choice",
         )
-    return None if choice == "none" else tools or None
+    options = []
+    for name in names:
+        params = by_name[name].get("parameters") or {"type": "object"}
+        if not isinstance(params, Mapping):
+            raise RequestError(f"tool {name!r}: parameters must be a JSON Schema", param="tools")
+        options.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": name}, "arguments": dict(params)},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    schema = options[0] if len(options) == 1 else {"anyOf": options}
+    try:
+        term = "<tool_call>\n" + JsonSchema(schema) + "\n</tool_call>"
+    except (ValueError, TypeError) as exc:
+        raise RequestError(f"tools: {exc}", param="tools") from exc
+    return ConstraintSpec(term, "tool_choice", ("tool_choice", repr(term)))
 
 
 # --------------------------------------------------------------------------- responses
@@ -676,10 +721,22 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         return out
 
     async def prepare(
-        body: Mapping[str, Any], common: _Common, prompts: list[list[int]], kind: str
+        body: Mapping[str, Any],
+        common: _Common,
+        prompts: list[list[int]],
+        kind: str,
+        tool_spec: ConstraintSpec | None = None,
     ) -> list[_Choice]:
         eng = get_engine()
         spec = read_constraint(body)
+        if tool_spec is not None:
+            if spec is not None:
+                raise RequestError(
+                    f"conflicting constraints: tool_choice and {spec.field}; send one",
+                    param="tool_choice",
+                    code="conflict",
+                )
+            spec = tool_spec
         compiled = await eng.compile(spec) if spec is not None else None
         choices: list[_Choice] = []
         for p, prompt in enumerate(prompts):
@@ -751,6 +808,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         common = _common(body, eng.config, _CHAT_FIELDS)
         messages = _messages(body)
         tools = _tools(body)
+        tool_spec = _tool_choice_spec(body, tools)
         kwargs = body.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, Mapping):
             raise RequestError(
@@ -771,7 +829,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
             ) from exc
         ids = eng.tokenizer.encode(prompt_text, add_special_tokens=False)
         think_open = prompt_text.rstrip().endswith("<think>")
-        choices = await prepare(body, common, [list(ids)], "chat")
+        choices = await prepare(body, common, [list(ids)], "chat", tool_spec)
         head = base("chat")
         if not common.stream:
             async for _ in run_all(choices):

@@ -352,3 +352,63 @@ def test_api_key(engine: Any) -> None:
         good = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="sekret", max_retries=0)
         assert good.models.list().data[0].id == "tiny"
         assert httpx.get(srv.base_url + "/health").status_code == 200
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["paris", "tokyo"]}},
+            "required": ["city"],
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "names"),
+    [
+        ("required", {"get_weather", "get_time"}),
+        ({"type": "function", "function": {"name": "get_weather"}}, {"get_weather"}),
+    ],
+)
+def test_tool_choice_forces_a_valid_call(client: Any, tool_choice: Any, names: set[str]) -> None:
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=120,
+        temperature=0.9,
+        seed=2,
+        tools=[WEATHER, TIME],
+        tool_choice=tool_choice,
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    assert call.function.name in names
+    args = json.loads(call.function.arguments)
+    if call.function.name == "get_weather":
+        assert args["city"] in ("paris", "tokyo")
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"tool_choice": "required"}, "tool_choice"),  # no tools
+        ({"tools": [WEATHER], "tool_choice": {"function": {"name": "nope"}}}, "tool_choice"),
+        ({"tools": [WEATHER], "tool_choice": "required", "regex": "a"}, "tool_choice"),
+        ({"tools": [{"type": "function"}]}, "tools[0]"),
+    ],
+)
+def test_bad_tool_requests(server: Any, extra: dict[str, Any], param: str) -> None:
+    r = httpx.post(
+        server.base_url + "/v1/chat/completions", json={"messages": MESSAGES, **extra}, timeout=30
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param

@@ -672,6 +672,10 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         raw = b"".join(chunks)
         try:
             body = json.loads(raw)
+        except RecursionError as exc:
+            raise RequestError(
+                "the request body is nested too deeply", code="invalid_json"
+            ) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             where = f" at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
             raise RequestError(

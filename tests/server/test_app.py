@@ -241,6 +241,7 @@ def test_reasoning_and_tool_calls_are_split(client: Any) -> None:
 BAD = [
     (b"{not json", 400, "invalid_json"),
     (b"[1, 2]", 400, "invalid_json"),
+    (b"[" * 50_000 + b"]" * 50_000, 400, "invalid_json"),
     (json.dumps({"messages": MESSAGES, "regex": "[a-"}).encode(), 400, "invalid_constraint"),
     (
         json.dumps(

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema import UnenforcedKeywordWarning, json_schema_to_regex
 
+sre_parse: Any = importlib.import_module("re._parser").parse
+
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
 CORPUS = sorted(SCHEMAS_DIR.glob("*.json"))
 BENCH_CASES = Path("/work/shared/bench/cases.py")
@@ -1184,3 +1186,43 @@ def test_pattern_translation_agrees_with_python_re(pattern: str, data: st.DataOb
     )
     assume(not re.search("[\ud800-\udfff\u2028\u2029\x85]", value))
     assert matches(regex, json.dumps(value, ensure_ascii=False)), value
+
+
+def _tree(depth: int) -> st.SearchStrategy[Any]:
+    """Trees of the recursive_tree corpus schema, at most ``depth`` levels of children."""
+    leaf = st.builds(lambda v: {"value": v, "children": []}, st.integers(-99, 99))
+    if depth == 0:
+        return leaf
+    return st.builds(
+        lambda v, kids: {"value": v, "children": kids},
+        st.integers(-99, 99),
+        st.lists(_tree(depth - 1), max_size=2),
+    )
+
+
+@FAST
+@given(tree=_tree(3), extra=st.integers(0, 1))
+def test_recursive_documents_match_up_to_the_depth(tree: dict[str, Any], extra: int) -> None:
+    """Hypothesis-jsonschema cannot generate recursive schemas; this generator can."""
+    schema = load(SCHEMAS_DIR / "recursive_tree.json")
+    regex = json_schema_to_regex(schema, max_recursion_depth=3)
+    jsonschema.validate(tree, schema)
+    assert matches(regex, compact(tree))
+    node, depth = tree, 0  # follow the first children down
+    while node["children"]:
+        node, depth = node["children"][0], depth + 1
+    if extra and depth == 3:  # one level more than the unrolling allows
+        node["children"] = [{"value": 0, "children": []}]
+        assert not matches(regex, compact(tree))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_regexes_use_only_portable_syntax(path: Path) -> None:
+    """No lookarounds, backreferences, lazy quantifiers or \\d \\w \\s: interegular reads it."""
+    import interegular
+
+    regex = json_schema_to_regex(load(path))
+    interegular.parse_pattern(regex)
+    parsed = str(sre_parse(regex))
+    for forbidden in ("ASSERT", "GROUPREF", "MIN_REPEAT", "CATEGORY", "AT_"):
+        assert forbidden not in parsed

@@ -185,14 +185,14 @@ class _Lexed:
         # tokens that stay inside the lexeme: one packed row per lexer state they end in
         self.end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
         end_ids = ids[res.end_items]
-        for state in np.unique(res.end_states).tolist():
+        for state in _distinct(res.end_states):
             bits = np.zeros(table.size, dtype=np.bool_)
             bits[end_ids[res.end_states == state]] = True
             self.end_rows.append((state, _pack(bits)))
         classes = context.winner[res.stop_states]
         stop_ids = ids[res.stop_items]
         self.groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
-        for cls in np.unique(classes).tolist():
+        for cls in _distinct(classes):
             sel = classes == cls
             cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
             # longest rest first: the matcher-state walk then slices instead of filtering
@@ -210,6 +210,14 @@ class _Lexed:
             ids, offsets = self.groups[cls]
             found = self._children[(cls, cid)] = _Lexed(context, 0, table, ids, offsets)
         return found
+
+
+def _distinct(values: npt.NDArray[np.int64]) -> list[int]:
+    """The distinct values of an array of small non-negative ints (no sort)."""
+    if not len(values):
+        return []
+    distinct: list[int] = np.flatnonzero(np.bincount(values)).tolist()
+    return distinct
 
 
 def _pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:

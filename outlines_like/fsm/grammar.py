@@ -397,8 +397,14 @@ class _MatcherDFA:
 class CompiledGrammar(Compiled):
     """A grammar compiled for one vocabulary: LALR tables, lexer DFAs and the mask cache.
 
-    Immutable from the outside; masks fill in lazily (thread-safe under the GIL: a race only
-    computes the same row twice). Create with :func:`compile_grammar`.
+    Immutable from the outside; masks and the lazy tables behind them fill in on first use,
+    under a lock, so matchers of one compiled grammar may run in several threads. Create with
+    :func:`compile_grammar`.
+
+    Attributes:
+        grammar: The grammar in Lark syntax.
+        is_lalr: Whether the grammar is LALR(1) (else the matcher runs a GLR parser).
+        terminal_names: Lark's terminal names, by terminal id.
     """
 
     def __init__(self, grammar: str, vocab: Vocabulary) -> None:
@@ -432,7 +438,6 @@ class CompiledGrammar(Compiled):
                 f"this lark version's parser internals are not supported: {exc}"
             ) from exc
         self.is_lalr = isinstance(self._parser, LALRParser)
-        """Whether the grammar is LALR(1) (else the matcher runs a GLR parser)."""
         self._unless_cls = UnlessCallback
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}

@@ -1,8 +1,8 @@
-"""The constraint language: terms, predefined types, Python types -> terms, and parsing.
+r"""The constraint language: terms, predefined types, Python types -> terms, and parsing.
 
 ```python
 from outlines_like.types import Regex, JsonSchema, CFG, Choice, integer, date, to_regex, parse
-phone = Regex(r"\\([0-9]{3}\\) [0-9]{3}-[0-9]{4}")
+phone = Regex(r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}")
 answer = "Answer: " + (integer | "none")
 ```
 """
@@ -30,6 +30,7 @@ from outlines_like.types._terms import (
     optional,
     zero_or_more,
 )
+from outlines_like.types.json_schema import UnenforcedKeywordWarning, json_schema_to_regex
 from outlines_like.types.predefined import (
     boolean,
     char,
@@ -69,6 +70,7 @@ __all__ = [
     "Sequence",
     "String",
     "Term",
+    "UnenforcedKeywordWarning",
     "at_least",
     "at_most",
     "between",
@@ -88,6 +90,7 @@ __all__ = [
     "ipv6",
     "isbn",
     "json_schema_of",
+    "json_schema_to_regex",
     "nonnegative_integer",
     "number",
     "one_or_more",

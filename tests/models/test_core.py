@@ -289,6 +289,14 @@ def test_error_messages_from_any_server(body: object, message: str) -> None:
     assert message in str(error)
 
 
+def test_unreadable_2xx_is_a_provider_response_error() -> None:
+    request = httpx2.Request("POST", "http://x/v1/chat/completions")
+    response = httpx2.Response(200, json=[1], request=request)
+    error = translate(openai.APIResponseValidationError(response=response, body=[1]))
+    assert isinstance(error, ProviderResponseError)
+    assert error.status_code == 200
+
+
 def test_server_error_keeps_retry_after() -> None:
     error = translate(status_error(503, {"retry-after": "4", "x-request-id": "r1"}, {}))
     assert isinstance(error, ServerError)

@@ -617,6 +617,18 @@ def test_stream_refusal_and_truncation() -> None:
         assert list(model.stream("x", int)) == ["12"]
 
 
+def test_error_event_mid_stream_is_a_server_error() -> None:
+    text = f"data: {json.dumps(chunk('a'))}\n\n" + 'data: {"error": {"message": "engine died"}}\n\n'
+    broken = httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=text)
+    fake = FakeServer(broken)
+    model = m.from_vllm(fake.client(), "tiny")
+    pieces: list[str] = []
+    with pytest.raises(ServerError, match="engine died"):
+        pieces.extend(model.stream("x"))
+    assert pieces == ["a"]
+    assert len(fake.bodies) == 1  # mid-stream errors are not retried
+
+
 async def test_async_stream() -> None:
     fake = FakeServer(sse(chunk("<think>a</think>"), chunk("b"), chunk("c", finish="stop")))
     amodel = m.from_vllm(fake.aclient(), "tiny")

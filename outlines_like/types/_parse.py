@@ -78,7 +78,7 @@ def parse(output_type: object, text: str) -> Any:
     if output_type is None or output_type is str:
         return text
     if output_type in (int, float, bool, dt.date, dt.time, dt.datetime):
-        return _parse_scalar(output_type, text)  # type: ignore[arg-type]
+        return _parse_scalar(output_type, text)
     origin = get_origin(output_type)
     if origin is Literal:
         for value in get_args(output_type):
@@ -89,9 +89,7 @@ def parse(output_type: object, text: str) -> Any:
         for member in output_type:
             if _bare_matches(member.value, text):
                 return member
-        raise _fail(
-            output_type, text, f"expected one of {[m.value for m in output_type]!r}"
-        )
+        raise _fail(output_type, text, f"expected one of {[m.value for m in output_type]!r}")
     if output_type is dict or isinstance(output_type, JsonObject):
         try:
             value = json.loads(text)
@@ -114,8 +112,11 @@ def parse(output_type: object, text: str) -> Any:
         if re.fullmatch(pattern, text) is None:
             raise _fail(output_type, text, f"does not match the regex {pattern!r}")
         return text
-    if _is_model_like(output_type) or _is_union(output_type) or origin is not None or (
-        isinstance(output_type, type) and output_type in (list, tuple, set, frozenset)
+    if (
+        _is_model_like(output_type)
+        or _is_union(output_type)
+        or origin is not None
+        or (isinstance(output_type, type) and output_type in (list, tuple, set, frozenset))
     ):
         return _parse_pydantic(output_type, text)
     if callable(output_type):
@@ -155,4 +156,3 @@ def _parse_json_schema(term: JsonSchema, text: str) -> Any:
         path = "/".join(str(p) for p in exc.absolute_path) or "<root>"
         raise _fail(term, text, f"at {path}: {exc.message}") from exc
     return value
-

@@ -21,7 +21,7 @@ import json
 import types as _pytypes
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, cast, get_args, get_origin
 
 import pydantic
 from typing_extensions import is_typeddict
@@ -83,7 +83,8 @@ def _function_schema(fn: Callable[..., object]) -> dict[str, Any]:
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[name] = (annotation, default)
     model = pydantic.create_model(fn.__name__, **fields)
-    return model.model_json_schema()
+    schema: dict[str, Any] = model.model_json_schema()
+    return schema
 
 
 def json_schema_of(source: object) -> dict[str, Any] | None:
@@ -94,11 +95,11 @@ def json_schema_of(source: object) -> dict[str, Any] | None:
     if _is_model_like(source):
         if isinstance(source, type) and issubclass(source, pydantic.BaseModel):
             return source.model_json_schema()
-        return pydantic.TypeAdapter(source).json_schema()
+        return pydantic.TypeAdapter(cast(Any, source)).json_schema()
     if inspect.isfunction(source) or inspect.ismethod(source):
         return _function_schema(source)
     try:
-        return pydantic.TypeAdapter(source).json_schema()
+        return pydantic.TypeAdapter(cast(Any, source)).json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
         return None
 
@@ -167,9 +168,7 @@ def _to_term(tp: object) -> Term | None:
         return _schema_term(tp)
     if inspect.isfunction(tp) or inspect.ismethod(tp):
         return JsonSchema(tp)
-    raise UnsupportedConstraintError(
-        f"cannot use {tp!r} as an output type; accepted: {_ACCEPTED}"
-    )
+    raise UnsupportedConstraintError(f"cannot use {tp!r} as an output type; accepted: {_ACCEPTED}")
 
 
 def _schema_term(tp: object) -> JsonSchema:

@@ -1,7 +1,7 @@
-"""Ready-made regex terms for values people ask for, and the JSON Schema ``format`` regexes.
+r"""Ready-made regex terms for values people ask for, and the JSON Schema ``format`` regexes.
 
 Every pattern uses only what every engine reads: character classes written out (``[0-9]``,
-never ``\\d``), groups, alternation and bounded or unbounded repetition. No lookarounds.
+never ``\d``), groups, alternation and bounded or unbounded repetition. No lookarounds.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ TIME_PATTERN = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?"
 TZ_PATTERN = r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 DATETIME_PATTERN = DATE_PATTERN + "T" + TIME_PATTERN + TZ_PATTERN + "?"
 UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-UUID4_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}"
+UUID4_PATTERN = (
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}"
+)
 EMAIL_PATTERN = (
     r"[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+(\.[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+)*"
     r"@([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?\.)+[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?"

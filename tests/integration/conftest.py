@@ -67,7 +67,16 @@ def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
     log = tmp_path_factory.mktemp("reference") / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "outlines_like", "serve", "--model", "tiny", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "outlines_like",
+                "serve",
+                "--model",
+                "tiny",
+                "--port",
+                str(port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -96,8 +105,7 @@ def _start_shared(name: str) -> str:
     started = time.monotonic()
     result = subprocess.run(
         ["bash", str(script), str(WORKDIR), name, port_flag, str(free_port())],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=1200,
         check=False,

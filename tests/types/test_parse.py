@@ -48,7 +48,11 @@ class Movie(TypedDict):
         (bool, "False", False),
         (dt.date, "2024-02-29", dt.date(2024, 2, 29)),
         (dt.time, "08:30:00", dt.time(8, 30)),
-        (dt.datetime, "2024-01-31T08:30:00Z", dt.datetime(2024, 1, 31, 8, 30, tzinfo=dt.timezone.utc)),
+        (
+            dt.datetime,
+            "2024-01-31T08:30:00Z",
+            dt.datetime(2024, 1, 31, 8, 30, tzinfo=dt.timezone.utc),
+        ),
         (Literal["yes", "no"], "no", "no"),
         (Literal[1, 2], "2", 2),
         (Color, "green", Color.GREEN),

@@ -82,8 +82,8 @@ def test_scalar_types(tp: object, good: list[str], bad: list[str]) -> None:
 
 CONTAINERS: list[tuple[object, list[str], list[str]]] = [
     (list[int], ["[]", "[1]", "[1,-2,3]"], ["[1,]", "[1, 2]", "1", "[a]"]),
-    (list[str], ['[]', '["a","b c"]'], ["[a]", '["a",]']),
-    (tuple[int, str], ['[1,"a"]'], ['[1]', '["a",1]', '[1,"a",2]']),
+    (list[str], ["[]", '["a","b c"]'], ["[a]", '["a",]']),
+    (tuple[int, str], ['[1,"a"]'], ["[1]", '["a",1]', '[1,"a",2]']),
     (dict[str, int], ["{}", '{"a":1}', '{"a":1,"b":2}'], ['{"a":"1"}', "{a:1}"]),
     (list[dt.date], ['["2024-01-31"]'], ["[2024-01-31]", '["2024-13-01"]']),
     (list[bool], ["[true,false]"], ["[True]"]),
@@ -91,7 +91,11 @@ CONTAINERS: list[tuple[object, list[str], list[str]]] = [
     (Union[int, bool], ["5", "true"], ["x"]),
     (int | None, ["5", "null"], ["none"]),
     (list[Literal["a", "b"]], ['["a","b"]'], ['["c"]', "[a]"]),
-    (Person, ['{"name":"Ann","age":30}'], ['{"name":"Annabel","age":30}', '{"name":"A","age":131}']),
+    (
+        Person,
+        ['{"name":"Ann","age":30}'],
+        ['{"name":"Annabel","age":30}', '{"name":"A","age":131}'],
+    ),
     (Point, ['{"x":1,"y":-2}'], ['{"x":1}', '{"y":1,"x":2}']),
     (Movie, ['{"title":"Up","year":2009}'], ['{"title":"Up"}']),
     (list[Point], ['[{"x":1,"y":2}]', "[]"], ['[{"x":1}]']),

@@ -97,7 +97,9 @@ def test_choice_items_must_be_str() -> None:
         Choice(["a", 1])  # type: ignore[list-item]
 
 
-@pytest.mark.parametrize("text", ["a.b", "x*y+z?", "(1|2)", "[a]{2}", "tab\tnl\n", "back\\slash", "^$"])
+@pytest.mark.parametrize(
+    "text", ["a.b", "x*y+z?", "(1|2)", "[a]{2}", "tab\tnl\n", "back\\slash", "^$"]
+)
 def test_escape_regex_matches_itself_only(text: str) -> None:
     pattern = escape_regex(text)
     assert re.fullmatch(pattern, text)

@@ -256,7 +256,7 @@ class JsonSchema(Term):
     """A JSON document valid under a JSON Schema.
 
     Args:
-        schema: A dict, JSON text, a pydantic model, a dataclass, a TypedDict or a function
+        source: A dict, JSON text, a pydantic model, a dataclass, a TypedDict or a function
             (its signature becomes an object schema).
         whitespace_pattern: Regex for the whitespace allowed between JSON tokens. ``None``
             is the compact default (``json.dumps(separators=(",", ":"))``); ``"[ ]?"`` widens it.

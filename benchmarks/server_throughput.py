@@ -88,6 +88,9 @@ def main() -> None:
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--requests-per-client", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per cell, interleaved; the fastest is kept"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON lines")
     args = parser.parse_args()
     with ServerThread(ServerConfig(model=args.model, max_batch_size=64)) as server:
@@ -97,10 +100,19 @@ def main() -> None:
         run_case(base, 2, 1, args.max_tokens, False)
         rows = []
         for clients in (int(c) for c in args.clients.split(",")):
+            best: dict[bool, dict[str, Any]] = {}
+            for _ in range(args.repeat):  # interleaved, so that load spikes hit both modes
+                for constrained in (False, True):
+                    got = run_case(
+                        base, clients, args.requests_per_client, args.max_tokens, constrained
+                    )
+                    if (
+                        constrained not in best
+                        or got["tokens_per_s"] > best[constrained]["tokens_per_s"]
+                    ):
+                        best[constrained] = got
             for constrained in (False, True):
-                result = run_case(
-                    base, clients, args.requests_per_client, args.max_tokens, constrained
-                )
+                result = best[constrained]
                 rows.append(result)
                 if args.json:
                     print(json.dumps(result), flush=True)

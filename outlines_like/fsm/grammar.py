@@ -735,10 +735,24 @@ class GrammarMatcher:
         return np.flatnonzero(bits[: self._compiled._table.size]).astype(np.int32)
 
     def is_allowed(self, token_id: int) -> bool:
-        """Return whether ``token_id`` is allowed now."""
-        if not 0 <= token_id < self._compiled._table.size:
+        """Return whether ``token_id`` is allowed now (without computing a mask not cached)."""
+        compiled = self._compiled
+        if not 0 <= token_id < compiled._table.size:
             return False
-        return bool((int(self._row()[token_id >> 5]) >> (token_id & 31)) & 1)
+        if self._finished:
+            return token_id in compiled._eos_set
+        row = compiled._masks.get((self._stack, self._lex))
+        if row is not None:
+            return bool((int(row[token_id >> 5]) >> (token_id & 31)) & 1)
+        with compiled._lock:  # lexes the token alone: cheaper than a whole mask
+            if token_id in compiled._eos_set:
+                return compiled._eos_ok(self._stack, self._lex)
+            if not compiled._table.lengths[token_id]:  # special or empty: never text
+                return False
+            nxt = compiled._step_token(self._stack, self._lex, token_id)
+            return nxt is not None and bool(
+                compiled._viable(nxt[0], compiled._context_id(nxt[0]))[nxt[1]]
+            )
 
     def advance(self, token_id: int) -> None:
         """Consume one token; raise ``RejectedTokenError`` (state unchanged) if not allowed."""

@@ -196,11 +196,13 @@ def test_vectorised_masks_match_byte_by_byte_lexing(name: str, data: st.DataObje
     """The numpy walk (batched over stacks) agrees with lexing each token byte by byte."""
     grammar = compiled(name)
     m = grammar.matcher()
+    walked: list[int] = []
     for _ in range(data.draw(st.integers(0, 12))):
         choices = [t for t in m.allowed_token_ids().tolist() if t != EOS_ID]
         if not choices:
             break
-        m.advance(data.draw(st.sampled_from(choices)))
+        walked.append(data.draw(st.sampled_from(choices)))
+        m.advance(walked[-1])
     config, lex = m._stack, m._lex
     expected = np.zeros(len(VOCAB), dtype=np.bool_)
     for token_id in range(len(VOCAB)):
@@ -212,8 +214,16 @@ def test_vectorised_masks_match_byte_by_byte_lexing(name: str, data: st.DataObje
             expected[token_id] = grammar._viable(after, grammar._context_id(after))[after_lex]
     got = np.zeros(len(VOCAB), dtype=np.bool_)
     got[m.allowed_token_ids()] = True
+    eos_allowed = bool(got[EOS_ID])
     got[EOS_ID] = False
     np.testing.assert_array_equal(np.flatnonzero(got), np.flatnonzero(expected))
+    # a matcher whose compiled grammar has no mask cached checks tokens one by one: same answers
+    fresh = CompiledGrammar(grammar.grammar, VOCAB).matcher()
+    for token in walked:
+        fresh.advance(token)
+    one_by_one = [t for t in range(len(VOCAB)) if t != EOS_ID and fresh.is_allowed(t)]
+    assert one_by_one == np.flatnonzero(got).tolist()
+    assert fresh.is_allowed(EOS_ID) is eos_allowed
 
 
 ARITH_EBNF = r"""

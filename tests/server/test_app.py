@@ -413,3 +413,28 @@ def test_bad_tool_requests(server: Any, extra: dict[str, Any], param: str) -> No
     )
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param
+
+
+def test_completions_with_several_prompts_and_token_ids(client: Any, engine: Any) -> None:
+    r = client.completions.create(
+        model="tiny",
+        prompt=["a", "b"],
+        n=2,
+        max_tokens=10,
+        temperature=1.0,
+        seed=1,
+        extra_body={"regex": "[0-9]{2}"},
+    )
+    assert sorted(c.index for c in r.choices) == [0, 1, 2, 3]
+    assert all(re.fullmatch("[0-9]{2}", c.text) for c in r.choices)
+    ids = engine.tokenizer.encode("hello")
+    r = client.completions.create(model="tiny", prompt=ids, max_tokens=3, temperature=0)
+    assert r.usage.prompt_tokens == len(ids)
+
+
+def test_a_model_folder_is_served_under_its_name(tiny_path: Any) -> None:
+    from outlines_like.server.app import ServerConfig, load_engine
+
+    engine = load_engine(ServerConfig(model=str(tiny_path)))
+    assert engine.model_name == tiny_path.name
+    assert engine.pipeline.vocab_size == len(engine.vocabulary)

@@ -22,6 +22,7 @@ def test_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
             assert option in out
 
 
+@pytest.mark.torch
 def test_serve_refuses_a_missing_model_folder(tmp_path: pathlib.Path) -> None:
     from outlines_like.server.app import ServerConfig, load_engine
 

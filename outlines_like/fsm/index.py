@@ -30,6 +30,10 @@ __all__ = [
 
 I32 = npt.NDArray[np.int32]
 
+# np.unique on 1-d arrays imports numpy.ma on first use (~20 ms): pay that at import time,
+# not in the first mask of the first constraint
+np.unique(np.zeros(2, dtype=np.int32))
+
 
 class TokenTable:
     """The text tokens of a vocabulary laid out for vectorised DFA walks.
@@ -59,6 +63,7 @@ class TokenTable:
         self.ids: I32 = text_ids[order].astype(np.int32)
         self.lengths: I32 = lens[order].astype(np.int32)
         toks = [vocab.tokens[i] for i in self.ids.tolist()]
+        self.tokens_by_pos: tuple[bytes, ...] = tuple(toks)
         n = len(toks)
         max_len = int(self.lengths[0]) if n else 0
         self.max_len = max_len
@@ -116,6 +121,8 @@ def token_table(vocab: Vocabulary) -> TokenTable:
 
 _SELECTIVE = 8  # walk from per-first-byte lists when they cover under 1/8 of the vocabulary
 _MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the state
+_MIN_LOOP_TOKENS = 512  # ... and this many tokens start into the looping state
+_SCALAR_TAIL = 24  # finish the walk in Python once this few tokens are still running
 
 
 def walk_tokens(
@@ -181,11 +188,15 @@ def _walk_one(
             loops = trans[t] == t
             if int(loops.sum()) < _MIN_LOOP_BYTES:
                 continue
+            sel = np.flatnonzero(cur_all == t)
+            if sel.shape[0] < _MIN_LOOP_TOKENS:
+                continue
             outside = np.packbits(~loops, bitorder="little").view(np.uint64)
-            bs = table.bytesets
+            wide = sel.shape[0] * 2 > table.n_text
+            bs = table.bytesets if wide else table.bytesets[:, sel]
             stays = (bs[0] & outside[0]) | (bs[1] & outside[1])
             stays |= (bs[2] & outside[2]) | (bs[3] & outside[3])
-            hit = np.flatnonzero((stays == 0) & (cur_all == t))
+            hit = np.flatnonzero((stays == 0) & (cur_all == t)) if wide else sel[stays == 0]
             done_pos.append(hit)
             done_cur.append(np.full(hit.shape[0], t, dtype=np.int32))
             live_tok[hit] = False
@@ -218,11 +229,43 @@ def _walk_one(
             if not keep.shape[0]:
                 break
         j += 1
+        if pos.shape[0] <= _SCALAR_TAIL:
+            # a few long tokens left: finish them byte by byte rather than column by column
+            _finish_scalar(trans, table, pos, cur, j, lazy, done_pos, done_cur)
+            break
     if not done_pos:
         return empty, empty
     tok: I32 = table.ids[np.concatenate(done_pos)]
     ends: I32 = np.concatenate(done_cur)
     return tok, ends
+
+
+def _finish_scalar(
+    trans: I32,
+    table: TokenTable,
+    pos: npt.NDArray[np.intp],
+    cur: I32,
+    j: int,
+    lazy: LazyByteDFA | None,
+    done_pos: list[npt.NDArray[np.intp]],
+    done_cur: list[I32],
+) -> None:
+    tokens = table.tokens_by_pos
+    keep_pos: list[int] = []
+    keep_cur: list[int] = []
+    for p, state in zip(pos.tolist(), cur.tolist(), strict=True):
+        if lazy is not None:
+            state = lazy.step(state, tokens[p][j:])
+        else:
+            for b in tokens[p][j:]:
+                state = int(trans[state, b])
+                if state < 0:
+                    break
+        if state >= 0:
+            keep_pos.append(p)
+            keep_cur.append(state)
+    done_pos.append(np.array(keep_pos, dtype=np.intp))
+    done_cur.append(np.array(keep_cur, dtype=np.int32))
 
 
 def _sort_by_token(

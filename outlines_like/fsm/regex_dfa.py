@@ -775,10 +775,6 @@ def _merge_classes(
     return np.ascontiguousarray(new_table, dtype=np.int32), new_cls[classes].astype(np.int32)
 
 
-# numpy imports part of np.unique(axis=0) lazily (~25 ms); pay it at import, not at first compile
-np.unique(np.zeros((2, 2), dtype=np.int64), axis=0, return_inverse=True, return_index=True)
-
-
 def _build(pattern: str, max_states: int) -> _SubsetBuilder:
     if not isinstance(pattern, str):
         raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
@@ -924,3 +920,9 @@ def compile_regex_auto(
     if len(builder.nfa.edges) <= eager_nfa_limit:
         return _eager(builder)
     return LazyByteDFA(builder)
+
+
+# numpy sets up parts of np.unique(axis=0) and of its comparison loops on first use (~30 ms
+# together): pay that at import time rather than in the first compile
+np.unique(np.zeros((2, 2), dtype=np.int64), axis=0, return_inverse=True, return_index=True)
+compile_regex("(ab|cb)+d?")

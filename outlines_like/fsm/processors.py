@@ -124,6 +124,9 @@ class LogitsProcessor:
     ``input_ids`` holds prompt plus generated tokens (``(B, L)``), ``scores`` the next-token
     logits (``(B, V)``, ``V`` may exceed the vocabulary: padded ids are masked out).
 
+    Rows are matched by position, so sampling and greedy search work; beam search, which
+    reorders rows between steps, is not supported.
+
     A processor serves one generation at a time. A call whose batch size differs from the
     last one, or whose sequences are not longer than the last ones, starts a new generation
     (new matchers, new prompt length); ``reset()`` does so explicitly.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -82,7 +83,7 @@ class _Compiled:
         return _PrefixMatcher(self.targets)
 
 
-def _allowed_np(scores: npt.NDArray[np.float32]) -> list[list[int]]:
+def _allowed_np(scores: npt.NDArray[np.floating[Any]]) -> list[list[int]]:
     return [sorted(np.flatnonzero(np.isfinite(row)).tolist()) for row in scores]
 
 

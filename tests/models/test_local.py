@@ -34,7 +34,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from outlines_like.models.local import from_transformers
     from outlines_like.server.tiny import build_tiny_model
 
-    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     path: pathlib.Path = build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache")
     model = AutoModelForCausalLM.from_pretrained(str(path))
     return from_transformers(model, AutoTokenizer.from_pretrained(str(path)))
@@ -161,7 +161,7 @@ def test_reasoning_mode_leaves_thinking_free(local: Any) -> None:
     first = local._pipeline.tokenizer.decode([_greedy_first(local)])
     thinker = from_transformers(local.model, tok)
     thinker.think_end_token_id = _greedy_first(local)
-    result = thinker.complete("q", Regex("[0-9]{3}"), temperature=0, max_tokens=20)
+    result: Any = thinker.complete("q", Regex("[0-9]{3}"), temperature=0, max_tokens=20)
     assert result.raw.startswith(first)
     assert re.search("[0-9]{3}$", result.raw)
 

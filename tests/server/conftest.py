@@ -37,9 +37,9 @@ def tiny_model(tiny_path: pathlib.Path) -> tuple[Any, Any]:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_path))
-    model = AutoModelForCausalLM.from_pretrained(str(tiny_path))
+    model: Any = AutoModelForCausalLM.from_pretrained(str(tiny_path))
     model.eval()
     return model, tokenizer
 

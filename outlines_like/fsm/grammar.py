@@ -247,7 +247,8 @@ class _MatcherDFA:
         self._ids: dict[tuple[Config, int], int] = {}
         self.trans = np.full(256 * 256, -2, dtype=np.int32)
         self.trans[:256] = 0
-        self.viable = np.zeros(256, dtype=np.bool_)
+        self._viable = np.full(256, -1, dtype=np.int8)  # -1: not known yet
+        self._viable[0] = 0
         self._templates: dict[tuple[int, int, int], tuple[list[int], npt.NDArray[np.intp]]] = {}
 
     def state(self, config: Config, lex: int) -> int:
@@ -257,14 +258,28 @@ class _MatcherDFA:
         if sid is None:
             sid = self._ids[key] = len(self.states)
             self.states.append(key)
-            if sid >= len(self.viable):
-                self.viable = np.concatenate([self.viable, np.zeros_like(self.viable)])
+            if sid >= len(self._viable):
+                self._viable = np.concatenate([self._viable, np.full_like(self._viable, -1)])
                 grown = np.full(len(self.trans) * 2, -2, dtype=np.int32)
                 grown[: len(self.trans)] = self.trans
                 self.trans = grown
-            owner = self._owner
-            self.viable[sid] = owner._viable(config, owner._context_id(config))[lex]
         return sid
+
+    def viable(self, states: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Per state: can the text go on to a complete sentence (computed on first ask)."""
+        known = self._viable[states]
+        unknown = known < 0
+        if unknown.any():
+            owner = self._owner
+            present = np.zeros(len(self.states), dtype=np.bool_)
+            present[states[unknown]] = True
+            for sid in np.flatnonzero(present).tolist():
+                config, lex = self.states[sid]
+                ok = owner._viable(config, owner._context_id(config))[lex]
+                self._viable[sid] = 1 if ok else 0
+            known = self._viable[states]
+        result: npt.NDArray[np.bool_] = known > 0
+        return result
 
     def _expand(self, sid: int) -> None:
         owner = self._owner
@@ -688,7 +703,7 @@ class CompiledGrammar(Compiled):
                 if after2 is None:
                     continue
                 end_ids, end_states = self._dfa.walk(ids, offsets, self._dfa.state(after2, 0))
-                allowed[end_ids[self._dfa.viable[end_states]]] = True
+                allowed[end_ids[self._dfa.viable(end_states)]] = True
         if self._eos_ok(config, lex):
             allowed[self._eos] = True
         packed = _pack(allowed)

@@ -780,6 +780,23 @@ def test_ebnf_rejections(grammar: str, error: type[Exception], message: str) -> 
         validate_ebnf(grammar)
 
 
+@pytest.mark.parametrize(
+    ("ebnf", "gbnf"),
+    [
+        # llama.cpp names are letters, digits and dashes; a rule ends at a newline
+        (
+            'root ::= my_rule\nmy_rule ::= "a"\n  "b"\n  | "c"',
+            'root ::= my-rule\nmy-rule ::= "ab" | "c"\n',
+        ),
+        ("root ::= x.y\nx.y ::= .", "root ::= x-y\nx-y ::= [^\\n]\n"),
+        ('root ::= root "a" | "b"', 'root ::= "b" "a"*\n'),
+        ('root ::= "\\x41\\x2d" [\\x2d]', 'root ::= "A-" [\\u002D]\n'),
+    ],
+)
+def test_ebnf_to_gbnf_text(ebnf: str, gbnf: str) -> None:
+    assert ebnf_to_gbnf(ebnf) == gbnf
+
+
 def test_ebnf_to_gbnf_refuses_indirect_left_recursion() -> None:
     grammar = 'root ::= a\na ::= b "x" | "y"\nb ::= a "z"\n'
     with pytest.raises(UnsupportedConstraintError, match="a -> b -> a"):

@@ -100,8 +100,8 @@ Row = npt.NDArray[np.int32]
 def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
     """Compile a context-free grammar for a vocabulary.
 
-    Compiling builds the LALR tables only; token masks are computed lazily, per parser state,
-    and cached in the returned object. The result is cached on the vocabulary too, keyed by the
+    Compiling builds the parse tables and the terminals' DFAs only; token masks are computed
+    lazily, per matcher state, and cached in the returned object. The result is cached on the vocabulary too, keyed by the
     grammar text, so compiling the same grammar again is a dictionary lookup.
 
     Args:
@@ -114,8 +114,9 @@ def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
 
     Raises:
         InvalidConstraintError: The grammar is malformed (Lark's message says where).
-        UnsupportedConstraintError: The grammar is not LALR(1) (a reduce/reduce conflict), or
-            uses a terminal feature the byte lexer lacks (regex flags).
+        UnsupportedConstraintError: A terminal uses a regex feature the byte lexer lacks (flags
+            on a regex, lookarounds), or a grammar that is not LALR(1) is left-recursive through
+            an optional prefix (which the GLR parser cannot run).
     """
     if not isinstance(cfg, CFG):
         raise TypeError(

@@ -101,8 +101,8 @@ def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
     """Compile a context-free grammar for a vocabulary.
 
     Compiling builds the parse tables and the terminals' DFAs only; token masks are computed
-    lazily, per matcher state, and cached in the returned object. The result is cached on the vocabulary too, keyed by the
-    grammar text, so compiling the same grammar again is a dictionary lookup.
+    lazily, per matcher state, and cached in the returned object. The result is cached on the
+    vocabulary too, keyed by the grammar text, so compiling it again is a dictionary lookup.
 
     Args:
         cfg: The grammar (``CFG``; EBNF is converted to Lark by ``cfg.lark``). Its start rule

@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="torch threads (default: 1 for tiny, else torch's)",
     )
+    serve.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="apply chat constraints after the model's </think> (reasoning models)",
+    )
     serve.add_argument("--log-level", default="info")
 
     demo = sub.add_parser(
@@ -56,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_tokens_limit=args.max_tokens_limit,
             compile_timeout=args.compile_timeout,
             torch_threads=args.threads,
+            reasoning=args.reasoning,
         )
         serve(config, host=args.host, port=args.port, log_level=args.log_level)
         return 0

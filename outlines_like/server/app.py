@@ -105,6 +105,9 @@ class ServerConfig:
         max_states: DFA state limit when compiling a regex or schema.
         compile_timeout: Seconds a constraint may take to compile before a 400.
         max_batch_size: Most sequences in one forward pass.
+        reasoning: Reasoning-aware constraints (as vLLM's ``--reasoning-parser``): a chat
+            request's constraint applies after the model's ``</think>``, the reasoning before
+            it is free. Needs ``</think>`` to be one token.
         torch_threads: torch's intra-op threads (process-wide). ``None``: 1 for the tiny
             model, where more threads only add synchronisation (10x slower on 2 busy
             cores, measured), and torch's default for other models.
@@ -121,6 +124,7 @@ class ServerConfig:
     max_states: int = 20_000
     compile_timeout: float = 10.0
     max_batch_size: int = 64
+    reasoning: bool = False
     torch_threads: int | None = None
 
 
@@ -148,6 +152,12 @@ class Engine:
         # compile past its timeout keeps its worker until it ends (the request gets a 400 now).
         self._compile_pool = concurrent.futures.ThreadPoolExecutor(2, "outlines-like-compile")
         self.created = int(time.time())
+        self.think_end_token_id: int | None = None
+        if config.reasoning:
+            ids = tokenizer.encode("</think>", add_special_tokens=False)
+            if len(ids) != 1:
+                raise ValueError("--reasoning needs '</think>' to be one token of this tokenizer")
+            self.think_end_token_id = int(ids[0])
 
     def start(self) -> None:
         """Start the engine thread."""
@@ -730,6 +740,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
         prompts: list[list[int]],
         kind: str,
         tool_spec: ConstraintSpec | None = None,
+        think_end: int | None = None,
     ) -> list[_Choice]:
         eng = get_engine()
         spec = read_constraint(body)
@@ -758,7 +769,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
                 seed = common.params.seed
                 params = dataclasses.replace(common.params, seed=None if seed is None else seed + j)
                 rid = f"{kind}-{uuid.uuid4().hex}"
-                req = GenerationRequest(rid, prompt, params, compiled)
+                req = GenerationRequest(rid, prompt, params, compiled, think_end)
                 choices.append(_Choice(p * common.n + j, req, len(prompt)))
         return choices
 
@@ -833,7 +844,11 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
             ) from exc
         ids = eng.tokenizer.encode(prompt_text, add_special_tokens=False)
         think_open = prompt_text.rstrip().endswith("<think>")
-        choices = await prepare(body, common, [list(ids)], "chat", tool_spec)
+        # Reasoning-aware: free until </think>, unless the template already closed the block
+        # (enable_thinking=False renders an empty <think></think>).
+        closed = prompt_text.rstrip().endswith("</think>")
+        think_end = None if closed else eng.think_end_token_id
+        choices = await prepare(body, common, [list(ids)], "chat", tool_spec, think_end)
         head = base("chat")
         if not common.stream:
             async for _ in run_all(choices):

@@ -67,6 +67,7 @@ class Scheduler:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
+            self._thread = None
         err = RuntimeError("server shutting down")
         for entry in [*self._waiting, *self._active.values()]:
             entry.deliver(err)
@@ -101,7 +102,10 @@ class Scheduler:
         queue: asyncio.Queue[StepOutput | BaseException] = asyncio.Queue()
 
         def deliver(item: StepOutput | BaseException) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the consumer's loop is closed: nobody is listening
+                self.cancel(request.request_id)
 
         self.submit(request, deliver)
         finished = False

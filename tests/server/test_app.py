@@ -438,3 +438,54 @@ def test_a_model_folder_is_served_under_its_name(tiny_path: Any) -> None:
     engine = load_engine(ServerConfig(model=str(tiny_path)))
     assert engine.model_name == tiny_path.name
     assert engine.pipeline.vocab_size == len(engine.vocabulary)
+
+
+def test_reasoning_mode_constrains_after_think(engine: Any) -> None:
+    import dataclasses
+
+    import openai
+
+    from outlines_like.server.app import Engine
+    from outlines_like.server.run import ServerThread
+
+    thinking = Engine.__new__(Engine)
+    thinking.__dict__.update(engine.__dict__)
+    thinking.config = dataclasses.replace(engine.config, reasoning=True)
+    # A random model never writes </think>; its greedy first answer token stands in for it.
+    prompt = engine.tokenizer.apply_chat_template(
+        MESSAGES, add_generation_prompt=True, tokenize=False
+    )
+    first = _greedy_first_token(engine, prompt)
+    thinking.think_end_token_id = first
+    with ServerThread(engine=thinking) as srv:
+        client: Any = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="-", max_retries=0)
+        r = client.chat.completions.create(
+            model="tiny",
+            messages=MESSAGES,
+            max_tokens=30,
+            temperature=0,
+            extra_body={"regex": "[0-9]{3}"},
+        )
+        # the think-end token was free (the regex alone forbids it), then the regex held
+        head = engine.tokenizer.decode([first])
+        content = str(r.choices[0].message.content)
+        assert content.startswith(head), content
+        assert re.fullmatch("[0-9]{3}", content[len(head) :]), content
+        # with the block pre-closed by the template, the constraint applies at once
+        r = client.chat.completions.create(
+            model="tiny",
+            messages=MESSAGES,
+            max_tokens=30,
+            temperature=0,
+            extra_body={"regex": "[0-9]{3}", "chat_template_kwargs": {"enable_thinking": False}},
+        )
+        assert re.fullmatch("[0-9]{3}", r.choices[0].message.content)
+
+
+def _greedy_first_token(engine: Any, prompt: str) -> int:
+    import torch
+
+    ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+    with torch.inference_mode():
+        logits = engine.pipeline.model(torch.tensor([ids])).logits[0, -1]
+    return int(logits.argmax())

@@ -93,6 +93,7 @@ class TokenTable:
                 if sel.shape[0]:
                     bytesets[w, sel] |= bit[sel]
         self.bytesets = bytesets
+        self.tail_any: npt.NDArray[np.bool_] = bytesets != 0
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
@@ -120,8 +121,8 @@ def token_table(vocab: Vocabulary) -> TokenTable:
 
 
 _SELECTIVE = 8  # walk from per-first-byte lists when they cover under 1/8 of the vocabulary
-_MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the state
-_MIN_LOOP_TOKENS = 512  # ... and this many tokens start into the looping state
+_MIN_LOOP_BYTES = 8  # try the chain shortcut when its byte set has this many bytes
+_MIN_LOOP_TOKENS = 512  # ... and this many tokens start into the chain
 _SCALAR_TAIL = 24  # finish the walk in Python once this few tokens are still running
 
 
@@ -182,24 +183,37 @@ def _walk_one(
     else:
         cur_all = row[table.first]
         live_tok = cur_all >= 0
-        # Tokens whose first byte leads to a state t and whose other bytes all loop on t end
-        # in t: one subset test on the byte sets instead of a walk (string bodies, [a-z]+).
-        for t in np.unique(row[row >= 0]).tolist():
-            loops = trans[t] == t
-            if int(loops.sum()) < _MIN_LOOP_BYTES:
+        # Chains: from the state t a token's first byte leads to, the bytes of a common set O
+        # step t -> c1 -> c2 ... (a loop when c1 = t: string bodies, [a-z]+; a counter for
+        # bounded repeats: [^"]{0,40}). A token whose other bytes all lie in O ends at the
+        # chain state its length picks: one byte-set test instead of a walk.
+        per_target = np.bincount(row[live], weights=table.first_count[live])
+        for t in np.flatnonzero(per_target >= _MIN_LOOP_TOKENS).tolist():
+            sel_mask = cur_all == t
+            sel = np.flatnonzero(sel_mask)
+            chain = _chain(trans, t, table.max_len - 1, lazy)
+            if chain is None:
                 continue
-            sel = np.flatnonzero(cur_all == t)
-            if sel.shape[0] < _MIN_LOOP_TOKENS:
-                continue
-            outside = np.packbits(~loops, bitorder="little").view(np.uint64)
-            wide = sel.shape[0] * 2 > table.n_text
-            bs = table.bytesets if wide else table.bytesets[:, sel]
-            stays = (bs[0] & outside[0]) | (bs[1] & outside[1])
-            stays |= (bs[2] & outside[2]) | (bs[3] & outside[3])
-            hit = np.flatnonzero((stays == 0) & (cur_all == t)) if wide else sel[stays == 0]
-            done_pos.append(hit)
-            done_cur.append(np.full(hit.shape[0], t, dtype=np.int32))
-            live_tok[hit] = False
+            if lazy is not None:
+                trans = lazy.transitions
+                tflat = trans.reshape(-1)
+            in_set, states, kind = chain
+            wide = sel.shape[0] * 4 > table.n_text
+            hit = _tails_within(table, in_set, sel, sel_mask if wide else None)
+            tail = table.lengths[hit] - 1
+            m = states.shape[0] - 1
+            if kind == _LOOP:
+                decided = hit_kept = hit
+                hit_ends = states[np.minimum(tail, m)]
+            else:
+                within = tail <= m
+                hit_kept = hit[within]
+                hit_ends = states[tail[within]]
+                # _DEAD: longer tails die on O; _STOP: they still need the walk
+                decided = hit if kind == _DEAD else hit_kept
+            done_pos.append(hit_kept)
+            done_cur.append(hit_ends)
+            live_tok[decided] = False
         pos = np.flatnonzero(live_tok)
         cur = cur_all[pos]
     active = table.active
@@ -238,6 +252,88 @@ def _walk_one(
     tok: I32 = table.ids[np.concatenate(done_pos)]
     ends: I32 = np.concatenate(done_cur)
     return tok, ends
+
+
+_LOOP, _DEAD, _STOP = 0, 1, 2
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _tails_within(
+    table: TokenTable,
+    in_set: npt.NDArray[np.bool_],
+    sel: npt.NDArray[np.intp],
+    sel_mask: npt.NDArray[np.bool_] | None,
+) -> npt.NDArray[np.intp]:
+    """Positions of ``sel`` whose bytes after the first all lie in ``in_set``.
+
+    ``sel_mask`` (the same selection as a boolean array over all positions) makes the test
+    run on whole arrays instead of gathering ``sel``: cheaper when ``sel`` is most of them.
+    """
+    outside = np.packbits(~in_set, bitorder="little").view(np.uint64)
+    bad: npt.NDArray[np.bool_] | None = None
+    for w in range(4):
+        ow = outside[w]
+        if ow == 0:
+            continue
+        if ow == _ALL_ONES:
+            any_w = table.tail_any[w]
+            term = any_w if sel_mask is not None else any_w[sel]
+        else:
+            words = table.bytesets[w] if sel_mask is not None else table.bytesets[w][sel]
+            term = (words & ow) != 0
+        bad = term.copy() if bad is None else (bad | term)
+    if sel_mask is None:
+        return sel if bad is None else sel[~bad]
+    ok = sel_mask if bad is None else (sel_mask & ~bad)
+    return np.flatnonzero(ok)
+
+
+def _chain(
+    trans: I32, t: int, max_steps: int, lazy: LazyByteDFA | None
+) -> tuple[npt.NDArray[np.bool_], I32, int] | None:
+    """The chain of states a common byte set O steps through from ``t``.
+
+    Returns ``(O as bool[256], chain states c0 = t .. cm, kind)`` where ``kind`` says what
+    follows cm on O: ``_LOOP`` (cm again, forever), ``_DEAD`` (every byte of O dies) or
+    ``_STOP`` (unknown: tokens longer than the chain must be walked). ``None`` when O would
+    have fewer than ``_MIN_LOOP_BYTES`` bytes.
+    """
+    if lazy is not None:
+        lazy.expand([t])
+        trans = lazy.transitions
+    row = trans[t]
+    targets = row[row >= 0]
+    if targets.shape[0] < _MIN_LOOP_BYTES:
+        return None
+    counts = np.bincount(targets)
+    nxt = int(counts.argmax())
+    if int(counts[nxt]) < _MIN_LOOP_BYTES:
+        return None
+    in_set = row == nxt
+    rep = int(np.flatnonzero(in_set)[0])
+    states = [t]
+    cur = t
+    kind = _STOP
+    for _ in range(max_steps):
+        if nxt == cur:
+            kind = _LOOP
+            break
+        states.append(nxt)
+        cur = nxt
+        if lazy is not None:
+            lazy.expand([cur])
+            trans = lazy.transitions
+        row = trans[cur]
+        nxt = int(row[rep])
+        if nxt < 0:
+            # every byte of O dies here, or O splits (then only tails up to here are decided)
+            kind = _DEAD if bool((row[in_set] < 0).all()) else _STOP
+            break
+        narrowed = in_set & (row == nxt)
+        if int(narrowed.sum()) < _MIN_LOOP_BYTES:
+            break
+        in_set = narrowed
+    return in_set, np.array(states, dtype=np.int32), kind
 
 
 def _finish_scalar(

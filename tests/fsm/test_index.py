@@ -193,3 +193,55 @@ def test_one_lazy_dfa_shared_by_threads_and_vocabularies(vocab: Vocabulary) -> N
         if ref_state < 0:
             assert lazy_state < 0
             break
+
+
+CHAIN_PATTERNS = [
+    *PATTERNS,
+    r'"[^"\\]{0,3}"',
+    r'"[^"\\]*"',
+    r"[a-c]{2,4}x?",
+    r"(ab)+1?",
+    r"[ab]*c[ab]{0,2}",
+    r"[a-z0-9]{3}[a-z]*[0-9]?",
+    r"(a|\xc3\xa9|b)*s?",
+]
+
+
+@pytest.mark.parametrize("pattern", CHAIN_PATTERNS)
+@pytest.mark.parametrize(("selective", "scalar_tail"), [(0, 0), (0, 10**6), (10**6, 0)])
+def test_every_walk_strategy_matches_the_scalar_walk(
+    vocab: Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
+    pattern: str,
+    selective: int,
+    scalar_tail: int,
+) -> None:
+    import outlines_like.fsm.index as index_mod
+
+    # force the chain shortcut (any token count, any byte-set size), the full or per-first-byte
+    # candidate selection, and the column-by-column or byte-by-byte finish
+    monkeypatch.setattr(index_mod, "_MIN_LOOP_TOKENS", 0)
+    monkeypatch.setattr(index_mod, "_MIN_LOOP_BYTES", 1)
+    monkeypatch.setattr(index_mod, "_SELECTIVE", selective)
+    monkeypatch.setattr(index_mod, "_SCALAR_TAIL", scalar_tail)
+    table = token_table(vocab)
+    scratch = np.empty(vocab.size, dtype=np.int32)
+    bits = np.zeros(vocab.size, dtype=bool)
+    for dfa in (compile_regex(pattern), compile_regex_auto(pattern, eager_nfa_limit=0)):
+        lazy = dfa if isinstance(dfa, LazyByteDFA) else None
+        index = TokenIndex(dfa, vocab)
+        todo, seen = [dfa.start], {dfa.start}
+        while todo:
+            state = todo.pop()
+            ref_ids, ref_ends = scalar_walk(dfa, vocab, state)
+            trans = dfa.transitions
+            tok, ends = index_mod._walk_one(trans, trans.reshape(-1), table, state, lazy)
+            ids, ends = index_mod._sort_by_token(tok, ends, scratch, bits)
+            assert ids.tolist() == ref_ids, (pattern, state)
+            assert ends.tolist() == ref_ends, (pattern, state)
+            mask_ids = sorted([*ref_ids, EOS]) if dfa.is_accepting(state) else ref_ids
+            assert index.row(state).ids(vocab.size).tolist() == mask_ids
+            for end in ref_ends:
+                if end not in seen:
+                    seen.add(end)
+                    todo.append(end)

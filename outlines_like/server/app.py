@@ -559,9 +559,11 @@ class _ChatStreamState:
 
         if self.tools is None:
             return [{"content": text}] if text else []
-        parsed = list(self.tools.parse_delta(text) or []) if text else []
-        if final:
-            parsed += self.tools.finish()
+        with warnings.catch_warnings():  # a malformed block is left in the content
+            warnings.simplefilter("ignore")
+            parsed = list(self.tools.parse_delta(text) or []) if text else []
+            if final:
+                parsed += self.tools.finish()
         out: list[dict[str, Any]] = []
         for item in parsed:
             if isinstance(item, ContentDelta):

@@ -2,7 +2,7 @@
 
 ```
 OutlinesLikeError
-├── APIError                      (status_code, request_id, retryable)
+├── APIError                      (status_code, request_id, retryable, retry_after)
 │   ├── AuthenticationError       401
 │   ├── PermissionDeniedError     403
 │   ├── NotFoundError             404
@@ -59,6 +59,7 @@ class APIError(OutlinesLikeError):
         request_id: The server's request id (``x-request-id``), when it sent one.
         retryable: Whether sending the same request again may succeed.
         body: The decoded error body, when there was one.
+        retry_after: The server's ``Retry-After`` hint in seconds (429 and 503 send it).
     """
 
     default_retryable = False
@@ -71,6 +72,7 @@ class APIError(OutlinesLikeError):
         request_id: str | None = None,
         retryable: bool | None = None,
         body: object = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -78,6 +80,7 @@ class APIError(OutlinesLikeError):
         self.request_id = request_id
         self.retryable = self.default_retryable if retryable is None else retryable
         self.body = body
+        self.retry_after = retry_after
 
     def __str__(self) -> str:
         parts = [self.message]
@@ -104,10 +107,6 @@ class RateLimitError(APIError):
     """Too many requests (429); ``retry_after`` holds the server's hint in seconds."""
 
     default_retryable = True
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: object) -> None:
-        super().__init__(message, **kwargs)  # type: ignore[arg-type]
-        self.retry_after = retry_after
 
 
 class BadRequestError(APIError):

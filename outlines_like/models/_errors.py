@@ -128,16 +128,17 @@ def _from_status(
             body=body,
         )
     if status >= 500:
-        error: APIError = ServerError(
-            f"server error: {message}", status_code=status, request_id=request_id, body=body
+        return ServerError(
+            f"server error: {message}",
+            status_code=status,
+            request_id=request_id,
+            body=body,
+            retry_after=retry_after,
         )
-    else:
-        cls = _BY_STATUS.get(status, BadRequestError)
-        error = cls(message, status_code=status, request_id=request_id, body=body)
-    if retry_after is not None:
-        # errors.py only gives RateLimitError a retry_after field; a 503 may send the hint too.
-        error.retry_after = retry_after  # type: ignore[attr-defined]
-    return error
+    cls = _BY_STATUS.get(status, BadRequestError)
+    return cls(
+        message, status_code=status, request_id=request_id, body=body, retry_after=retry_after
+    )
 
 
 def translate(exc: BaseException) -> APIError | None:
@@ -184,8 +185,7 @@ def translate(exc: BaseException) -> APIError | None:
 
 def retry_after_of(error: APIError) -> float | None:
     """The server's wait hint carried by ``error``, in seconds, when it sent one."""
-    value = getattr(error, "retry_after", None)
-    return float(value) if isinstance(value, (int, float)) else None
+    return error.retry_after
 
 
 class translate_errors:  # lower case: used like a function, `with translate_errors():`

@@ -88,6 +88,12 @@ class ModelGenerator(Generator):
             return self.model._stream(call)
         return self.model.stream(prompt, self.output_type, **inference_kwargs)  # type: ignore[no-any-return]
 
+    def stream_parse(self, prompt: object, **inference_kwargs: Any) -> Iterator[Any]:
+        """Yield partial values as the JSON grows, then the validated one; see ``Model``."""
+        from outlines_like.streaming import iter_partial
+
+        return iter_partial(self.stream(prompt, **inference_kwargs), self.output_type)
+
     def batch(
         self,
         prompts: Iterable[object],
@@ -136,6 +142,12 @@ class AsyncModelGenerator(Generator):
         """Yield answer text deltas: ``async for d in gen.stream(...)``."""
         call = self.model.prepare(prompt, self._constraint, inference_kwargs, stream=True)
         return self.model._stream(call)
+
+    def stream_parse(self, prompt: object, **inference_kwargs: Any) -> AsyncIterator[Any]:
+        """Async twin of ``ModelGenerator.stream_parse``."""
+        from outlines_like.streaming import aiter_partial
+
+        return aiter_partial(self.stream(prompt, **inference_kwargs), self.output_type)
 
     async def batch(
         self,

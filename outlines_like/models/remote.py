@@ -186,6 +186,19 @@ class Model(ModelCore[openai.OpenAI]):
         if tail:
             yield tail
 
+    def stream_parse(
+        self, prompt: object, output_type: object, **inference_kwargs: Any
+    ) -> Iterator[Any]:
+        """Yield partial values as the JSON answer grows, then the fully validated value.
+
+        For a pydantic model each partial value is an instance holding the fields complete so
+        far (see ``outlines_like.streaming.iter_partial``); the last item is what ``parse``
+        would return.
+        """
+        from outlines_like.streaming import iter_partial
+
+        return iter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
+
     def batch(
         self,
         prompts: Iterable[object],
@@ -360,6 +373,14 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         tail = reader.finish(stacklevel=2)
         if tail:
             yield tail
+
+    def stream_parse(
+        self, prompt: object, output_type: object, **inference_kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """Async twin of ``Model.stream_parse``: ``async for value in amodel.stream_parse(...)``."""
+        from outlines_like.streaming import aiter_partial
+
+        return aiter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
 
     async def batch(
         self,

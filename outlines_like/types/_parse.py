@@ -6,6 +6,7 @@ import datetime as dt
 import enum
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
 import jsonschema
@@ -98,6 +99,8 @@ def parse(output_type: object, text: str) -> Any:
         if not isinstance(value, dict):
             raise _fail(output_type, text, "expected a JSON object")
         return value
+    if isinstance(output_type, Mapping):
+        return _parse_json_schema(JsonSchema(output_type), text)
     if isinstance(output_type, JsonSchema):
         if output_type.python_type is not None:
             return parse(output_type.python_type, text)

@@ -20,7 +20,7 @@ import inspect
 import json
 import types as _pytypes
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Union, cast, get_args, get_origin
 
 import pydantic
@@ -127,9 +127,13 @@ def _cached_term(output_type: object) -> Term | None:
 def to_term(output_type: object) -> Term | None:
     """Turn an output type into a term; ``None`` means free text (no constraint).
 
+    A dict is read as a JSON Schema (``JsonSchema(output_type)``).
+
     Raises:
         UnsupportedConstraintError: ``output_type`` is not something we can constrain to.
     """
+    if isinstance(output_type, Mapping):
+        return JsonSchema(output_type)
     try:
         return _cached_term(output_type)
     except TypeError as exc:  # unhashable: build it every time

@@ -147,3 +147,17 @@ def test_other_models_are_called_through_their_methods() -> None:
         ("batch", "p", (int, {"max_concurrency": 2, "return_exceptions": True})),
     ]
     assert repr(gen).startswith("ModelGenerator(")
+
+
+def test_generator_stream_parse() -> None:
+    import pydantic
+
+    from tests.models.test_remote import FakeServer, _hero_stream
+
+    class Adventurer(pydantic.BaseModel):
+        name: str
+        level: int
+
+    fake = FakeServer(_hero_stream())
+    gen = m.Generator(m.from_vllm(fake.client(), "tiny"), Adventurer)
+    assert list(gen.stream_parse("x"))[-1] == Adventurer(name="Ada", level=12)

@@ -870,3 +870,32 @@ def test_repr_and_detect_with_fixed_server() -> None:
     assert repr(model) == "Model(server='vllm', model='tiny', endpoint='chat')"
     assert model.detect().kind == "vllm"
     assert fake.requests == []
+
+
+class Adventurer(pydantic.BaseModel):
+    name: str
+    level: int
+
+
+def _hero_stream() -> httpx2.Response:
+    pieces = ['{"na', 'me":"Ad', 'a","lev', 'el":1', "2}"]
+    return sse(*(chunk(p) for p in pieces), chunk(finish="stop"))
+
+
+def test_stream_parse_yields_growing_objects_then_the_validated_one() -> None:
+    fake = FakeServer(_hero_stream())
+    model = m.from_vllm(fake.client(), "tiny")
+    values = list(model.stream_parse("x", Adventurer))
+    assert values[-1] == Adventurer(name="Ada", level=12)
+    assert "json" in fake.sent["structured_outputs"]
+    names = [getattr(v, "name", None) for v in values]
+    assert "Ad" in names or "Ada" in names
+    assert len(values) >= 3
+
+
+async def test_async_stream_parse() -> None:
+    fake = FakeServer(_hero_stream())
+    amodel = m.from_vllm(fake.aclient(), "tiny")
+    values = [v async for v in amodel.stream_parse("x", Adventurer)]
+    assert values[-1] == Adventurer(name="Ada", level=12)
+    assert len(values) >= 3

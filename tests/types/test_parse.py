@@ -68,6 +68,7 @@ class Movie(TypedDict):
         (JsonSchema({"type": "array", "items": {"type": "integer"}}), "[1]", [1]),
         (Regex("[a-z]+"), "abc", "abc"),
         (integer, "12", "12"),
+        ({"type": "object", "properties": {"a": {"type": "integer"}}}, '{"a":1}', {"a": 1}),
     ],
 )
 def test_parse_gives_the_value(tp: object, text: str, value: object) -> None:
@@ -89,6 +90,7 @@ def test_parse_gives_the_value(tp: object, text: str, value: object) -> None:
         (JsonSchema({"type": "integer", "minimum": 3}), "2", "minimum"),
         (JsonSchema({"type": "integer"}), "x", "invalid JSON"),
         (Regex("[a-z]+"), "ABC", "regex"),
+        ({"type": "integer", "maximum": 3}, "4", "maximum"),
     ],
 )
 def test_parse_errors_quote_the_text(tp: object, text: str, why: str) -> None:

@@ -129,6 +129,7 @@ def test_containers_and_models_use_json_style(tp: object, good: list[str], bad: 
         (lookup, JsonSchema),
         (CFG("start: 'a'"), CFG),
         (integer | Regex("x"), Alternatives),
+        ({"type": "integer"}, JsonSchema),
     ],
 )
 def test_term_kinds(tp: object, kind: type) -> None:

@@ -19,6 +19,7 @@ EXPECTED = {
     "RetryPolicy",
     "ServerInfo",
     "ToolCall",
+    "TruncatedOutputWarning",
     "Usage",
     "__version__",
     "aggregate_chunks",

@@ -157,6 +157,7 @@ def build_context(
     classify: Callable[[tuple[int, ...]], int],
     *,
     all_matches: bool = False,
+    priorities: Sequence[int] | None = None,
 ) -> ContextDFA:
     """Build the product DFA of a lexer context.
 
@@ -169,6 +170,11 @@ def build_context(
             to the id stored in ``winner``.
         all_matches: A lexeme becomes every terminal matching it (the GLR parser tries each),
             instead of Lark's single choice.
+        priorities: Lark's terminal priorities, by global id. Lark's scanner tries terminals
+            by priority first, so once a terminal has matched, the lexeme cannot grow into
+            one of lower priority only, and it cannot end as one of lower priority either
+            (Lark would have cut it at the earlier match; the matcher, which never goes back,
+            rejects that text instead).
     """
     live = list(order)
     tracked: list[int] = []
@@ -185,12 +191,22 @@ def build_context(
         for t, targets in unless.items()
         if t in live
     }
+    prio = [0] * n_live if priorities is None else [priorities[t] for t in live]
+    by_priority = not all_matches and len(set(prio)) > 1
 
-    def label(tup: tuple[int, ...]) -> tuple[int, ...]:
+    def matched(tup: tuple[int, ...]) -> int | None:
+        """The highest priority among the terminals matching the lexeme now."""
+        found = [prio[i] for i in range(n_live) if comp_acc[i][tup[i]]]
+        return max(found) if found else None
+
+    def label(state: tuple[tuple[int, ...], int | None]) -> tuple[int, ...]:
+        tup, best = state
         if all_matches:
             return tuple(sorted({comps[i] for i in range(n_live) if comp_acc[i][tup[i]]}))
         for i in range(n_live):
             if comp_acc[i][tup[i]]:
+                if best is not None and prio[i] < best:
+                    return ()  # a higher-priority terminal matched a shorter lexeme
                 for j in unless_pos.get(i, ()):
                     if comp_acc[j][tup[j]]:
                         return (comps[j],)
@@ -198,12 +214,13 @@ def build_context(
         return ()
 
     start_tuple = tuple(dfas[t].start for t in comps)
-    tuples: list[tuple[int, ...]] = [start_tuple]
-    index: dict[tuple[int, ...], int] = {}  # the start state is not in it: nothing returns there
+    # a state: (component states, highest priority matched so far when priorities matter)
+    states: list[tuple[tuple[int, ...], int | None]] = [(start_tuple, None)]
+    index: dict[tuple[tuple[int, ...], int | None], int] = {}  # the start is never returned to
     rows: list[npt.NDArray[np.int32]] = []
     k = 0
-    while k < len(tuples):
-        tup = tuples[k]
+    while k < len(states):
+        tup, best = states[k]
         k += 1
         row = np.full(256, -1, dtype=np.int32)
         rows.append(row)
@@ -215,16 +232,25 @@ def build_context(
             cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
             ids = np.empty(len(cols), dtype=np.int32)
             for c, col in enumerate(cols):
-                key = tuple(int(x) for x in col)
+                nxt = tuple(int(x) for x in col)
+                key: tuple[tuple[int, ...], int | None] = (nxt, None)
+                if by_priority:
+                    if best is not None and all(
+                        prio[i] < best for i in range(n_live) if nxt[i] >= 0
+                    ):
+                        ids[c] = -1  # only lower-priority terminals could go on: cut here
+                        continue
+                    now = matched(nxt)
+                    key = (nxt, now if best is None else best if now is None else max(best, now))
                 sid = index.get(key)
                 if sid is None:
-                    sid = index[key] = len(tuples)
-                    tuples.append(key)
+                    sid = index[key] = len(states)
+                    states.append(key)
                 ids[c] = sid
             row[live_bytes] = ids[inverse.reshape(-1)]
     transitions = np.stack(rows).astype(np.int32)
-    n = len(tuples)
-    labels = [label(t) for t in tuples]
+    n = len(states)
+    labels = [label(state) for state in states]
     winner = np.array([classify(lab) if lab else -1 for lab in labels], dtype=np.int64)
     reach = np.zeros((n, len(dfas)), dtype=np.bool_)
     for q, lab in enumerate(labels):

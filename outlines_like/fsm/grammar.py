@@ -30,8 +30,11 @@ keywords. This is what Lark's lexer does on every input where its regex alternat
 longest match, so the texts the matcher accepts parse with ``lark.Lark(grammar,
 parser="lalr")``. Where Lark's lexer would backtrack (a lexeme that runs into a dead end, such
 as ``1.`` followed by ``x`` for a number terminal ``[0-9]+(\.[0-9]+)?``), the matcher is
-stricter: it never splits a lexeme that could still grow. Terminal priorities order the
-choice between terminals matching the same lexeme; they never make a shorter lexeme win.
+stricter: it never splits a lexeme that could still grow. Terminal priorities act as in
+Lark, whose scanner tries terminals by priority first: once a terminal has matched, the lexeme
+does not grow into terminals of lower priority only (with ``IF.2: "if"`` and a ``NAME``,
+``ifx`` reads as ``IF`` then ``x``), and a lexeme that grew on past such a match cannot end as
+a lower-priority terminal (Lark would go back to the shorter match; the matcher rejects).
 Under GLR a lexeme becomes every terminal of the context that matches it (each is tried).
 As in Lark, ``%ignore`` text may come before the first and after the last token.
 
@@ -457,6 +460,7 @@ class CompiledGrammar(Compiled):
         self._unless_cls = UnlessCallback
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
+        self._priorities = [int(t.priority) for t in lark_terminals]
         self._term_sort = {
             t.name: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
             for t in lark_terminals
@@ -555,7 +559,11 @@ class CompiledGrammar(Compiled):
         cid = self._context_by_key.get(key)
         if cid is None:
             cid = self._context_by_key[key] = len(self._contexts)
-            self._contexts.append(build_context(order, unless, self._dfas, self._classify))
+            self._contexts.append(
+                build_context(
+                    order, unless, self._dfas, self._classify, priorities=self._priorities
+                )
+            )
         return cid
 
     def _glr_context(self, config: Config) -> int:

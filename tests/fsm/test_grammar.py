@@ -47,6 +47,15 @@ NAME: /[a-z]+/
 %ignore " "
 """
 
+# Terminal priority: Lark's scanner tries IF before NAME, so "ifx" is IF then NAME.
+PRIORITY = r"""
+start: stmt+
+stmt: IF NAME ";" | NAME "=" NAME ";"
+IF.2: "if"
+NAME: /[a-z]+/
+%ignore " "
+"""
+
 # Lark's own tutorial grammar: common.lark terminals (ESCAPED_STRING uses a lookbehind).
 LARK_TUTORIAL_JSON = r"""
 start: value
@@ -176,6 +185,11 @@ def test_json_accept_reject(json_grammar: CompiledGrammar, text: bytes, expected
         (KEYWORDS, b"x; let a = b; xy;", "complete"),
         # after "let" only a NAME can come, so Lark's contextual lexer reads "let" as a NAME
         (KEYWORDS, b"let let = x;", "complete"),
+        (PRIORITY, b"if x;", "complete"),
+        (PRIORITY, b"ifx;", "complete"),  # IF "if", NAME "x"
+        (PRIORITY, b"i = y;", "complete"),
+        (PRIORITY, b"iffy = a;", "rejected"),  # IF "if", NAME "fy", then "=" is an error
+        (PRIORITY, b"if = a;", "rejected"),
         (LARK_TUTORIAL_JSON, b'{"a": [1, -2.5e3, "x\\"y\\\\"]}', "complete"),
         (LARK_TUTORIAL_JSON, b'["a\\"]', "prefix"),  # the quote is escaped
         (LARK_TUTORIAL_JSON, b'["a"b"]', "rejected"),

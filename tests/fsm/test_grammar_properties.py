@@ -21,6 +21,7 @@ from tests.fsm.test_grammar import (
     JSON_LARK,
     KEYWORDS,
     LARK_TUTORIAL_JSON,
+    PRIORITY,
     TOKEN_ID,
     VOCAB,
     greedy,
@@ -34,6 +35,7 @@ GRAMMARS = {
     "arith": (ARITH_LARK, "lalr"),
     "keywords": (KEYWORDS, "lalr"),
     "lark_tutorial_json": (LARK_TUTORIAL_JSON, "lalr"),
+    "priority": (PRIORITY, "lalr"),
     "arith_ws_glr": (ARITH_WS, "earley"),
 }
 

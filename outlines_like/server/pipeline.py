@@ -193,7 +193,11 @@ class TransformersPipeline:
         self.vocab_size = int(model.config.vocab_size)
         self.max_length = int(getattr(model.config, "max_position_embeddings", 4096))
         params = inspect.signature(model.forward).parameters
+        # transformers renamed these over time; use what this version's forward takes
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._keep_kwarg = next(
+            (k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None
+        )
         self._sequences: dict[str, _Sequence] = {}
         self.stats = PipelineStats()
         self._host_words: Any = None
@@ -278,7 +282,7 @@ class TransformersPipeline:
             mask[i, c_max - past[i] : c_max] = 1
             mask[i, c_max + t_max - new[i] :] = 1
             pos[i, t_max - new[i] :] = torch.arange(past[i], past[i] + new[i])
-        cache = DynamicCache()
+        cache: Any = DynamicCache()
         if c_max:
             template = next(s for s in seqs if s.cache).cache
             for layer in range(len(template)):
@@ -291,22 +295,27 @@ class TransformersPipeline:
                         keys[i, :, c_max - past[i] :] = k[0]
                         values[i, :, c_max - past[i] :] = v[0]
                 cache.update(keys, values, layer)
-        kwargs = {self._cache_kwarg: cache}
+        kwargs: dict[str, Any] = {self._cache_kwarg: cache}
+        if self._keep_kwarg is not None:
+            kwargs[self._keep_kwarg] = 1
         out = self.model(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             position_ids=pos.to(self.device),
             use_cache=True,
-            logits_to_keep=1,
             **kwargs,
         )
-        layers: Any = cache.layers
+        layers: Any = (
+            [(lay.keys, lay.values) for lay in cache.layers]
+            if hasattr(cache, "layers")
+            else list(zip(cache.key_cache, cache.value_cache, strict=True))  # transformers < 4.54
+        )
         for i, s in enumerate(seqs):
             start = c_max + t_max - new[i]
             appended = []
-            for layer, lay in enumerate(layers):
-                k_new = lay.keys[i : i + 1, :, start:]
-                v_new = lay.values[i : i + 1, :, start:]
+            for layer, (keys_all, values_all) in enumerate(layers):
+                k_new = keys_all[i : i + 1, :, start:]
+                v_new = values_all[i : i + 1, :, start:]
                 if s.cache:
                     k_old, v_old = s.cache[layer]
                     appended.append((torch.cat([k_old, k_new], 2), torch.cat([v_old, v_new], 2)))

@@ -27,7 +27,13 @@ from outlines_like.errors import APIError, GenerationError, ProviderResponseErro
 from outlines_like.inputs import to_messages, to_prompt_text
 from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy
-from outlines_like.reasoning import ReasoningStream, reasoning_from_message, split_reasoning
+from outlines_like.reasoning import (
+    ReasoningStream,
+    model_thinks,
+    reasoning_from_message,
+    split_reasoning,
+    warn_if_thinking_unconstrained,
+)
 from outlines_like.tools import (
     ToolCall,
     parse_tool_calls,
@@ -290,6 +296,7 @@ class ModelCore(Generic[ClientT]):
         retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
         rate_limit: RateLimiter | float | None = None,
         adapter: Adapter | None = None,
+        reasoning_parser: bool | None = None,
     ) -> None:
         if server is not None and server not in SERVER_KINDS:
             raise ValueError(
@@ -333,6 +340,8 @@ class ModelCore(Generic[ClientT]):
         self._lock = threading.Lock()  # serialises detection in Model
         self._alock = asyncio.Lock()  # serialises detection in AsyncModel (binds no loop here)
         self._allowed = _create_params(endpoint)
+        self.reasoning_parser = reasoning_parser
+        self._thinks: dict[str, bool | None] = {}
 
     # -- state
 
@@ -456,6 +465,8 @@ class ModelCore(Generic[ClientT]):
                 overwrite (``response_format``, or an ``extra_body`` key).
         """
         fields = self.constraint_fields(target, call.constraint.term)
+        if fields:
+            self._check_thinking(target.info.kind, model)
         params: dict[str, Any] = {call.prompt_key: call.prompt}
         extra: dict[str, Any] | None = None
         allowed = self._allowed
@@ -503,6 +514,20 @@ class ModelCore(Generic[ClientT]):
         if call.stream:
             params["stream"] = True
         return Request(self.endpoint, params)
+
+    def _check_thinking(self, server: ServerKind, model: str) -> None:
+        """Warn when a thinking model's reasoning may be forced into the output type."""
+        thinks = self._thinks.get(model, False)
+        if thinks is False and model not in self._thinks:
+            thinks = self._thinks[model] = model_thinks(model)
+        if thinks:
+            warn_if_thinking_unconstrained(
+                server=server,
+                constrained=True,
+                thinks=True,
+                reasoning_parser=self.reasoning_parser,
+                stacklevel=6,
+            )
 
     # -- stage 4: read the answer
 

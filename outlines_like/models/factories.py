@@ -39,6 +39,7 @@ def from_server(
     endpoint: Endpoint = "chat",
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
+    reasoning_parser: bool | None = None,
 ) -> Model: ...
 @overload
 def from_server(
@@ -49,6 +50,7 @@ def from_server(
     endpoint: Endpoint = "chat",
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
+    reasoning_parser: bool | None = None,
 ) -> AsyncModel: ...
 def from_server(
     client: openai.OpenAI | openai.AsyncOpenAI,
@@ -58,6 +60,7 @@ def from_server(
     endpoint: Endpoint = "chat",
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
+    reasoning_parser: bool | None = None,
 ) -> Model | AsyncModel:
     """Wrap a client: ``Model`` for ``openai.OpenAI``, ``AsyncModel`` for ``openai.AsyncOpenAI``.
 
@@ -72,6 +75,10 @@ def from_server(
         retry: Our retry policy (the client's own retries are then turned off so attempts
             do not multiply); ``None`` leaves retrying to the client's ``max_retries``.
         rate_limit: A ``RateLimiter``, a number of requests per minute, or ``None``.
+        reasoning_parser: Whether the server runs a reasoning parser that applies constraints
+            after the model's thinking (vLLM/SGLang ``--reasoning-parser``). ``None``:
+            unknown. A constrained call to a model whose name says it thinks, on a server
+            that may constrain from the first token, warns (``ThinkingConstrainedWarning``).
 
     Raises:
         TypeError: ``client`` is not an ``openai.OpenAI`` or ``openai.AsyncOpenAI``.
@@ -82,6 +89,7 @@ def from_server(
         "endpoint": endpoint,
         "retry": retry,
         "rate_limit": rate_limit,
+        "reasoning_parser": reasoning_parser,
     }
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncModel(client, server, **options)  # type: ignore[arg-type]
@@ -118,6 +126,7 @@ class ServerFactory:
         endpoint: Endpoint = "chat",
         retry: RetryPolicy | None = _DEFAULT_RETRY,
         rate_limit: RateLimiter | float | None = None,
+        reasoning_parser: bool | None = None,
     ) -> Model: ...
     @overload
     def __call__(
@@ -128,6 +137,7 @@ class ServerFactory:
         endpoint: Endpoint = "chat",
         retry: RetryPolicy | None = _DEFAULT_RETRY,
         rate_limit: RateLimiter | float | None = None,
+        reasoning_parser: bool | None = None,
     ) -> AsyncModel: ...
     def __call__(
         self,
@@ -137,6 +147,7 @@ class ServerFactory:
         endpoint: Endpoint = "chat",
         retry: RetryPolicy | None = _DEFAULT_RETRY,
         rate_limit: RateLimiter | float | None = None,
+        reasoning_parser: bool | None = None,
     ) -> Model | AsyncModel:
         """Wrap ``client`` for this server kind."""
         return from_server(
@@ -146,6 +157,7 @@ class ServerFactory:
             endpoint=endpoint,
             retry=retry,
             rate_limit=rate_limit,
+            reasoning_parser=reasoning_parser,
         )
 
     def __repr__(self) -> str:

@@ -899,3 +899,15 @@ async def test_async_stream_parse() -> None:
     values = [v async for v in amodel.stream_parse("x", Adventurer)]
     assert values[-1] == Adventurer(name="Ada", level=12)
     assert len(values) >= 3
+
+
+def test_thinking_model_constrained_from_token_zero_warns() -> None:
+    from outlines_like.reasoning import ThinkingConstrainedWarning
+
+    fake = FakeServer(chat_body("12"), chat_body("12"), chat_body("12"))
+    model = m.from_llamacpp(fake.client(), "deepseek-r1-distill-qwen-7b")
+    with pytest.warns(ThinkingConstrainedWarning, match="llamacpp"):
+        model("x", int)
+    model("x")  # free text: nothing to warn about
+    quiet = m.from_vllm(fake.client(), "deepseek-r1-distill-qwen-7b", reasoning_parser=True)
+    quiet("x", int)

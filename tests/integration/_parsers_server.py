@@ -5,7 +5,8 @@ It runs from the venv and the tiny Qwen3-shaped model that the shared toolkit ma
 toolkit's vLLM, plus ``--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser
 qwen3`` and the reference server's chat template (a Qwen3-style ChatML template with a tools
 section, ``<tool_call>`` markup and ``enable_thinking``), so that both servers render the same
-prompt for the same messages.
+prompt for the same messages. ``VLLM_ENFORCE_STRICT_TOOL_CALLING=0`` makes vLLM force
+``tool_choice`` "required"/named through ``structured_outputs.json`` (see ``start``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ class ParsersVLLM:
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
+            # Forced tool calls through structured_outputs.json (the parameters schema, with
+            # the server's disable_any_whitespace), not xgrammar structural tags: with those,
+            # a non-strict tool's arguments are any JSON and a strict tool's allow free
+            # whitespace, which a random model pads up to max_tokens.
+            "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
         }
         env.pop("VLLM_PORT", None)  # vLLM reads it for its internal ports
         with self.log.open("wb") as out:

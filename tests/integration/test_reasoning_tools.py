@@ -49,7 +49,7 @@ from outlines_like.errors import BadRequestError, MaxToolStepsError
 from outlines_like.reasoning import split_reasoning
 from outlines_like.server.tiny import CHAT_TEMPLATE
 from outlines_like.streaming import StreamAggregator, aggregate_chunks
-from outlines_like.tools import ToolCall, run_tools, tool_choice, tool_schema
+from outlines_like.tools import ToolCall, arun_tools, run_tools, tool_choice, tool_schema
 from outlines_like.types import Regex
 from tests.integration._parsers_server import ParsersVLLM
 from tests.integration.conftest import WORKDIR, Server, free_port, wait_healthy
@@ -321,6 +321,58 @@ def test_run_tools_with_one_step_raises(model: ol.Model) -> None:
     assert info.value.steps == 1
     check_executions(1)
     assert CALLS[0][0] == "add"
+
+
+async def double(n: Annotated[int, pydantic.Field(ge=0, le=9)]) -> int:
+    """Double a digit (an async tool).
+
+    Args:
+        n: The digit.
+    """
+    CALLS.append(("add", {"a": n, "b": n}))
+    return 2 * n
+
+
+async def test_arun_tools_stops_after_max_steps(tserver: Server) -> None:
+    async with httpx2.AsyncClient(timeout=120) as http:
+        amodel = ol.from_server(
+            openai.AsyncOpenAI(base_url=tserver.base_url, api_key="sk-test", http_client=http)
+        )
+
+        class AlwaysCall:
+            """The user's async model, asked for a tool call on every step."""
+
+            async def complete(self, prompt: Any, **kw: Any) -> Completion | list[Completion]:
+                result: Completion | list[Completion] = await amodel.complete(
+                    prompt, **{**kw, "tool_choice": "required"}
+                )
+                return result
+
+        kw = {k: v for k, v in TOOL_KW.items() if k != "tools"}
+        with pytest.raises(MaxToolStepsError) as info:
+            await arun_tools(AlwaysCall(), "Double a digit.", [double], max_steps=2, seed=18, **kw)
+    assert info.value.steps == 2
+    check_executions(2)
+
+
+def test_forced_tool_call_while_thinking(model: ol.Model, tserver: Server) -> None:
+    kw = {k: v for k, v in TOOL_KW.items() if k != "extra_body"}
+    result = model.complete("What is the weather in Rome?", tool_choice="required", seed=17, **kw)
+    assert not isinstance(result, list)
+    field, content, finish = raw_fields(result)
+    if tserver.name == "vllm":
+        # qwen3 reasoning parser: the request starts inside the reasoning and the tool-call
+        # grammar waits for a </think> that never comes: no call, all text is reasoning.
+        assert result.tool_calls == ()
+        assert field, (field, content)
+        assert result.reasoning == field
+        assert result.text == ""
+        assert finish == "length"
+    else:
+        # the reference template does not open <think>: the constraint applies at once
+        assert field is None
+        assert len(result.tool_calls) == 1, result
+        check_call(result.tool_calls[0], {"add", "weather"})
 
 
 REFERENCE_DEFS_GAP = (

@@ -9,7 +9,7 @@ Two servers render the same Qwen3-style ChatML template (tools section, ``<tool_
   with ``--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3`` and the
   reference server's chat template.
 
-What vLLM 0.32 does on this model, and how the suite copes (measured, see the report):
+What vLLM 0.32.0 (CPU) does on this model, and how the suite copes (measured):
 
 * With ``--reasoning-parser qwen3`` a request starts *inside* the reasoning unless the prompt
   closed it: every output token goes to ``message.reasoning`` and the structured-output grammar
@@ -24,7 +24,14 @@ What vLLM 0.32 does on this model, and how the suite copes (measured, see the re
 * "required" with parallel calls allowed is an array whose length the model picks: a random
   model never closes it. Requests send ``parallel_tool_calls=False`` (one call).
 
-Random weights: every free field is bounded (Literal, enums, small ints).
+The reference server never opens ``<think>`` in its template and has no reasoning-aware
+constraint, so its reasoning shows only when the output itself holds ``<think>...</think>``
+(forced here with a regex). Tools whose schema has ``$defs`` (an Enum parameter) get a 400 from
+its ``tool_choice`` (``test_enum_parameter_is_converted`` xfails there with the reason).
+
+Random weights: every free field is bounded (Literal, enums, small ints). Set
+``OL_VLLM_PARSERS_BASE_URL`` to reuse a vLLM already started with the same flags (see
+``_parsers_server.py``) instead of starting one (about 40-80 s).
 """
 
 from __future__ import annotations
@@ -263,7 +270,7 @@ def check_executions(results_count: int) -> None:
     """Each tool ran with validated, converted Python values."""
     assert len(CALLS) == results_count, CALLS
     for name, args in CALLS:
-        if name == "add":
+        if name in ("add", "double"):
             assert all(isinstance(v, int) and 0 <= v <= 9 for v in args.values()), args
         elif name == "weather":
             assert args["city"] in ("paris", "rome", "oslo"), args
@@ -329,7 +336,7 @@ async def double(n: Annotated[int, pydantic.Field(ge=0, le=9)]) -> int:
     Args:
         n: The digit.
     """
-    CALLS.append(("add", {"a": n, "b": n}))
+    CALLS.append(("double", {"n": n}))
     return 2 * n
 
 

@@ -414,6 +414,41 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return None if body.get("tool_choice") == "none" else tools or None
 
 
+def _hoist_defs(params: Mapping[str, Any], tool: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """Move a tool schema's ``$defs`` (or ``definitions``) to the root, renaming its refs.
+
+    The parameters are nested under ``properties.arguments`` of the call's schema, where their
+    ``#/$defs/X`` refs would point to nothing; each tool's definitions become
+    ``#/$defs/<tool>.X`` at the root, so that tools sharing a definition name do not collide.
+    """
+    local: dict[tuple[str, str], Any] = {}
+    for key in ("$defs", "definitions"):
+        found = params.get(key)
+        if isinstance(found, Mapping):
+            local.update({(key, str(k)): v for k, v in found.items()})
+    renames = {f"#/{key}/{k}": f"#/$defs/{tool}.{k}" for key, k in local}
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            out = {}
+            for k, v in node.items():
+                if k == "$ref" and isinstance(v, str):
+                    out[k] = renames.get(v, v)
+                elif k in ("$defs", "definitions") and node is params:
+                    continue
+                else:
+                    out[k] = rewrite(v)
+            return out
+        if isinstance(node, list):
+            return [rewrite(v) for v in node]
+        return node
+
+    for (_, k), v in local.items():
+        defs[f"{tool}.{k}"] = rewrite(v)
+    hoisted: dict[str, Any] = rewrite(params)
+    return hoisted
+
+
 def _tool_choice_spec(
     body: Mapping[str, Any], tools: list[dict[str, Any]] | None
 ) -> ConstraintSpec | None:
@@ -445,6 +480,7 @@ def _tool_choice_spec(
             param="tool_choice",
         )
     options = []
+    defs: dict[str, Any] = {}
     for name in names:
         params = by_name[name].get("parameters") or {"type": "object"}
         if not isinstance(params, Mapping):
@@ -452,12 +488,17 @@ def _tool_choice_spec(
         options.append(
             {
                 "type": "object",
-                "properties": {"name": {"const": name}, "arguments": dict(params)},
+                "properties": {
+                    "name": {"const": name},
+                    "arguments": _hoist_defs(params, name, defs),
+                },
                 "required": ["name", "arguments"],
                 "additionalProperties": False,
             }
         )
-    schema = options[0] if len(options) == 1 else {"anyOf": options}
+    schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
+    if defs:
+        schema = {**schema, "$defs": defs}
     try:
         term = "<tool_call>\n" + JsonSchema(schema) + "\n</tool_call>"
     except (ValueError, TypeError) as exc:

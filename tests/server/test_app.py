@@ -504,3 +504,48 @@ def test_a_malformed_tool_call_stays_in_the_content(client: Any) -> None:
     )
     assert r.choices[0].message.content == bad
     assert r.choices[0].finish_reason == "stop"
+
+
+def test_tool_choice_with_defs_refs(client: Any) -> None:
+    # pydantic-style parameters: an Enum is a $ref into $defs, which must follow the parameters
+    unit = {"enum": ["celsius", "fahrenheit"], "type": "string", "title": "Unit"}
+    forecast = {
+        "type": "function",
+        "function": {
+            "name": "forecast",
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"$ref": "#/$defs/Unit"}},
+                "required": ["unit"],
+                "$defs": {"Unit": unit},
+            },
+        },
+    }
+    other = {
+        "type": "function",
+        "function": {
+            "name": "other",
+            "parameters": {
+                "type": "object",
+                "properties": {"u": {"$ref": "#/definitions/Unit"}},
+                "required": ["u"],
+                "definitions": {"Unit": {"enum": ["x"]}},
+            },
+        },
+    }
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=80,
+        temperature=0.9,
+        seed=1,
+        tools=[forecast, other],
+        tool_choice="required",
+    )
+    call = r.choices[0].message.tool_calls[0]
+    args = json.loads(call.function.arguments)
+    assert (call.function.name, args) in (
+        ("forecast", {"unit": "celsius"}),
+        ("forecast", {"unit": "fahrenheit"}),
+        ("other", {"u": "x"}),
+    )

@@ -23,7 +23,15 @@ def serve(
     config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info"
 ) -> None:
     """Run the server in the foreground until interrupted."""
+    import logging
+
     import uvicorn
+
+    if host not in ("127.0.0.1", "localhost", "::1") and config.api_key is None:
+        logging.getLogger("outlines_like.server").warning(
+            "serving on %s without --api-key: anyone who can reach this port can use the model",
+            host,
+        )
 
     uvicorn.run(create_app(config=config), host=host, port=port, log_level=log_level)
 

@@ -886,11 +886,12 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
                 f"the chat template failed on these messages: {exc}", param="messages"
             ) from exc
         ids = eng.tokenizer.encode(prompt_text, add_special_tokens=False)
-        think_open = prompt_text.rstrip().endswith("<think>")
-        # Reasoning-aware: free until </think>, unless the template already closed the block
-        # (enable_thinking=False renders an empty <think></think>).
+        # Reasoning-aware (--reasoning): free until </think>, unless the template already closed
+        # the block (enable_thinking=False renders an empty <think></think>); the text before
+        # </think> is then reasoning even without an opening tag, as vLLM's qwen3 parser reads it.
         closed = prompt_text.rstrip().endswith("</think>")
         think_end = None if closed else eng.think_end_token_id
+        think_open = prompt_text.rstrip().endswith("<think>") or think_end is not None
         choices = await prepare(body, common, [list(ids)], "chat", tool_spec, think_end)
         head = base("chat")
         if not common.stream:

@@ -19,6 +19,7 @@ from outlines_like.models import (
     Model,
     RateLimiter,
     RetryPolicy,
+    TransformersModel,
     TruncatedOutputWarning,
     Usage,
     from_llamacpp,
@@ -27,6 +28,7 @@ from outlines_like.models import (
     from_server,
     from_sglang,
     from_tgi,
+    from_transformers,
     from_vllm,
 )
 from outlines_like.reasoning import split_reasoning
@@ -46,6 +48,7 @@ __all__ = [
     "RetryPolicy",
     "ServerInfo",
     "ToolCall",
+    "TransformersModel",
     "TruncatedOutputWarning",
     "Usage",
     "__version__",
@@ -58,6 +61,7 @@ __all__ = [
     "from_server",
     "from_sglang",
     "from_tgi",
+    "from_transformers",
     "from_vllm",
     "run_tools",
     "split_reasoning",

@@ -18,6 +18,7 @@ from outlines_like.models.factories import (
     from_vllm,
 )
 from outlines_like.models.generator import AsyncModelGenerator, Generator, ModelGenerator
+from outlines_like.models.local import TransformersModel, from_transformers
 from outlines_like.models.remote import AsyncModel, Model
 from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import RateLimiter, RetryPolicy
@@ -31,6 +32,7 @@ __all__ = [
     "ModelGenerator",
     "RateLimiter",
     "RetryPolicy",
+    "TransformersModel",
     "TruncatedOutputWarning",
     "Usage",
     "from_llamacpp",
@@ -39,5 +41,6 @@ __all__ = [
     "from_server",
     "from_sglang",
     "from_tgi",
+    "from_transformers",
     "from_vllm",
 ]

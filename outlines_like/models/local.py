@@ -333,6 +333,17 @@ class TransformersModel:
         runs, _ = self._requests([prompt], output_type, inference_kwargs)
         return self._stream(runs, output_type)
 
+    def stream_parse(
+        self, prompt: object, output_type: object, **inference_kwargs: Any
+    ) -> Iterator[Any]:
+        """Yield partial values as the JSON answer grows, then the validated one.
+
+        See ``outlines_like.models.Model.stream_parse``.
+        """
+        from outlines_like.streaming import iter_partial
+
+        return iter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
+
     def _stream(self, runs: list[_Run], output_type: object) -> Iterator[str]:
         from outlines_like.reasoning import ReasoningStream
 

@@ -157,7 +157,9 @@ def _to_term(tp: object) -> Term | None:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _literal_term(tuple(member.value for member in tp))
     if origin is typing.Annotated:
-        return _to_term(get_args(tp)[0])
+        # Metadata such as Field(ge=0, max_length=5) changes the valid values: pydantic's
+        # schema carries it, so the value is JSON-style (a constrained str is quoted).
+        return _schema_term(tp) if getattr(tp, "__metadata__", ()) else _to_term(get_args(tp)[0])
     if _is_union(tp):
         args = get_args(tp)
         if any(isinstance(a, Term) for a in args):

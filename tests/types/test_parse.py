@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import pydantic
 import pytest
@@ -91,6 +91,7 @@ def test_parse_gives_the_value(tp: object, text: str, value: object) -> None:
         (JsonSchema({"type": "integer"}), "x", "invalid JSON"),
         (Regex("[a-z]+"), "ABC", "regex"),
         ({"type": "integer", "maximum": 3}, "4", "maximum"),
+        (Annotated[int, pydantic.Field(le=3)], "4", "less than or equal"),
     ],
 )
 def test_parse_errors_quote_the_text(tp: object, text: str, why: str) -> None:

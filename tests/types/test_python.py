@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 import enum
 import re
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 import pydantic
 import pytest
@@ -99,6 +99,9 @@ CONTAINERS: list[tuple[object, list[str], list[str]]] = [
     (Point, ['{"x":1,"y":-2}'], ['{"x":1}', '{"y":1,"x":2}']),
     (Movie, ['{"title":"Up","year":2009}'], ['{"title":"Up"}']),
     (list[Point], ['[{"x":1,"y":2}]', "[]"], ['[{"x":1}]']),
+    (Annotated[int, pydantic.Field(ge=0, le=999)], ["0", "999"], ["-1", "1000"]),
+    (Annotated[str, pydantic.Field(max_length=3)], ['"abc"', '""'], ['"abcd"', "abc"]),
+    (pydantic.conint(ge=10, lt=20), ["10", "19"], ["9", "20"]),
 ]
 
 

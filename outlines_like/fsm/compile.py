@@ -63,6 +63,7 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 
 _lock = threading.Lock()
 _compiled: collections.OrderedDict[tuple[Any, ...], Compiled] = collections.OrderedDict()
+_patterns: collections.OrderedDict[tuple[str, str | None, bool], str] = collections.OrderedDict()
 _dfas: collections.OrderedDict[tuple[str, int], ByteDFA | LazyByteDFA] = collections.OrderedDict()
 
 
@@ -71,6 +72,7 @@ def clear_caches() -> None:
     with _lock:
         _compiled.clear()
         _dfas.clear()
+        _patterns.clear()
 
 
 def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:
@@ -194,11 +196,18 @@ def _ordered_schema(term: JsonSchema) -> dict[str, Any]:
 
 def _regex_of(term: Term) -> str:
     if isinstance(term, JsonSchema):
-        from outlines_like.types.json_schema import json_schema_to_regex
+        schema = _ordered_schema(term)
+        # JsonSchema compares by its sorted schema; the regex depends on the property order
+        key = (json.dumps(schema), term.whitespace_pattern, term.lenient)
+        pattern: str | None = _lru_get(_patterns, key)
+        if pattern is None:
+            from outlines_like.types.json_schema import json_schema_to_regex
 
-        return json_schema_to_regex(
-            _ordered_schema(term), whitespace_pattern=term.whitespace_pattern, lenient=term.lenient
-        )
+            pattern = json_schema_to_regex(
+                schema, whitespace_pattern=term.whitespace_pattern, lenient=term.lenient
+            )
+            _lru_put(_patterns, key, pattern, _MAX_COMPILED)
+        return pattern
     return to_regex(term)
 
 

@@ -196,7 +196,7 @@ def test_dfa_language_equals_re_on_short_strings(pattern: Pattern) -> None:
     alphabet = ["a", "b", "é"]
     frontier = [""]
     for _ in range(4):
-        nxt = []
+        nxt: list[str] = []
         for s in frontier:
             assert dfa.fullmatch(s.encode()) == bool(re.fullmatch(pattern.text, s)), s
             nxt.extend(s + c for c in alphabet)

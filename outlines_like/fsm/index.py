@@ -438,6 +438,10 @@ class TokenIndex:
             lead to, up to this many steps ahead (0 = lazy only).
         eager_limit: Compute every state up front when an eager DFA has at most this many
             states.
+        precompute: Up front, compute the rows of the cheapest states of an eager DFA (fewest
+            candidate tokens first) while their candidates add up to at most this fraction of
+            the text tokens: selective states (digits, punctuation) cost little to walk, and
+            having them ready keeps first visits off the generation path. 0 turns it off.
     """
 
     def __init__(
@@ -447,6 +451,7 @@ class TokenIndex:
         *,
         lookahead: int = 0,
         eager_limit: int = 0,
+        precompute: float = 0.0,
     ) -> None:
         self.dfa = dfa
         self.vocab = vocab
@@ -458,6 +463,16 @@ class TokenIndex:
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
+        elif self._lazy is None and precompute > 0:
+            self._compute(self._cheapest(precompute))
+
+    def _cheapest(self, fraction: float) -> list[int]:
+        """States whose candidate counts, smallest first, sum to at most ``fraction`` of V."""
+        live = self.dfa.transitions >= 0
+        counts = live.astype(np.int64) @ self.table.first_count
+        order = np.argsort(counts, kind="stable")
+        within = np.cumsum(counts[order]) <= fraction * self.table.n_text
+        return [int(s) for s in order[within].tolist()]
 
     def is_accepting(self, state: int) -> bool:
         """Whether the text is complete in ``state``."""

@@ -245,3 +245,15 @@ def test_every_walk_strategy_matches_the_scalar_walk(
                 if end not in seen:
                     seen.add(end)
                     todo.append(end)
+
+
+@pytest.mark.parametrize(("fraction", "expect_some"), [(0.0, False), (0.3, True), (10.0, True)])
+def test_precompute_cheapest_states(vocab: Vocabulary, fraction: float, expect_some: bool) -> None:
+    dfa = compile_regex(r"[0-9]{2}-?[a-c ]+")
+    pre = TokenIndex(dfa, vocab, precompute=fraction)
+    assert (pre.computed_states > 0) == expect_some
+    if fraction >= 10:
+        assert pre.computed_states == dfa.n_states
+    lazy = TokenIndex(dfa, vocab)
+    for state in range(dfa.n_states):
+        np.testing.assert_array_equal(pre.row(state).mask, lazy.row(state).mask)

@@ -24,10 +24,8 @@ What vLLM 0.32.0 (CPU) does on this model, and how the suite copes (measured):
 * "required" with parallel calls allowed is an array whose length the model picks: a random
   model never closes it. Requests send ``parallel_tool_calls=False`` (one call).
 
-The reference server never opens ``<think>`` in its template and has no reasoning-aware
-constraint, so its reasoning shows only when the output itself holds ``<think>...</think>``
-(forced here with a regex). Tools whose schema has ``$defs`` (an Enum parameter) get a 400 from
-its ``tool_choice`` (``test_enum_parameter_is_converted`` xfails there with the reason).
+The reference server's template does not open ``<think>`` by itself, so its reasoning shows
+when the output holds ``<think>...</think>`` (forced here with a regex).
 
 Random weights: every free field is bounded (Literal, enums, small ints). Set
 ``OL_VLLM_PARSERS_BASE_URL`` to reuse a vLLM already started with the same flags (see
@@ -52,7 +50,7 @@ import pydantic
 import pytest
 
 import outlines_like as ol
-from outlines_like.errors import BadRequestError, MaxToolStepsError
+from outlines_like.errors import MaxToolStepsError
 from outlines_like.reasoning import split_reasoning
 from outlines_like.server.tiny import CHAT_TEMPLATE
 from outlines_like.streaming import StreamAggregator, aggregate_chunks
@@ -382,16 +380,9 @@ def test_forced_tool_call_while_thinking(model: ol.Model, tserver: Server) -> No
         check_call(result.tool_calls[0], {"add", "weather"})
 
 
-REFERENCE_DEFS_GAP = (
-    "reference server: tool_choice nests each tool's parameters under properties.arguments "
-    "without hoisting their $defs, so a $ref (Enum, nested model) points to nothing: 400 "
-    "(outlines_like/server/app.py, _tool_choice_spec)"
-)
-
-
 def test_enum_parameter_is_converted(model: ol.Model, tserver: Server) -> None:
     kw = {k: v for k, v in TOOL_KW.items() if k != "tools"}
-    with pytest.raises((MaxToolStepsError, BadRequestError)) as info:
+    with pytest.raises(MaxToolStepsError):
         run_tools(
             model,
             "Forecast?",
@@ -401,10 +392,6 @@ def test_enum_parameter_is_converted(model: ol.Model, tserver: Server) -> None:
             seed=16,
             **kw,
         )
-    if isinstance(info.value, BadRequestError):
-        if tserver.name == "reference" and "$defs" in str(info.value):
-            pytest.xfail(REFERENCE_DEFS_GAP)
-        raise info.value
     check_executions(1)
     assert CALLS[0][0] == "forecast"
 

@@ -23,9 +23,11 @@ grammar may accept it (see ``docs/grammars.md``).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import importlib
+import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -516,7 +518,9 @@ def _rule_names(grammar: _Grammar, dialect: _Dialect) -> dict[str, str]:
     return names
 
 
-def _write_grammar(grammar: _Grammar, dialect: _Dialect) -> str:
+def _write_grammar(grammar: _Grammar, dialect: _Dialect, *, one_char: bool = False) -> str:
+    if one_char:
+        grammar = _one_char_terminals(grammar)
     names = _rule_names(grammar, dialect)
     writer = _Writer(dialect, names)
     order = [grammar.start] + [n for n in grammar.rules if n != grammar.start]
@@ -530,6 +534,86 @@ def _write_grammar(grammar: _Grammar, dialect: _Dialect) -> str:
 
 
 # --------------------------------------------------------------------------- grammar passes
+
+
+def _char_sets(node: _Node, out: set[tuple[tuple[int, int], ...]]) -> None:
+    """Collect every character set the grammar reads (each literal character is one)."""
+    if isinstance(node, _Lit):
+        out.update(((ord(c), ord(c)),) for c in node.text)
+    elif isinstance(node, _Class):
+        out.add(_complement(node.ranges) if node.negated else node.ranges)
+    elif isinstance(node, (_Seq, _Alt)):
+        for item in node.items:
+            _char_sets(item, out)
+    elif isinstance(node, _Rep):
+        _char_sets(node.item, out)
+
+
+def _atoms(
+    sets: Iterable[tuple[tuple[int, int], ...]],
+) -> dict[tuple[tuple[int, int], ...], list[tuple[tuple[int, int], ...]]]:
+    """Split the sets into disjoint atoms: each set -> the atoms whose union it is.
+
+    Two characters share an atom when exactly the same sets contain them (partition
+    refinement over the sets' range boundaries).
+    """
+    unique = sorted(set(sets))
+    bounds = sorted({b for ranges in unique for lo, hi in ranges for b in (lo, hi + 1)})
+    starts = [[lo for lo, _ in ranges] for ranges in unique]
+    by_signature: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+    for lo, nxt in itertools.pairwise(bounds):
+        signature = tuple(
+            k
+            for k, ranges in enumerate(unique)
+            if (i := bisect.bisect_right(starts[k], lo) - 1) >= 0 and ranges[i][1] >= lo
+        )
+        if signature:
+            by_signature.setdefault(signature, []).append((lo, nxt - 1))
+    result: dict[tuple[tuple[int, int], ...], list[tuple[tuple[int, int], ...]]] = {
+        ranges: [] for ranges in unique
+    }
+    for signature, pieces in by_signature.items():
+        atom = _normalize(pieces)
+        for k in signature:
+            result[unique[k]].append(atom)
+    return result
+
+
+def _one_char_terminals(grammar: _Grammar) -> _Grammar:
+    """Rewrite the grammar so that every terminal is one character and no two overlap.
+
+    A lexer then has nothing to choose: every lexeme is one character and exactly one
+    terminal matches it. So the Lark text means the same under Earley, under LALR with
+    Lark's contextual lexer, and under any maximal-munch lexer (the local masker's): EBNF is
+    scannerless, and ``"ab" | [a-z]{3}`` must accept ``abc`` whatever a lexer would prefer.
+    """
+    sets: set[tuple[tuple[int, int], ...]] = set()
+    for body in grammar.rules.values():
+        _char_sets(body, sets)
+    atoms = _atoms(sets)
+
+    def atom_node(atom: tuple[tuple[int, int], ...]) -> _Node:
+        if len(atom) == 1 and atom[0][0] == atom[0][1]:
+            return _Lit(chr(atom[0][0]))
+        return _make_class(atom)
+
+    def rewrite(node: _Node) -> _Node:
+        if isinstance(node, _Lit):
+            chars = tuple(_Lit(c) for c in node.text)
+            return chars[0] if len(chars) == 1 else _Seq(chars)
+        if isinstance(node, _Class):
+            ranges = _complement(node.ranges) if node.negated else node.ranges
+            pieces = [atom_node(a) for a in atoms[ranges]]
+            return pieces[0] if len(pieces) == 1 else _Alt(tuple(pieces))
+        if isinstance(node, _Seq):
+            return _Seq(tuple(rewrite(i) for i in node.items))
+        if isinstance(node, _Alt):
+            return _Alt(tuple(rewrite(i) for i in node.items))
+        if isinstance(node, _Rep):
+            return _Rep(rewrite(node.item), node.low, node.high)
+        return node
+
+    return _Grammar({n: rewrite(b) for n, b in grammar.rules.items()}, grammar.start)
 
 
 def _refs(node: _Node) -> Iterator[str]:
@@ -930,14 +1014,15 @@ def _regex_grammar(pattern: str, rule_name: str, dialect: _Dialect) -> str:
     return f"{rule_name} ::= {body}\n"
 
 
-def regex_to_lark(pattern: str) -> str:
+def regex_to_lark(pattern: str, *, one_char_terminals: bool = False) -> str:
     """A Lark grammar whose ``start`` rule is the regex, written as Lark rules.
 
     The regex is converted structurally (not kept as one terminal) so that Lark's Earley
     parser accepts exactly the strings ``re.fullmatch`` accepts, whatever the greedy lexer
-    would do.
+    would do. ``one_char_terminals``: as in ``ebnf_to_lark``.
     """
-    return _write_grammar(_Grammar({"root": _regex_node(pattern)}, "root"), "lark")
+    grammar = _Grammar({"root": _regex_node(pattern)}, "root")
+    return _write_grammar(grammar, "lark", one_char=one_char_terminals)
 
 
 # --------------------------------------------------------------------------- EBNF/GBNF -> IR
@@ -1178,7 +1263,7 @@ def validate_ebnf(text: str) -> None:
     _ebnf_grammar(text)
 
 
-def ebnf_to_lark(text: str) -> str:
+def ebnf_to_lark(text: str, *, one_char_terminals: bool = False) -> str:
     """Convert GBNF (llama.cpp) or xgrammar EBNF to a Lark grammar with a ``start`` rule.
 
     Rule names become valid Lark names (``root`` -> ``start``, dashes -> underscores,
@@ -1186,11 +1271,19 @@ def ebnf_to_lark(text: str) -> str:
     Earley parser (``lark.Lark(text, start="start")``) accepts exactly the EBNF's language;
     ``{m,n}`` becomes ``~ m..n``.
 
+    Args:
+        text: The EBNF or GBNF grammar.
+        one_char_terminals: Split literals into characters and classes into disjoint pieces,
+            so that no lexer has a choice to make: the text then means the EBNF's language
+            under LALR and maximal-munch lexers too, not only under Earley. Without it, a
+            lexer may reject strings the EBNF accepts (``"ab" | [a-z]{3}`` and ``abc``).
+            The grammar gets larger and slower to compile for lexer-based engines.
+
     Raises:
         InvalidConstraintError: The EBNF is invalid (the message gives line and column).
         UnsupportedConstraintError: xgrammar lookahead assertions ``(= ...)``.
     """
-    return _write_grammar(_ebnf_grammar(text), "lark")
+    return _write_grammar(_ebnf_grammar(text), "lark", one_char=one_char_terminals)
 
 
 def gbnf_to_ebnf(text: str) -> str:

@@ -428,6 +428,65 @@ def test_ebnf_to_gbnf_and_back_through_lark(
     assert [xgrammar_accepts(again, s) for s in bad] == [False] * len(bad), again
 
 
+LEXER_SENSITIVE: list[tuple[str, str, list[str], list[str]]] = [
+    ("literal_vs_class", 'root ::= "ab" | [a-z] [a-z] [a-z]', ["ab", "abc", "xyz"], ["abcd", "a"]),
+    ("overlapping_classes", 'root ::= [a-z]+ "a"', ["ba", "aaa"], ["b", "ab"]),
+    ("keyword_prefix", 'root ::= "true" | [a-z]+', ["true", "tru", "truex"], ["TRUE", ""]),
+]
+
+
+_BASIC_CACHE: dict[str, lark.Lark] = {}
+
+
+def basic_lexer_accepts(grammar: str, text: str) -> bool:
+    """Earley over Lark's basic lexer: longest match, no backtracking, no parser context."""
+    if grammar not in _BASIC_CACHE:
+        _BASIC_CACHE[grammar] = lark.Lark(grammar, start="start", parser="earley", lexer="basic")
+    try:
+        _BASIC_CACHE[grammar].parse(text)
+    except lark.exceptions.UnexpectedInput:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("grammar", "good", "bad"),
+    [
+        pytest.param(g, good, bad, id=name)
+        for name, g, good, bad in EBNF_CORPUS + LEXER_SENSITIVE
+        # Lark's basic lexer checks terminal collisions with interegular: minutes on JSON.
+        if not name.startswith("json")
+    ],
+)
+def test_one_char_terminals_mean_the_same_under_a_lexer(
+    grammar: str, good: list[str], bad: list[str]
+) -> None:
+    text = ebnf_to_lark(grammar, one_char_terminals=True)
+    assert [basic_lexer_accepts(text, s) for s in good] == [True] * len(good), text
+    assert [basic_lexer_accepts(text, s) for s in bad] == [False] * len(bad), text
+    assert [lark_accepts(text, s) for s in good] == [True] * len(good), text
+
+
+def test_compact_terminals_depend_on_the_lexer() -> None:
+    """Why ``one_char_terminals`` exists: a lexer takes ``ab`` whole and cannot read ``abc``."""
+    grammar = 'root ::= "ab" | [a-z] [a-z] [a-z]'
+    assert lark_accepts(ebnf_to_lark(grammar), "abc")
+    assert not basic_lexer_accepts(ebnf_to_lark(grammar), "abc")
+    assert basic_lexer_accepts(ebnf_to_lark(grammar, one_char_terminals=True), "abc")
+
+
+@pytest.mark.parametrize(
+    ("grammar", "expected"),
+    [
+        ('root ::= "ab" | [a-z]', 'start: "a" "b" | "a" | "b" | /[c-z]/\n'),
+        ('root ::= [^"] "\\""', 'start: /[^"]/ "\\""\n'),
+        ("root ::= [0-5] [3-9]", "start: (/[0-2]/ | /[3-5]/) (/[3-5]/ | /[6-9]/)\n"),
+    ],
+)
+def test_one_char_terminals_text(grammar: str, expected: str) -> None:
+    assert ebnf_to_lark(grammar, one_char_terminals=True) == expected
+
+
 @pytest.mark.parametrize(
     ("ebnf", "lark_text"),
     [
@@ -523,6 +582,21 @@ def test_regex_to_lark_keeps_the_language(pattern: str, good: list[str], bad: li
     text = regex_to_lark(pattern)
     assert [lark_accepts(text, s) for s in good] == [True] * len(good), text
     assert [lark_accepts(text, s) for s in bad] == [False] * len(bad), text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "good", "bad"),
+    [
+        pytest.param(p, g, b, id=f"re{i}")
+        for i, (p, g, b) in enumerate(REGEX_TABLE)
+        # Unicode \d \w \s: hundreds of ranges, too slow for the basic lexer's collision check.
+        if "(?a)" in p or not re.search(r"\\[dwsDWS]", p)
+    ],
+)
+def test_regex_to_lark_one_char_terminals(pattern: str, good: list[str], bad: list[str]) -> None:
+    text = regex_to_lark(pattern, one_char_terminals=True)
+    assert [basic_lexer_accepts(text, s) for s in good] == [True] * len(good), text
+    assert [basic_lexer_accepts(text, s) for s in bad] == [False] * len(bad), text
 
 
 @pytest.mark.parametrize(

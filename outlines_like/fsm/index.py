@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
+from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA, utf8_byte_ranges
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
@@ -94,6 +94,27 @@ class TokenTable:
                     bytesets[w, sel] |= bit[sel]
         self.bytesets = bytesets
         self.tail_any: npt.NDArray[np.bool_] = bytesets != 0
+        # tokens made of whole, valid UTF-8 characters, and the ASCII bytes of each token
+        complete = np.zeros(n, dtype=bool)
+        for p, tok in enumerate(toks):
+            try:
+                tok.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            complete[p] = True
+        self.complete = complete
+        self.n_complete = int(complete.sum())
+        ascii_words = np.zeros((2, n), dtype=np.uint64)
+        for j in range(max_len):
+            col = self.columns[j]
+            k = col.shape[0]
+            is_ascii = col < 128
+            bit = np.left_shift(np.uint64(1), (col & 63).astype(np.uint64))
+            for w in range(2):
+                sel = np.flatnonzero(is_ascii & ((col >> 6) == w))
+                if sel.shape[0]:
+                    ascii_words[w, :k][sel] |= bit[sel]
+        self.ascii_words = ascii_words
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
@@ -183,6 +204,19 @@ def _walk_one(
     else:
         cur_all = row[table.first]
         live_tok = cur_all >= 0
+        if table.n_complete and _utf8_closed(trans, state, lazy):
+            # Every non-ASCII character leads from this state back to it (a string body):
+            # tokens of whole UTF-8 characters whose ASCII bytes all loop here end here.
+            if lazy is not None:
+                trans = lazy.transitions
+                tflat = trans.reshape(-1)
+            out = np.packbits(row[:128] != state, bitorder="little").view(np.uint64)
+            aw = table.ascii_words
+            stay = table.complete & (((aw[0] & out[0]) | (aw[1] & out[1])) == 0) & live_tok
+            hit = np.flatnonzero(stay)
+            done_pos.append(hit)
+            done_cur.append(np.full(hit.shape[0], state, dtype=np.int32))
+            live_tok[hit] = False
         # Chains: from the state t a token's first byte leads to, the bytes of a common set O
         # step t -> c1 -> c2 ... (a loop when c1 = t: string bodies, [a-z]+; a counter for
         # bounded repeats: [^"]{0,40}). A token whose other bytes all lie in O ends at the
@@ -200,6 +234,7 @@ def _walk_one(
             in_set, states, kind = chain
             wide = sel.shape[0] * 4 > table.n_text
             hit = _tails_within(table, in_set, sel, sel_mask if wide else None)
+            hit = hit[live_tok[hit]]  # not decided already
             tail = table.lengths[hit] - 1
             m = states.shape[0] - 1
             if kind == _LOOP:
@@ -255,6 +290,35 @@ def _walk_one(
 
 
 _LOOP, _DEAD, _STOP = 0, 1, 2
+
+
+def _non_ascii_sequences() -> list[list[tuple[int, int]]]:
+    out: list[list[tuple[int, int]]] = []
+    for lo, hi in ((0x80, 0xD7FF), (0xE000, 0x10FFFF)):
+        out.extend(utf8_byte_ranges(lo, hi))
+    return out
+
+
+_NON_ASCII = _non_ascii_sequences()
+
+
+def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
+    """Whether every non-ASCII UTF-8 character leads from ``state`` back to ``state``."""
+    for seq in _NON_ASCII:
+        states = [state]
+        for lo, hi in seq:
+            if lazy is not None:
+                lazy.expand(states)
+                trans = lazy.transitions
+            nxt = np.unique(trans[states, lo : hi + 1])
+            if nxt.shape[0] == 0 or int(nxt[0]) < 0:
+                return False
+            states = nxt.tolist()
+        if states != [state]:
+            return False
+    return True
+
+
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 

@@ -257,3 +257,21 @@ def test_precompute_cheapest_states(vocab: Vocabulary, fraction: float, expect_s
     lazy = TokenIndex(dfa, vocab)
     for state in range(dfa.n_states):
         np.testing.assert_array_equal(pre.row(state).mask, lazy.row(state).mask)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "prefix", "closed"),
+    [
+        (r'"[^"\\]*"', b'"', True),
+        (r"[^\x00-\x1f]*", b"", True),
+        (r"[a-z]*", b"", False),
+        (r"[^é]*", b"", False),  # é leads nowhere
+        (r'"[^"]{0,3}"', b'"', False),  # a counter, not a loop
+    ],
+)
+def test_utf8_closed_states(pattern: str, prefix: bytes, closed: bool) -> None:
+    import outlines_like.fsm.index as index_mod
+
+    dfa = compile_regex(pattern)
+    state = dfa.step(dfa.start, prefix)
+    assert index_mod._utf8_closed(dfa.transitions, state, None) is closed

@@ -6,7 +6,12 @@ compiled = compile_constraint(int, Vocabulary(tokens, eos_token_ids=[2]))
 m = compiled.matcher()
 m.fill_bitmask(out); m.advance(token_id)
 ```
+
+``LogitsProcessor`` (``outlines_like.fsm.processors``, transformers ``generate()``) is importable
+from here too; it loads on first use.
 """
+
+from typing import Any
 
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
 from outlines_like.fsm.compile import clear_caches, compile_constraint
@@ -19,6 +24,7 @@ __all__ = [
     "ByteDFA",
     "Compiled",
     "FreeTextCompiled",
+    "LogitsProcessor",
     "Matcher",
     "RegexCompiled",
     "RegexMatcher",
@@ -32,3 +38,11 @@ __all__ = [
     "token_table",
     "walk_tokens",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LogitsProcessor":
+        from outlines_like.fsm.processors import LogitsProcessor
+
+        return LogitsProcessor
+    raise AttributeError(f"module 'outlines_like.fsm' has no attribute {name!r}")

@@ -1,12 +1,19 @@
-"""Token index: which tokens a DFA state allows, and where each leads, vectorised with numpy.
+"""Token index: which tokens a DFA state allows, vectorised over the vocabulary with numpy.
 
 The vocabulary's text tokens are laid out once per vocabulary (:class:`TokenTable`): sorted by
-first byte, their bytes stored column by column. A walk from a set of DFA states starts only
-from the tokens whose first byte is live in that state (most tokens die on their first byte
-and are never touched), then does one gather per byte column over the surviving (state,
-token) pairs, dropping the dead and the finished after each column. Results are cached per
-state by :class:`TokenIndex` as a packed int32 bitmask row plus the sorted allowed ids and
-their end states, so the steady state of a matcher is a row copy and a lookup.
+length, their bytes stored column by column, with per-first-byte position lists and per-token
+byte sets. A walk from a DFA state (:func:`walk_tokens`, per state in :class:`TokenIndex`):
+
+1. takes only the tokens whose first byte is live (most tokens die on their first byte);
+2. decides whole groups at once by byte-set tests: tokens of whole UTF-8 characters in a
+   string-body state, and tokens whose remaining bytes follow a *chain* of states (a loop such
+   as ``[a-z]+``, or a counter such as ``[^"]{0,40}``);
+3. walks the rest one gather per byte column, dropping dead tokens and setting finished ones
+   aside after each column, and finishes the last few long tokens byte by byte.
+
+:class:`TokenIndex` caches each state's packed int32 bitmask row (EOS bit in accepting
+states); the state a token leads to is found by walking its bytes when a matcher advances, and
+memoised. The steady state of a matcher is a row copy and a dict lookup.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ class TokenTable:
 
     Special, EOS and empty tokens are left out: they are never text. Table positions are sorted
     by token length, longest first, so the tokens still running at byte ``j`` are a prefix of
-    any ascending list of positions.
+    any ascending list of positions. Building it takes ~0.15 s for 150k tokens.
 
     Attributes:
         ids: ``int32[n]``: token id at each position.
@@ -50,6 +57,11 @@ class TokenTable:
         columns: ``columns[j]`` is ``uint8[active[j]]``: byte ``j`` of those positions.
         by_first: ``by_first[b]``: ascending positions whose first byte is ``b``.
         first_count: ``int64[256]``: how many positions start with each byte.
+        bytesets: ``uint64[4, n]``: the byte values in each token after its first byte.
+        tail_any: ``bool[4, n]``: whether each of those 64-bit words is non-zero.
+        complete: ``bool[n]``: the token is whole, valid UTF-8 characters.
+        ascii_words: ``uint64[2, n]``: the ASCII byte values in each token.
+        tokens_by_pos: the token bytes at each position.
         vocab_size, words: ``V`` and ``ceil(V / 32)``.
     """
 

@@ -42,8 +42,14 @@ class LlamaCppAdapter(BaseAdapter):
         return {"response_format": {"type": "json_object"}}
 
     def grammar(self, term: CFG, endpoint: Endpoint) -> ConstraintFields:
-        """``grammar``: GBNF as given, Lark converted."""
+        """``grammar``: GBNF, converted from Lark or normalised from xgrammar-style EBNF.
+
+        llama.cpp's reader is stricter than xgrammar's (rule names without ``_``, a rule
+        ends at a newline), so EBNF is rewritten rather than sent as given.
+        """
         text = term.definition
         if term.syntax == "lark":
             text = self.convert(endpoint, "the Lark grammar as GBNF", grammars().lark_to_gbnf, text)
+        else:
+            text = self.convert(endpoint, "the grammar as GBNF", grammars().ebnf_to_gbnf, text)
         return {"extra_body": {"grammar": text}}

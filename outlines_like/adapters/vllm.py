@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from outlines_like.adapters._common import BaseAdapter
+from outlines_like.adapters._common import BaseAdapter, grammars
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Term
 
@@ -83,7 +83,15 @@ class VLLMAdapter(BaseAdapter):
         return {"extra_body": {"structured_outputs": {"json_object": True}}}
 
     def grammar(self, term: CFG, endpoint: Endpoint) -> ConstraintFields:
-        """``structured_outputs.grammar``: vLLM reads both Lark and GBNF, so the text goes as is."""
+        """``structured_outputs.grammar`` in EBNF: Lark is converted here.
+
+        vLLM reads Lark through xgrammar's own Lark reader, which refuses templates and
+        priorities and mishandles ``%ignore`` before the first token; our conversion has none
+        of those limits. EBNF/GBNF goes as given.
+        """
+        text = term.definition
+        if term.syntax == "lark":
+            text = self.convert(endpoint, "the Lark grammar as EBNF", grammars().lark_to_ebnf, text)
         if self.legacy:
-            return {"extra_body": {"guided_grammar": term.definition}}
-        return {"extra_body": {"structured_outputs": {"grammar": term.definition}}}
+            return {"extra_body": {"guided_grammar": text}}
+        return {"extra_body": {"structured_outputs": {"grammar": text}}}

@@ -37,6 +37,7 @@ SCHEMA = {
 }
 CODE = Regex(r"[a-z]{3}-[0-9]{2}")
 ANSWER = CFG('start: "answer: " ("yes" | "no") "."')
+ANSWER_EBNF = CFG('root ::= "answer: " yes-or-no "."\nyes-or-no ::= "yes" | "no"')
 
 
 class Reading(pydantic.BaseModel):
@@ -102,6 +103,11 @@ def test_json_schema_dict(model: ol.Model, server: Server) -> None:
 
 def test_lark_grammar(model: ol.Model) -> None:
     text = model("Answer:", ANSWER, max_tokens=12, seed=6)
+    assert text in ("answer: yes.", "answer: no."), text
+
+
+def test_ebnf_grammar(model: ol.Model) -> None:
+    text = model("Answer:", ANSWER_EBNF, max_tokens=12, seed=6)
     assert text in ("answer: yes.", "answer: no."), text
 
 

@@ -224,3 +224,13 @@ def test_lazy_state_limit() -> None:
     text = bytes(97 + rng.getrandbits(1) for _ in range(300))
     with pytest.raises(InvalidConstraintError, match="max_states=40"):
         lazy.fullmatch(text)
+
+
+def test_large_eager_dfa_is_exact_without_minimisation() -> None:
+    pattern = r"(x|y)*x(x|y){10}z?"  # 2,048+ subset states: above the minimisation limit
+    dfa = compile_regex(pattern)
+    assert dfa.n_states > 1000
+    rng = random.Random(3)
+    for _ in range(300):
+        text = "".join(rng.choice("xyz") for _ in range(rng.randrange(1, 16)))
+        assert dfa.fullmatch(text.encode()) == bool(re.fullmatch(pattern, text)), text

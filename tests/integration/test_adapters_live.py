@@ -1,14 +1,12 @@
-"""The adapters against real servers: the same test body for each, only the base URL changes.
+"""The adapters' fields, sent with the raw ``openai`` SDK to every real server, both endpoints.
 
-Start the servers with ``../shared/servers/setup_servers.sh WORKDIR llamacpp vllm`` and source
-``WORKDIR/servers.env`` (``OL_LLAMACPP_BASE_URL``, ``OL_VLLM_BASE_URL``); without those
-variables the tests are skipped. Run with ``pytest -m realservers tests/adapters``.
+The servers come from ``conftest.py`` (the reference server, llama.cpp, vLLM); only the base
+URL changes. The reference server speaks vLLM's current dialect.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any, Literal
 
@@ -20,7 +18,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from outlines_like.adapters import clear_detection_cache, detect_server, get_adapter
 from outlines_like.types import CFG, JsonSchema, Regex, boolean, to_term
 
-pytestmark = pytest.mark.realservers
+pytestmark = [pytest.mark.realservers, pytest.mark.timeout(1500)]
 
 SCHEMA = {
     "type": "object",
@@ -32,7 +30,7 @@ SCHEMA = {
     "required": ["color", "n", "ok"],
     "additionalProperties": False,
 }
-SERVERS = {"llamacpp": "OL_LLAMACPP_BASE_URL", "vllm": "OL_VLLM_BASE_URL"}
+DIALECT = {"reference": "vllm", "llamacpp": "llamacpp", "vllm": "vllm"}
 
 
 def _check_regex(pattern: str) -> Any:
@@ -57,13 +55,10 @@ CONSTRAINTS: list[tuple[str, object, Any]] = [
 ]
 
 
-@pytest.fixture(params=list(SERVERS), scope="module")
+@pytest.fixture(params=list(DIALECT))
 def server(request: pytest.FixtureRequest) -> tuple[str, openai.OpenAI]:
-    kind: str = request.param
-    url = os.environ.get(SERVERS[kind])
-    if not url:
-        pytest.skip(f"{SERVERS[kind]} is not set (see ../shared/servers/README.md)")
-    return kind, openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key="EMPTY")
+    running = request.getfixturevalue(f"{request.param}_server")
+    return DIALECT[request.param], openai.OpenAI(base_url=running.base_url, api_key="EMPTY")
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])

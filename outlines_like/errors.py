@@ -16,6 +16,7 @@ OutlinesLikeError
 ├── UnsupportedConstraintError    (also TypeError) the server or engine cannot take this type
 ├── InvalidConstraintError        (also ValueError) the regex, schema or grammar is wrong
 ├── ParseError                    (also ValueError) text that does not fit the output type
+├── RejectedTokenError            (also ValueError) a matcher was given a disallowed token
 └── MaxToolStepsError             (also RuntimeError) a tool loop hit its step limit
 ```
 
@@ -42,6 +43,7 @@ __all__ = [
     "PermissionDeniedError",
     "ProviderResponseError",
     "RateLimitError",
+    "RejectedTokenError",
     "ServerError",
     "UnsupportedConstraintError",
 ]
@@ -184,3 +186,15 @@ class MaxToolStepsError(OutlinesLikeError, RuntimeError):
         super().__init__(message)
         self.messages = messages
         self.steps = steps
+
+
+class RejectedTokenError(OutlinesLikeError, ValueError):
+    """``Matcher.advance`` was given a token the constraint does not allow here.
+
+    Attributes:
+        token_id: The rejected token id.
+    """
+
+    def __init__(self, message: str, *, token_id: int) -> None:
+        super().__init__(message)
+        self.token_id = token_id

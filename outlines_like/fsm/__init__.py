@@ -7,23 +7,32 @@ m = compiled.matcher()
 m.fill_bitmask(out); m.advance(token_id)
 ```
 
-``LogitsProcessor`` (``outlines_like.fsm.processors``, transformers ``generate()``) is importable
-from here too; it loads on first use.
+``LogitsProcessor`` (``outlines_like.fsm.processors``) plugs a compiled constraint into
+transformers' ``generate()``; torch is imported only when it runs.
 """
-
-from typing import Any
 
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
 from outlines_like.fsm.compile import clear_caches, compile_constraint
+from outlines_like.fsm.grammar import (
+    JSON_OBJECT_GRAMMAR,
+    CompiledGrammar,
+    GrammarMatcher,
+    compile_grammar,
+    compile_json_object,
+)
 from outlines_like.fsm.index import TokenIndex, TokenTable, token_table, walk_tokens
 from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled, RegexMatcher
+from outlines_like.fsm.processors import LogitsProcessor
 from outlines_like.fsm.regex_dfa import ByteDFA, compile_regex
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
+    "JSON_OBJECT_GRAMMAR",
     "ByteDFA",
     "Compiled",
+    "CompiledGrammar",
     "FreeTextCompiled",
+    "GrammarMatcher",
     "LogitsProcessor",
     "Matcher",
     "RegexCompiled",
@@ -34,15 +43,9 @@ __all__ = [
     "Vocabulary",
     "clear_caches",
     "compile_constraint",
+    "compile_grammar",
+    "compile_json_object",
     "compile_regex",
     "token_table",
     "walk_tokens",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "LogitsProcessor":
-        from outlines_like.fsm.processors import LogitsProcessor
-
-        return LogitsProcessor
-    raise AttributeError(f"module 'outlines_like.fsm' has no attribute {name!r}")

@@ -20,24 +20,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.errors import OutlinesLikeError
+from outlines_like.errors import RejectedTokenError
 
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = ["Compiled", "Matcher", "RejectedTokenError"]
-
-
-class RejectedTokenError(OutlinesLikeError, ValueError):
-    """``Matcher.advance`` was given a token the constraint does not allow here.
-
-    Attributes:
-        token_id: The rejected token id.
-    """
-
-    def __init__(self, message: str, *, token_id: int) -> None:
-        super().__init__(message)
-        self.token_id = token_id
 
 
 @runtime_checkable

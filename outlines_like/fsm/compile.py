@@ -21,10 +21,8 @@ import collections
 import contextlib
 import hashlib
 import importlib
-import json
 import os
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +38,7 @@ from outlines_like.fsm.regex_dfa import (
     compile_regex_auto,
 )
 from outlines_like.fsm.vocabulary import Vocabulary
-from outlines_like.types import CFG, JsonObject, JsonSchema, Term, json_schema_of, to_regex, to_term
+from outlines_like.types import CFG, JsonObject, to_regex, to_term
 
 __all__ = ["CACHE_DIR_ENV", "clear_caches", "compile_constraint", "compile_regex_cached"]
 
@@ -63,7 +61,6 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 
 _lock = threading.Lock()
 _compiled: collections.OrderedDict[tuple[Any, ...], Compiled] = collections.OrderedDict()
-_patterns: collections.OrderedDict[tuple[str, str | None, bool], str] = collections.OrderedDict()
 _dfas: collections.OrderedDict[tuple[str, int], ByteDFA | LazyByteDFA] = collections.OrderedDict()
 
 
@@ -72,7 +69,6 @@ def clear_caches() -> None:
     with _lock:
         _compiled.clear()
         _dfas.clear()
-        _patterns.clear()
 
 
 def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:
@@ -176,41 +172,6 @@ def _compile_grammar(cfg: CFG, vocab: Vocabulary) -> Compiled:
     return compiled
 
 
-def _ordered_schema(term: JsonSchema) -> dict[str, Any]:
-    """The schema with its properties in the order the user wrote them.
-
-    ``JsonSchema.schema`` comes back with sorted keys, which would reorder the generated
-    object's properties; read the source again where it still has its order.
-    """
-    source = term.source
-    schema: object = None
-    if isinstance(source, str):
-        with contextlib.suppress(ValueError):
-            schema = json.loads(source)
-    elif isinstance(source, Mapping):
-        schema = json.loads(json.dumps(source))
-    elif source is not None:
-        schema = json_schema_of(source)
-    return schema if isinstance(schema, dict) else term.schema
-
-
-def _regex_of(term: Term) -> str:
-    if isinstance(term, JsonSchema):
-        schema = _ordered_schema(term)
-        # JsonSchema compares by its sorted schema; the regex depends on the property order
-        key = (json.dumps(schema), term.whitespace_pattern, term.lenient)
-        pattern: str | None = _lru_get(_patterns, key)
-        if pattern is None:
-            from outlines_like.types.json_schema import json_schema_to_regex
-
-            pattern = json_schema_to_regex(
-                schema, whitespace_pattern=term.whitespace_pattern, lenient=term.lenient
-            )
-            _lru_put(_patterns, key, pattern, _MAX_COMPILED)
-        return pattern
-    return to_regex(term)
-
-
 def compile_constraint(
     output_type: object,
     vocab: Vocabulary,
@@ -251,7 +212,7 @@ def compile_constraint(
     elif isinstance(term, (CFG, JsonObject)):
         key = ("cfg", term, vocab.hash)
     else:
-        pattern = _regex_of(term)
+        pattern = to_regex(term)
         key = ("regex", pattern, max_states, vocab.hash)
     cached: Compiled | None = _lru_get(_compiled, key)
     if cached is not None:

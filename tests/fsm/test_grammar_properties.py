@@ -247,12 +247,8 @@ REAL_CASES = {
 @pytest.mark.vocab
 @pytest.mark.parametrize("vocab_name", ["llama3", "qwen3"])
 @pytest.mark.parametrize("case", sorted(REAL_CASES))
-def test_bench_samples_on_real_vocabularies(
-    request: pytest.FixtureRequest, vocab_name: str, case: str
-) -> None:
-    """The harness's grammar walks, on the real BPE tokenization (run with ``-m vocab``)."""
-    if "vocab" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("real-vocabulary test: run with -m vocab")
+def test_bench_samples_on_real_vocabularies(vocab_name: str, case: str) -> None:
+    """The harness's grammar walks, on the real BPE tokenization (select alone: ``-m vocab``)."""
     from outlines_like.fsm.vocabulary import Vocabulary
 
     quicktok = pytest.importorskip("quicktok")

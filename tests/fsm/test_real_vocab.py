@@ -20,13 +20,6 @@ from outlines_like.types import JsonSchema, Regex
 pytestmark = pytest.mark.vocab
 
 
-@pytest.fixture(autouse=True)
-def _only_when_selected(request: pytest.FixtureRequest) -> None:
-    """These tests load 128k-152k-token vocabularies: run them only under ``-m vocab``."""
-    if "vocab" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("real-vocabulary test: run with -m vocab")
-
-
 EOS_TOKEN = {"llama3": "<|eot_id|>", "qwen3": "<|endoftext|>"}
 
 # the harness's regex cases: (pattern, a valid sample)

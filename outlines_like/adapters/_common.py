@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
+from outlines_like.adapters._schema import schema_name
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import (
@@ -27,6 +29,7 @@ __all__ = [
     "GRAMMAR_SERVERS",
     "REGEX_SERVERS",
     "BaseAdapter",
+    "ResponseFormatAdapter",
     "grammars",
     "unsupported",
 ]
@@ -176,3 +179,38 @@ def grammars() -> Any:
     import importlib
 
     return importlib.import_module("outlines_like.types.grammars")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResponseFormatAdapter(BaseAdapter):
+    """A server that takes constraints only as ``response_format``, on the chat endpoint.
+
+    Subclasses set ``completions_hint`` (what to do instead on ``/v1/completions``) and may
+    rewrite the schema in ``prepare_schema``.
+    """
+
+    completions_hint: ClassVar[str] = "use the chat endpoint"
+
+    def prepare_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The schema as this server should receive it (as given by default)."""
+        return schema
+
+    def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
+        """``response_format`` json_schema, strict."""
+        self._chat_only(endpoint, "a JSON Schema")
+        schema = self.prepare_schema(term.schema)
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name(schema), "schema": schema, "strict": True},
+            }
+        }
+
+    def json_object(self, term: JsonObject, endpoint: Endpoint) -> ConstraintFields:
+        """``response_format`` json_object."""
+        self._chat_only(endpoint, "'any JSON object' (the dict output type)")
+        return {"response_format": {"type": "json_object"}}
+
+    def _chat_only(self, endpoint: Endpoint, what: str) -> None:
+        if endpoint != "chat":
+            raise unsupported(self._label(endpoint), what, self.completions_hint)

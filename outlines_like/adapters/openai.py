@@ -8,41 +8,24 @@ cannot express (the message names the keyword and where it is).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, ClassVar
 
-from outlines_like.adapters._common import BaseAdapter, unsupported
-from outlines_like.adapters._schema import schema_name, to_openai_strict
-from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
-from outlines_like.types import JsonObject, JsonSchema
+from outlines_like.adapters._common import ResponseFormatAdapter
+from outlines_like.adapters._schema import to_openai_strict
+from outlines_like.adapters.base import ServerKind
 
 __all__ = ["OpenAIAdapter"]
 
 
 @dataclasses.dataclass(frozen=True)
-class OpenAIAdapter(BaseAdapter):
+class OpenAIAdapter(ResponseFormatAdapter):
     """The OpenAI API dialect (api.openai.com, Azure OpenAI)."""
 
     kind: ServerKind = dataclasses.field(default="openai", init=False)
+    completions_hint: ClassVar[str] = (
+        "OpenAI's legacy completions endpoint takes no response_format; use chat"
+    )
 
-    def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
-        """``response_format`` json_schema, strict, with the schema made valid for strict mode."""
-        self._chat_only(endpoint, "a JSON Schema")
-        schema = to_openai_strict(term.schema)
-        return {
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name(schema), "schema": schema, "strict": True},
-            }
-        }
-
-    def json_object(self, term: JsonObject, endpoint: Endpoint) -> ConstraintFields:
-        """``response_format`` json_object."""
-        self._chat_only(endpoint, "'any JSON object' (the dict output type)")
-        return {"response_format": {"type": "json_object"}}
-
-    def _chat_only(self, endpoint: Endpoint, what: str) -> None:
-        if endpoint != "chat":
-            raise unsupported(
-                self._label(endpoint),
-                what,
-                "OpenAI's legacy completions endpoint takes no response_format; use chat",
-            )
+    def prepare_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The schema made valid for strict mode (raises for what strict mode cannot express)."""
+        return to_openai_strict(schema)

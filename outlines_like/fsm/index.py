@@ -19,6 +19,7 @@ memoised. The steady state of a matcher is a row copy and a dict lookup.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +62,8 @@ class TokenTable:
         tail_any: ``bool[4, n]``: whether each of those 64-bit words is non-zero.
         complete: ``bool[n]``: the token is whole, valid UTF-8 characters.
         ascii_words: ``uint64[2, n]``: the ASCII byte values in each token.
+        n_chars: ``int32[n]``: bytes that are not UTF-8 continuation bytes (for a complete
+            token: its number of characters).
         tokens_by_pos: the token bytes at each position.
         vocab_size, words: ``V`` and ``ceil(V / 32)``.
     """
@@ -127,6 +130,11 @@ class TokenTable:
                 if sel.shape[0]:
                     ascii_words[w, :k][sel] |= bit[sel]
         self.ascii_words = ascii_words
+        n_chars = np.zeros(n, dtype=np.int32)
+        for j in range(max_len):
+            col = self.columns[j]
+            n_chars[: col.shape[0]] += (col & 0xC0) != 0x80
+        self.n_chars: I32 = n_chars
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
@@ -194,8 +202,12 @@ def _walk_one(
     table: TokenTable,
     state: int,
     lazy: LazyByteDFA | None = None,
+    char_memo: dict[Any, Any] | None = None,
 ) -> tuple[I32, I32]:
-    """Walk all text tokens from ``state``: (token ids, end states), in table order."""
+    """Walk all text tokens from ``state``: (token ids, end states), in table order.
+
+    ``char_memo`` keeps :func:`_char_step` results between calls on the same DFA.
+    """
     if lazy is not None:
         lazy.expand([state])
         trans = lazy.transitions
@@ -209,6 +221,7 @@ def _walk_one(
     pos: npt.NDArray[np.intp]
     done_pos: list[npt.NDArray[np.intp]] = []
     done_cur: list[I32] = []
+    per_target_min = _MIN_LOOP_TOKENS
     if n_cand * _SELECTIVE < table.n_text:
         parts = [table.by_first[b] for b in live.tolist() if table.first_count[b]]
         pos = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
@@ -229,12 +242,23 @@ def _walk_one(
             done_pos.append(hit)
             done_cur.append(np.full(hit.shape[0], state, dtype=np.int32))
             live_tok[hit] = False
+        elif table.n_complete:
+            if char_memo is None:
+                char_memo = {}
+            n_done = len(done_pos)
+            trans = _char_chain_decide(
+                trans, table, state, lazy, char_memo, live_tok, done_pos, done_cur
+            )
+            tflat = trans.reshape(-1)
+            if len(done_pos) > n_done:
+                # most tokens are decided: walk the rest rather than test byte chains
+                per_target_min = table.n_text + 1
         # Chains: from the state t a token's first byte leads to, the bytes of a common set O
         # step t -> c1 -> c2 ... (a loop when c1 = t: string bodies, [a-z]+; a counter for
         # bounded repeats: [^"]{0,40}). A token whose other bytes all lie in O ends at the
         # chain state its length picks: one byte-set test instead of a walk.
         per_target = np.bincount(row[live], weights=table.first_count[live])
-        for t in np.flatnonzero(per_target >= _MIN_LOOP_TOKENS).tolist():
+        for t in np.flatnonzero(per_target >= per_target_min).tolist():
             sel_mask = cur_all == t
             sel = np.flatnonzero(sel_mask)
             chain = _chain(trans, t, table.max_len - 1, lazy)
@@ -329,6 +353,124 @@ def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
         if states != [state]:
             return False
     return True
+
+
+def _utf8_target(trans: I32, state: int, lazy: LazyByteDFA | None) -> int:
+    """The one state every non-ASCII UTF-8 character leads to from ``state``, else ``-1``."""
+    target = -1
+    for seq in _NON_ASCII:
+        states = [state]
+        for lo, hi in seq:
+            if lazy is not None:
+                lazy.expand(states)
+                trans = lazy.transitions
+            nxt = np.unique(trans[states, lo : hi + 1])
+            if nxt.shape[0] == 0 or int(nxt[0]) < 0:
+                return -1
+            states = nxt.tolist()
+        if len(states) != 1 or (target >= 0 and states[0] != target):
+            return -1
+        target = states[0]
+    return target
+
+
+_CHAR_CHAIN_STEPS = 16  # character chains: follow at most this many steps
+
+
+def _char_step(
+    trans: I32, state: int, lazy: LazyByteDFA | None, memo: dict[Any, Any]
+) -> tuple[int, bytes] | None:
+    """One step of a character chain from ``state``, memoised.
+
+    Returns ``(next, O)`` when every non-ASCII character and at least ``_MIN_LOOP_BYTES``
+    ASCII bytes (``O``, as ``bool[128]`` bytes) lead from ``state`` to the same state
+    ``next``; ``None`` otherwise.
+    """
+    if state in memo:
+        known: tuple[int, bytes] | None = memo[state]
+        return known
+    out: tuple[int, bytes] | None = None
+    nxt = _utf8_target(trans, state, lazy)
+    if nxt >= 0:
+        if lazy is not None:
+            trans = lazy.transitions
+        in_set = trans[state, :128] == nxt
+        if int(in_set.sum()) >= _MIN_LOOP_BYTES:
+            out = (nxt, in_set.tobytes())
+    memo[state] = out
+    return out
+
+
+def _char_chain_decide(
+    trans: I32,
+    table: TokenTable,
+    state: int,
+    lazy: LazyByteDFA | None,
+    memo: dict[Any, Any],
+    live_tok: npt.NDArray[np.bool_],
+    done_pos: list[npt.NDArray[np.intp]],
+    done_cur: list[I32],
+) -> I32:
+    r"""Decide the tokens of whole UTF-8 characters that step through a character chain.
+
+    From ``c0 = state``, a character chain ``c0 -> c1 -> ... -> cm`` has every non-ASCII
+    character and every ASCII byte of one set ``O`` lead from ``ci`` to ``c(i+1)`` (a bounded
+    string body: ``[^"\\]{0,40}``). A token of whole characters whose ASCII bytes all lie in
+    ``O`` ends at ``c(n)``, ``n`` its number of characters: one byte-set test and a gather
+    instead of a walk. Tokens with more than ``m`` characters die when every byte of ``O`` and
+    every non-ASCII byte dies in ``cm``, else they are left to the walk. Updates ``live_tok``
+    and the done lists; returns the (possibly grown) transition table.
+    """
+    states = [state]
+    o_key: bytes | None = None
+    cur = state
+    loop = False
+    for _ in range(min(_CHAR_CHAIN_STEPS, table.max_len)):
+        step = _char_step(trans, cur, lazy, memo)
+        if lazy is not None:
+            trans = lazy.transitions
+        if step is None or (o_key is not None and step[1] != o_key):
+            break
+        o_key = step[1]
+        if step[0] == cur:
+            loop = True
+            break
+        cur = step[0]
+        states.append(cur)
+    if o_key is None:
+        return trans
+    in_set = np.frombuffer(o_key, dtype=np.bool_)
+    m = len(states) - 1
+    dead = False
+    if not loop:
+        if lazy is not None:
+            lazy.expand([cur])
+            trans = lazy.transitions
+        row = trans[cur]
+        dead = bool((row[:128][in_set] < 0).all()) and bool((row[128:] < 0).all())
+    # the tokens of whole characters whose ASCII bytes lie in O, per O (states share it);
+    # their first bytes are live: in O, or lead bytes of characters that reach c1
+    cached = memo.get(o_key)
+    if cached is None:
+        out = np.packbits(~in_set, bitorder="little").view(np.uint64)
+        aw = table.ascii_words
+        fits = table.complete & (((aw[0] & out[0]) | (aw[1] & out[1])) == 0)
+        fit_pos = np.flatnonzero(fits)
+        cached = (fit_pos, table.n_chars[fit_pos])
+        memo[o_key] = cached
+    hit, n = cached
+    chain = np.array(states, dtype=np.int32)
+    if loop:
+        done_pos.append(hit)
+        done_cur.append(chain[np.minimum(n, m)])
+        live_tok[hit] = False
+        return trans
+    within = n <= m
+    kept = hit[within]
+    done_pos.append(kept)
+    done_cur.append(chain[n[within]])
+    live_tok[hit if dead else kept] = False
+    return trans
 
 
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -537,6 +679,7 @@ class TokenIndex:
         self._lock = threading.Lock()
         self._lazy = dfa if isinstance(dfa, LazyByteDFA) else None
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
+        self._char_memo: dict[Any, Any] = {}
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -584,7 +727,7 @@ class TokenIndex:
         bits = self._bits
         tokens = self.vocab.tokens
         for s in states:
-            tok, ends = _walk_one(trans, tflat, self.table, s, self._lazy)
+            tok, ends = _walk_one(trans, tflat, self.table, s, self._lazy, self._char_memo)
             bits[tok] = True
             if self.dfa.is_accepting(s):
                 bits[eos] = True

@@ -47,7 +47,7 @@ finished matcher allows only EOS).
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -89,6 +89,7 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 """Any JSON object (the ``dict`` output type), in Lark syntax; whitespace between tokens."""
 
 _COMPILED_KEY = "fsm.grammar.compiled"
+_LARK_LOCK = threading.Lock()
 _MAX_CACHED_GRAMMARS = 8
 _MAX_CACHED_MASKS = 2048  # 4·ceil(V/32) bytes each: 32 MB on llama3
 _PYTHON_TAIL = 24  # walk this few tokens byte by byte rather than column by column
@@ -152,17 +153,71 @@ def _build_lark(text: str) -> tuple[Any, bool]:
     """
     import lark
 
-    try:
-        return lark.Lark(text, parser="lalr", lexer="contextual", start="start"), True
-    except lark.exceptions.GrammarError as exc:
-        if "collision" not in str(exc).lower():
-            raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-    except lark.exceptions.LarkError as exc:
-        raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-    try:
-        return lark.Lark(text, parser="earley", lexer="dynamic", start="start"), False
-    except lark.exceptions.LarkError as exc:
-        raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
+    class _Unused(lark.lexer.Lexer):
+        """Stands for Lark's lexer, which the matcher never runs (see _contextual_lexer)."""
+
+        def __init__(self, conf: Any) -> None:
+            pass
+
+        def lex(self, lexer_state: Any, parser_state: Any) -> Any:
+            raise NotImplementedError("the grammar matcher lexes bytes itself")
+
+    with _LARK_LOCK:
+        # Lark's first grammar in a process builds its own meta-grammar parser, whose lexer
+        # checks Lark's terminals pairwise for collisions with interegular (about 120 ms, to
+        # log warnings nobody reads). The check is switched off while Lark loads; it changes
+        # no table, and the lock keeps two compiles from racing on the flag.
+        saved = lark.lexer.has_interegular
+        lark.lexer.has_interegular = False
+        try:
+            try:
+                return lark.Lark(text, parser="lalr", lexer=_Unused, start="start"), True
+            except lark.exceptions.GrammarError as exc:
+                if "collision" not in str(exc).lower():
+                    raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
+            except lark.exceptions.LarkError as exc:
+                raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
+            try:
+                return lark.Lark(text, parser="earley", lexer="dynamic", start="start"), False
+            except lark.exceptions.LarkError as exc:
+                raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
+        finally:
+            lark.lexer.has_interegular = saved
+
+
+def _contextual_lexer(parser: Any) -> Any:
+    """Build Lark's contextual lexer for an LALR parser, without Lark's lexer validation.
+
+    It is built as ``lexer="contextual"`` builds it (one scanner per LALR state, over the
+    state's terminals plus ``%ignore``), but with ``skip_validation``: that validation compiles
+    every terminal with ``re`` (our own DFA compiler checks them) and looks for colliding
+    terminals with interegular, only to log warnings; the latter costs 10-130 ms a grammar
+    (the first one in a process pays interegular's import).
+    """
+    import copy
+
+    from lark.lexer import ContextualLexer
+
+    conf = copy.copy(parser.lexer_conf)
+    for terminal in conf.terminals:  # the part of Lark's validation the lexer relies on
+        try:
+            conf.re_module.compile(terminal.pattern.to_regexp(), conf.g_regex_flags)
+        except conf.re_module.error as exc:
+            raise InvalidConstraintError(
+                f"invalid grammar: cannot compile terminal {terminal.name} "
+                f"({terminal.pattern}): {exc}"
+            ) from exc
+        if terminal.pattern.min_width == 0:
+            raise InvalidConstraintError(
+                f"invalid grammar: terminal {terminal.name} ({terminal.pattern}) is zero-width "
+                "(matches the empty string); terminals must match at least one character"
+            )
+    conf.skip_validation = True
+    table = parser.parser.parser._parse_table
+    states: dict[int, Collection[str]] = {
+        int(state): list(actions) for state, actions in table.states.items()
+    }
+    return ContextualLexer(conf, states, always_accept=())
 
 
 class _Lexed:
@@ -352,12 +407,14 @@ class _MatcherDFA:
         self,
         ids: npt.NDArray[np.int32],
         offsets: npt.NDArray[np.int32],
-        start: int,
+        starts: npt.NDArray[np.int64],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
-        """Walk token ``ids[i]`` from byte ``offsets[i]``, all from state ``start``.
+        """Walk token ``ids[i]`` from byte ``offsets[i]``, from state ``starts[i]``.
 
         The items must be ordered by remaining length, longest first: the items still walking
         are then always a prefix, and a dead item just sits in the sink until it is dropped.
+        All the items of one mask go in one walk, whatever state they start from: the cost of
+        a walk is mostly per column, not per item.
 
         Returns:
             The tokens that consumed all their bytes, and the state each ended in (0: dead).
@@ -366,7 +423,7 @@ class _MatcherDFA:
         buf = table.buf
         pos = table.starts[ids] + offsets
         neg_remaining = offsets - table.lengths[ids]
-        states = np.full(len(ids), start, dtype=np.int64)
+        states = starts
         end_ids: list[npt.NDArray[np.int32]] = []
         end_states: list[npt.NDArray[np.int64]] = []
         column = 0
@@ -440,7 +497,7 @@ class CompiledGrammar(Compiled):
             self._parser: LALRParser | GLRParser
             if lalr_ok and not conflict:
                 self._parser = LALRParser(parser.parser.parser._parse_table)
-                self._contextual: Any = parser.parser.lexer
+                self._contextual: Any = _contextual_lexer(parser)
             else:
                 looping = hidden_left_recursion(rules)
                 if looping is not None:
@@ -697,6 +754,7 @@ class CompiledGrammar(Compiled):
             static = _Lexed(self._contexts[cid], lex, table)
             self._static[(cid, lex)] = static
         rows = [(static, self._viable(config, cid))]
+        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
         # Tokens that ended the lexeme go on in the next lexeme (a cached lexical walk too);
         # those that end that one as well go on in the lazy DFA over whole matcher states,
         # each from the state its terminals lead to.
@@ -711,8 +769,18 @@ class CompiledGrammar(Compiled):
                 after2 = self._after(after, cls2)
                 if after2 is None:
                     continue
-                end_ids, end_states = self._dfa.walk(ids, offsets, self._dfa.state(after2, 0))
-                allowed[end_ids[self._dfa.viable(end_states)]] = True
+                parts.append((ids, offsets, self._dfa.state(after2, 0)))
+        if parts:  # one walk for all the groups: merged, longest rest first
+            ids = np.concatenate([p[0] for p in parts])
+            offsets = np.concatenate([p[1] for p in parts])
+            starts = np.repeat(
+                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
+            )
+            if len(parts) > 1:
+                order = np.argsort(offsets - table.lengths[ids], kind="stable")
+                ids, offsets, starts = ids[order], offsets[order], starts[order]
+            end_ids, end_states = self._dfa.walk(ids, offsets, starts)
+            allowed[end_ids[self._dfa.viable(end_states)]] = True
         if self._eos_ok(config, lex):
             allowed[self._eos] = True
         packed = _pack(allowed)

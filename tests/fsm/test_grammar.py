@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.fsm._grammar_parser import LALRParser
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
 from outlines_like.fsm.grammar import (
     JSON_OBJECT_GRAMMAR,
@@ -334,6 +337,51 @@ def test_fill_bitmask_wrong_size(json_grammar: CompiledGrammar) -> None:
 def test_bad_grammars(grammar: str, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         compile_grammar(CFG(grammar, "lark"), VOCAB)
+
+
+@pytest.mark.parametrize("grammar", [JSON_LARK, ARITH_LARK, KEYWORDS, PRIORITY, LARK_TUTORIAL_JSON])
+def test_lexer_contexts_match_larks_contextual_lexer(grammar: str) -> None:
+    """The contexts, built without Lark's lexer validation, are Lark's own, state by state."""
+    import lark
+
+    reference = lark.Lark(grammar, parser="lalr", lexer="contextual", start="start")
+    compiled = CompiledGrammar(grammar, VOCAB)
+    parser = compiled._parser
+    assert isinstance(parser, LALRParser)
+
+    def scanner(lexer: Any) -> tuple[list[str], dict[str, list[str]]]:
+        order = [t.name for t in lexer.scanner.terminals]  # builds the callbacks too
+        unless = {
+            name: [t.name for t in callback.scanner.terminals]
+            for name, callback in lexer.callback.items()
+            if hasattr(callback, "scanner")
+        }
+        return order, unless
+
+    # two Lark builds may number the LALR states differently: key a state by its actions
+    ours = {
+        frozenset(parser.actions[state]): scanner(lexer)
+        for state, lexer in compiled._contextual.lexers.items()
+    }
+    table = reference.parser.parser._parse_table
+    theirs = {
+        frozenset(table.states[state]): scanner(lexer)
+        for state, lexer in reference.parser.lexer.lexers.items()
+    }
+    assert ours == theirs
+
+
+@pytest.mark.parametrize(("grammar", "ok"), [(ARITH_LARK, True), ("start: (", False)])
+def test_lark_collision_check_switch_is_restored(grammar: str, ok: bool) -> None:
+    import lark.lexer
+
+    before = lark.lexer.has_interegular
+    if ok:
+        CompiledGrammar(grammar, VOCAB)
+    else:
+        with pytest.raises(InvalidConstraintError):
+            CompiledGrammar(grammar, VOCAB)
+    assert lark.lexer.has_interegular is before
 
 
 def test_case_insensitive_literal() -> None:

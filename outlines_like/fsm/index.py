@@ -58,6 +58,11 @@ class TokenTable:
         columns: ``columns[j]`` is ``uint8[active[j]]``: byte ``j`` of those positions.
         by_first: ``by_first[b]``: ascending positions whose first byte is ``b``.
         first_count: ``int64[256]``: how many positions start with each byte.
+        pair_order: ``intp[n]``: positions grouped by (first byte, second byte), a one-byte
+            token's second byte counted as 256; ascending within a group.
+        pair_bounds: ``int64[256 * 257 + 1]``: group ``257 * b + b2`` is
+            ``pair_order[pair_bounds[k] : pair_bounds[k + 1]]``.
+        pair_count: ``int64[256, 257]``: the size of each group.
         bytesets: ``uint64[4, n]``: the byte values in each token after its first byte.
         tail_any: ``bool[4, n]``: whether each of those 64-bit words is non-zero.
         complete: ``bool[n]``: the token is whole, valid UTF-8 characters.
@@ -97,6 +102,13 @@ class TokenTable:
             by_first_order[bounds[b] : bounds[b + 1]].astype(np.intp) for b in range(256)
         ]
         self.first_count = np.diff(bounds).astype(np.int64)
+        second = np.full(n, 256, dtype=np.int64)
+        if max_len > 1:
+            second[: int(self.active[1])] = self.columns[1]
+        pair_key = self.first.astype(np.int64) * 257 + second
+        self.pair_order: npt.NDArray[np.intp] = np.argsort(pair_key, kind="stable").astype(np.intp)
+        self.pair_bounds = np.searchsorted(pair_key[self.pair_order], np.arange(256 * 257 + 1))
+        self.pair_count = np.diff(self.pair_bounds).astype(np.int64).reshape(256, 257)
         # which byte values each token contains after its first byte: 4 x 64-bit words
         bytesets = np.zeros((4, n), dtype=np.uint64)
         for j in range(1, max_len):
@@ -222,7 +234,15 @@ def _walk_one(
     done_pos: list[npt.NDArray[np.intp]] = []
     done_cur: list[I32] = []
     per_target_min = _MIN_LOOP_TOKENS
-    if n_cand * _SELECTIVE < table.n_text:
+    use_pairs = n_cand > _PAIR_MIN and n_cand <= _PAIR_SHARE * table.n_text
+    pairs = _pair_candidates(trans, table, row, live, lazy) if use_pairs else None
+    if lazy is not None:
+        trans = lazy.transitions
+        tflat = trans.reshape(-1)
+    if pairs is not None:
+        pos = pairs
+        cur = row[table.first[pos]]
+    elif n_cand * _SELECTIVE < table.n_text:
         parts = [table.by_first[b] for b in live.tolist() if table.first_count[b]]
         pos = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
         cur = row[table.first[pos]]
@@ -326,6 +346,43 @@ def _walk_one(
 
 
 _LOOP, _DEAD, _STOP = 0, 1, 2
+_PAIR_MIN = 2048  # filter candidates on their first two bytes above this many
+_PAIR_SHARE = 0.75  # ... and below this share of the text tokens
+_PAIR_SELECTIVE = _SELECTIVE  # ... and use them when under 1/_PAIR_SELECTIVE survive that
+
+
+def _pair_candidates(
+    trans: I32, table: TokenTable, row: I32, live: npt.NDArray[np.intp], lazy: LazyByteDFA | None
+) -> npt.NDArray[np.intp] | None:
+    """Ascending positions whose first two bytes are live from the state of ``row``.
+
+    Many candidates can die on their second byte (after an optional space, most tokens that
+    start with a space): the (first byte, second byte) groups of the token table find the
+    survivors without a gather over all of them. ``None`` when they would still be more than
+    ``1 / _PAIR_SELECTIVE`` of the text tokens (the caller's other selections are cheaper).
+    """
+    live = live[table.first_count[live] > 0]
+    targets = row[live]
+    if lazy is not None:
+        lazy.expand(np.unique(targets))
+        trans = lazy.transitions
+    second_live = np.ones((live.shape[0], 257), dtype=bool)
+    second_live[:, :256] = trans[targets] >= 0
+    counts = table.pair_count[live] * second_live
+    if int(counts.sum()) * _PAIR_SELECTIVE >= table.n_text:
+        return None
+    bi, b2 = np.nonzero(counts)
+    keys = live[bi].astype(np.int64) * 257 + b2
+    starts = table.pair_bounds[keys]
+    lens = counts[bi, b2]
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    # concatenated ranges [starts[i], starts[i] + lens[i]) without a Python loop
+    offsets = np.cumsum(lens) - lens
+    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)
+    pos: npt.NDArray[np.intp] = np.sort(table.pair_order[idx])
+    return pos
 
 
 def _non_ascii_sequences() -> list[list[tuple[int, int]]]:
@@ -356,21 +413,33 @@ def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
 
 
 def _utf8_target(trans: I32, state: int, lazy: LazyByteDFA | None) -> int:
-    """The one state every non-ASCII UTF-8 character leads to from ``state``, else ``-1``."""
+    """The one state every non-ASCII UTF-8 character leads to from ``state``, else ``-1``.
+
+    Stricter than needed (each byte range of a character must lead to a single state), which
+    keeps the test to a few small slices; ``-1`` only means the caller walks instead.
+    """
+    seen: dict[tuple[int, int, int], int] = {}
     target = -1
     for seq in _NON_ASCII:
-        states = [state]
+        cur = state
         for lo, hi in seq:
-            if lazy is not None:
-                lazy.expand(states)
-                trans = lazy.transitions
-            nxt = np.unique(trans[states, lo : hi + 1])
-            if nxt.shape[0] == 0 or int(nxt[0]) < 0:
+            key = (cur, lo, hi)
+            nxt = seen.get(key)
+            if nxt is None:
+                if lazy is not None:
+                    lazy.expand([cur])
+                    trans = lazy.transitions
+                seg = trans[cur, lo : hi + 1]
+                nxt = int(seg[0])
+                if nxt < 0 or int(seg.min()) != int(seg.max()):
+                    nxt = -1
+                seen[key] = nxt
+            if nxt < 0:
                 return -1
-            states = nxt.tolist()
-        if len(states) != 1 or (target >= 0 and states[0] != target):
+            cur = nxt
+        if target >= 0 and cur != target:
             return -1
-        target = states[0]
+        target = cur
     return target
 
 

@@ -213,22 +213,31 @@ CHAIN_PATTERNS = [
 
 
 @pytest.mark.parametrize("pattern", CHAIN_PATTERNS)
-@pytest.mark.parametrize(("selective", "scalar_tail"), [(0, 0), (0, 10**6), (10**6, 0)])
+@pytest.mark.parametrize(
+    ("selective", "scalar_tail", "pairs"),
+    [(0, 0, False), (0, 10**6, False), (10**6, 0, False), (0, 0, True), (0, 10**6, True)],
+)
 def test_every_walk_strategy_matches_the_scalar_walk(
     vocab: Vocabulary,
     monkeypatch: pytest.MonkeyPatch,
     pattern: str,
     selective: int,
     scalar_tail: int,
+    pairs: bool,
 ) -> None:
     import outlines_like.fsm.index as index_mod
 
-    # force the chain shortcut (any token count, any byte-set size), the full or per-first-byte
-    # candidate selection, and the column-by-column or byte-by-byte finish
+    # force the chain shortcut (any token count, any byte-set size), the full, per-first-byte
+    # or per-first-two-bytes candidate selection, and the column-by-column or byte-by-byte
+    # finish
     monkeypatch.setattr(index_mod, "_MIN_LOOP_TOKENS", 0)
     monkeypatch.setattr(index_mod, "_MIN_LOOP_BYTES", 1)
     monkeypatch.setattr(index_mod, "_SELECTIVE", selective)
     monkeypatch.setattr(index_mod, "_SCALAR_TAIL", scalar_tail)
+    # pairs: always filter candidates on their first two bytes, else never
+    monkeypatch.setattr(index_mod, "_PAIR_MIN", 0 if pairs else 10**9)
+    monkeypatch.setattr(index_mod, "_PAIR_SHARE", 1.0)
+    monkeypatch.setattr(index_mod, "_PAIR_SELECTIVE", 0)
     table = token_table(vocab)
     scratch = np.empty(vocab.size, dtype=np.int32)
     bits = np.zeros(vocab.size, dtype=bool)

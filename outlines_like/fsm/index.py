@@ -427,7 +427,7 @@ def _utf8_target(trans: I32, state: int, lazy: LazyByteDFA | None) -> int:
             nxt = seen.get(key)
             if nxt is None:
                 if lazy is not None:
-                    lazy.expand([cur])
+                    lazy.expand_one(cur)
                     trans = lazy.transitions
                 seg = trans[cur, lo : hi + 1]
                 nxt = int(seg[0])
@@ -525,20 +525,24 @@ def _char_chain_decide(
         aw = table.ascii_words
         fits = table.complete & (((aw[0] & out[0]) | (aw[1] & out[1])) == 0)
         fit_pos = np.flatnonzero(fits)
-        cached = (fit_pos, table.n_chars[fit_pos])
+        n_fit = table.n_chars[fit_pos]
+        cached = (fit_pos, n_fit, ~fits, int(n_fit.max()) if n_fit.shape[0] else 0)
         memo[o_key] = cached
-    hit, n = cached
+    hit, n, unfit, n_max = cached
     chain = np.array(states, dtype=np.int32)
-    if loop:
+    if loop or n_max <= m:
         done_pos.append(hit)
-        done_cur.append(chain[np.minimum(n, m)])
-        live_tok[hit] = False
+        done_cur.append(chain[np.minimum(n, m)] if loop else chain[n])
+        live_tok &= unfit
         return trans
     within = n <= m
     kept = hit[within]
     done_pos.append(kept)
     done_cur.append(chain[n[within]])
-    live_tok[hit if dead else kept] = False
+    if dead:
+        live_tok &= unfit
+    else:
+        live_tok[kept] = False
     return trans
 
 
@@ -586,7 +590,7 @@ def _chain(
     have fewer than ``_MIN_LOOP_BYTES`` bytes.
     """
     if lazy is not None:
-        lazy.expand([t])
+        lazy.expand_one(t)
         trans = lazy.transitions
     row = trans[t]
     targets = row[row >= 0]
@@ -608,7 +612,7 @@ def _chain(
         states.append(nxt)
         cur = nxt
         if lazy is not None:
-            lazy.expand([cur])
+            lazy.expand_one(cur)
             trans = lazy.transitions
         row = trans[cur]
         nxt = int(row[rep])

@@ -897,12 +897,21 @@ class LazyByteDFA:
                 self._table[s] = row[cls]
                 self._expanded[s] = True
 
+    def expand_one(self, state: int) -> None:
+        """Build the row of ``state``; cheap when it is built already."""
+        # rows are never unbuilt and growing copies them, so a stale array still answers right
+        done = self._expanded
+        if not (state < done.shape[0] and done[state]):
+            self.expand([state])
+
     def step(self, state: int, data: bytes) -> int:
         """Return the state after ``data`` from ``state``, or ``-1`` if it dies."""
         for b in data:
             if state < 0:
                 return -1
-            self.expand([state])
+            done = self._expanded
+            if not (state < done.shape[0] and done[state]):
+                self.expand([state])
             state = int(self._table[state, b])
         return state
 

@@ -4,10 +4,13 @@ The vocabulary's text tokens are laid out once per vocabulary (:class:`TokenTabl
 length, their bytes stored column by column, with per-first-byte position lists and per-token
 byte sets. A walk from a DFA state (:func:`walk_tokens`, per state in :class:`TokenIndex`):
 
-1. takes only the tokens whose first byte is live (most tokens die on their first byte);
+1. takes only the tokens whose first byte is live (most tokens die on their first byte), or
+   whose first two bytes are, from per-byte-pair groups (after an optional space);
 2. decides whole groups at once by byte-set tests: tokens of whole UTF-8 characters in a
-   string-body state, and tokens whose remaining bytes follow a *chain* of states (a loop such
-   as ``[a-z]+``, or a counter such as ``[^"]{0,40}``);
+   string-body state or along a *character chain* (a bounded string body, where every
+   non-ASCII character and one ASCII set step a counter), and tokens whose remaining bytes
+   follow a *chain* of states (a loop such as ``[a-z]+``, or a counter such as
+   ``[^"]{0,40}``);
 3. walks the rest one gather per byte column, dropping dead tokens and setting finished ones
    aside after each column, and finishes the last few long tokens byte by byte.
 

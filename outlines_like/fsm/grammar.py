@@ -95,6 +95,8 @@ _MAX_CACHED_MASKS = 2048  # 4·ceil(V/32) bytes each: 32 MB on llama3
 _PYTHON_TAIL = 24  # walk this few tokens byte by byte rather than column by column
 _MAX_DFA_STATES = 65_536  # the matcher-state DFA is cleared past this (256 int32 per state)
 _MAX_MEMO = 500_000  # parser and lexer memo tables are cleared past this many entries
+_LEXICAL_GROUP = 2048  # tokens ending a lexeme go on lexically (cached) in groups this large
+_LEXICAL_DEPTH = 4  # ... up to this many lexemes into the token
 
 # A parser configuration: an LALR stack (tuple of states) or, for GLR, a frozenset of stacks.
 Config = Hashable
@@ -224,51 +226,74 @@ class _Lexed:
     """Tokens walked through one lexer context from one state: the lexical part of a mask.
 
     It depends on the lexer context and state only, so every parser configuration with that
-    context shares it (inside a JSON string, say, at any depth). ``child`` caches the walk of
-    the tokens that ended a lexeme here, through the next lexeme (also lexical).
+    context shares it (inside a JSON string, say, at any depth). ``children`` caches the walks
+    of the tokens that ended a lexeme here, through the next lexeme (also lexical), by
+    ``(class, next context)``.
+
+    Attributes:
+        end_rows: The tokens that stay inside the lexeme: one packed row per lexer state they
+            end in.
+        groups: Per class of the lexeme's end, the tokens that ended it and the offset of
+            their next byte, longest rest first (the matcher-state walk then slices instead
+            of filtering).
+        children: The walks of the groups on, by ``(class, next context)``.
     """
 
-    __slots__ = ("_children", "end_rows", "groups")
+    __slots__ = ("children", "end_rows", "groups")
 
     def __init__(
         self,
+        end_rows: list[tuple[int, npt.NDArray[np.uint8]]],
+        groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]],
+    ) -> None:
+        self.end_rows = end_rows
+        self.groups = groups
+        self.children: dict[tuple[int, int], _Lexed] = {}
+
+    @classmethod
+    def walked(
+        cls,
         context: ContextDFA,
         lex: int,
         table: TokenTable,
         ids: npt.NDArray[np.int32] | None = None,
         offsets: npt.NDArray[np.int32] | None = None,
-    ) -> None:
+    ) -> _Lexed:
+        """Walk tokens ``ids`` (default: all) from ``offsets`` (default: 0) in state ``lex``."""
         if ids is None:
             ids = table.text_ids.astype(np.int32)
         res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
-        # tokens that stay inside the lexeme: one packed row per lexer state they end in
-        self.end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
+        end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
         end_ids = ids[res.end_items]
         for state in _distinct(res.end_states):
             bits = np.zeros(table.size, dtype=np.bool_)
             bits[end_ids[res.end_states == state]] = True
-            self.end_rows.append((state, _pack(bits)))
+            end_rows.append((state, _pack(bits)))
         classes = context.winner[res.stop_states]
         stop_ids = ids[res.stop_items]
-        self.groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
-        for cls in _distinct(classes):
-            sel = classes == cls
+        groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
+        for klass in _distinct(classes):
+            sel = classes == klass
             cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
-            # longest rest first: the matcher-state walk then slices instead of filtering
             order = np.argsort(cls_offsets - table.lengths[cls_ids], kind="stable")
-            self.groups[cls] = (
+            groups[klass] = (
                 cls_ids[order].astype(np.int32),
                 cls_offsets[order].astype(np.int32),
             )
-        self._children: dict[tuple[int, int], _Lexed] = {}
+        return cls(end_rows, groups)
 
-    def child(self, cls: int, cid: int, context: ContextDFA, table: TokenTable) -> _Lexed:
-        """The tokens that ended a lexeme of class ``cls``, walked on in context ``cid``."""
-        found = self._children.get((cls, cid))
-        if found is None:
-            ids, offsets = self.groups[cls]
-            found = self._children[(cls, cid)] = _Lexed(context, 0, table, ids, offsets)
-        return found
+    def restricted(self, ids: npt.NDArray[np.int32], size: int) -> _Lexed:
+        """This walk, for the tokens ``ids`` only (a walk from byte 0 of a subset of tokens)."""
+        member = np.zeros(size, dtype=np.bool_)
+        member[ids] = True
+        packed = _pack(member)
+        end_rows = [(state, row & packed) for state, row in self.end_rows]
+        groups = {}
+        for klass, (cls_ids, cls_offsets) in self.groups.items():
+            sel = member[cls_ids]
+            if sel.any():
+                groups[klass] = (cls_ids[sel], cls_offsets[sel])
+        return _Lexed([(s, r) for s, r in end_rows if r.any()], groups)
 
 
 def _distinct(values: npt.NDArray[np.int64]) -> list[int]:
@@ -319,8 +344,9 @@ class _MatcherDFA:
             self.states.append(key)
             if sid >= len(self._viable):
                 self._viable = np.concatenate([self._viable, np.full_like(self._viable, -1)])
-                grown = np.full(len(self.trans) * 2, -2, dtype=np.int32)
+                grown = np.empty(len(self.trans) * 2, dtype=np.int32)
                 grown[: len(self.trans)] = self.trans
+                grown[len(self.trans) :] = -2
                 self.trans = grown
         return sid
 
@@ -552,6 +578,7 @@ class CompiledGrammar(Compiled):
         self._masks: dict[tuple[Config, int], Row] = {}
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
+        self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lock = threading.RLock()
         self.initial_config: Config = self._parser.initial
         finished = np.zeros(self._table.size, dtype=np.bool_)
@@ -745,31 +772,55 @@ class CompiledGrammar(Compiled):
                 self._masks[key] = row
         return row
 
+    def _static_lexed(self, cid: int, lex: int) -> _Lexed:
+        """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""
+        found = self._static.get((cid, lex))
+        if found is None:
+            found = self._static[(cid, lex)] = _Lexed.walked(self._contexts[cid], lex, self._table)
+        return found
+
+    def _child(self, lexed: _Lexed, cls: int, cid: int) -> _Lexed:
+        """The tokens that ended a lexeme of class ``cls`` in ``lexed``, walked on in ``cid``."""
+        found = lexed.children.get((cls, cid))
+        if found is None:
+            ids, offsets = lexed.groups[cls]
+            if offsets.any():
+                found = _Lexed.walked(self._contexts[cid], 0, self._table, ids, offsets)
+            else:  # tokens that start a lexeme at their first byte: the start state's walk
+                start = self._static_lexed(cid, 0)
+                if len(ids) == len(self._table.text_ids):
+                    found = start
+                else:
+                    found = start.restricted(ids, self._table.size)
+            lexed.children[(cls, cid)] = found
+        return found
+
     def _compute_mask(self, config: Config, lex: int) -> Row:
         table = self._table
         allowed = np.zeros(table.size, dtype=np.bool_)
         cid = self._context_id(config)
-        static = self._static.get((cid, lex))
-        if static is None:
-            static = _Lexed(self._contexts[cid], lex, table)
-            self._static[(cid, lex)] = static
-        rows = [(static, self._viable(config, cid))]
+        static = self._static_lexed(cid, lex)
+        rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
         parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
-        # Tokens that ended the lexeme go on in the next lexeme (a cached lexical walk too);
-        # those that end that one as well go on in the lazy DFA over whole matcher states,
-        # each from the state its terminals lead to.
-        for cls in static.groups:
-            after = self._after(config, cls)
-            if after is None:
-                continue
-            next_cid = self._context_id(after)
-            child = static.child(cls, next_cid, self._contexts[next_cid], table)
-            rows.append((child, self._viable(after, next_cid)))
-            for cls2, (ids, offsets) in child.groups.items():
-                after2 = self._after(after, cls2)
-                if after2 is None:
+        # Tokens that ended the lexeme go on in the next lexeme: a lexical walk again, cached
+        # in the tree under `static` and so shared by every configuration whose steps lead to
+        # the same contexts, while a group is large (tokens starting with a space, say, which
+        # mostly die on their next byte). Small groups, and whatever crosses more lexemes,
+        # walk on in the lazy DFA over whole matcher states, each from the state its
+        # terminals lead to.
+        todo = [(static, config, cid, 0)]
+        while todo:
+            lexed, here, here_cid, depth = todo.pop()
+            rows.append((lexed, self._viable(here, here_cid)))
+            for cls, (ids, offsets) in lexed.groups.items():
+                after = self._after(here, cls)
+                if after is None:
                     continue
-                parts.append((ids, offsets, self._dfa.state(after2, 0)))
+                if depth == 0 or (depth < _LEXICAL_DEPTH and len(ids) >= self._lexical_group):
+                    next_cid = self._context_id(after)
+                    todo.append((self._child(lexed, cls, next_cid), after, next_cid, depth + 1))
+                else:
+                    parts.append((ids, offsets, self._dfa.state(after, 0)))
         if parts:  # one walk for all the groups: merged, longest rest first
             ids = np.concatenate([p[0] for p in parts])
             offsets = np.concatenate([p[1] for p in parts])

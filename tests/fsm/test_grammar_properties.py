@@ -191,12 +191,22 @@ def test_samples_walk_through_bytes_and_greedy(name: str, sample: str) -> None:
     assert not accepts(grammar, greedy(data[:-1]))  # the last byte is needed
 
 
+@pytest.mark.parametrize("lexical_group", [None, 1])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
-def test_vectorised_masks_match_byte_by_byte_lexing(name: str, data: st.DataObject) -> None:
-    """The numpy walk (batched over stacks) agrees with lexing each token byte by byte."""
+def test_vectorised_masks_match_byte_by_byte_lexing(
+    name: str, lexical_group: int | None, data: st.DataObject
+) -> None:
+    """The numpy walk (batched over stacks) agrees with lexing each token byte by byte.
+
+    ``lexical_group=1``: every group of tokens crossing lexemes goes on in the cached lexical
+    tree as deep as it goes (a real vocabulary's large groups do), not in the matcher DFA.
+    """
     grammar = compiled(name)
+    if lexical_group is not None:
+        grammar = CompiledGrammar(grammar.grammar, VOCAB)
+        grammar._lexical_group = lexical_group
     m = grammar.matcher()
     walked: list[int] = []
     for _ in range(data.draw(st.integers(0, 12))):
@@ -268,3 +278,37 @@ def test_bench_samples_on_real_vocabularies(vocab_name: str, case: str) -> None:
         assert not bits[not_eos].any()
         m.advance(token)
     assert m.is_finished()
+
+
+@pytest.mark.vocab
+@pytest.mark.parametrize("case", ["arith_lark", "json_lark", "arith_ebnf"])
+def test_real_vocabulary_masks_match_token_by_token_lexing(case: str) -> None:
+    """On llama3, the masks along the sample agree with lexing tokens one by one (a sample).
+
+    Large groups of tokens that cross lexemes (every token starting with a space, say) run
+    through the cached lexical tree only on a real vocabulary; a fresh grammar without masks
+    lexes each sampled token byte by byte.
+    """
+    from outlines_like.fsm.vocabulary import Vocabulary
+
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    tokens = [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
+    special = sorted(enc.encode_single_token(s) for s in enc.special_tokens_set)
+    eos = enc.encode_single_token("<|eot_id|>")
+    vocab = Vocabulary(tokens, [eos], special)
+    cfg, sample = REAL_CASES[case]
+    grammar = CompiledGrammar(cfg.lark, vocab)
+    reference = CompiledGrammar(cfg.lark, vocab)
+    m, ref = grammar.matcher(), reference.matcher()
+    rng = np.random.default_rng(0)
+    probe = np.flatnonzero(np.array([len(t) > 0 for t in tokens]))
+    probe = np.setdiff1d(probe, special)
+    for step, token in enumerate(enc.encode_ordinary(sample)[:24]):
+        allowed = set(m.allowed_token_ids().tolist())
+        sampled = rng.choice(probe, 600, replace=False).tolist()
+        # every allowed token, and a sample of the others
+        for t in sorted(set(sampled) | {t for t in allowed if t != eos}):
+            assert ref.is_allowed(t) == (t in allowed), (case, step, tokens[t])
+        m.advance(token)
+        ref.advance(token)

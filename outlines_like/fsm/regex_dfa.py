@@ -466,9 +466,17 @@ class _NFA:
         self.eps: list[list[int]] = []
         self.ranges: set[tuple[int, int]] = set()  # every byte range on an edge
         self.has_empty_set = False
+        # states the set templates saved by sharing UTF-8 suffixes: size limits and the
+        # eager/lazy choice count them, so they decide as they did before the sharing
+        self.shared = 0
+
+    @property
+    def size(self) -> int:
+        """NFA states, counting set templates as unshared prefix tries."""
+        return len(self.edges) + self.shared
 
     def new(self) -> int:
-        if len(self.edges) >= _MAX_NFA_STATES:
+        if self.size >= _MAX_NFA_STATES:
             raise InvalidConstraintError(
                 f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
                 "states (large counted repetitions?); use a grammar or smaller bounds"
@@ -515,7 +523,8 @@ class _NFA:
         if not ranges:
             self.has_empty_set = True
             return self.new()
-        n_local, local_edges, used = _set_template(ranges)
+        n_local, local_edges, used, n_trie = _set_template(ranges)
+        self.shared += n_trie - n_local
         if n_local == 2:  # all ranges go straight to the end (ASCII, or one byte each)
             e = self.new()
             out = self.edges[s]
@@ -524,7 +533,7 @@ class _NFA:
             self.ranges.update(used)
             return e
         base = len(self.edges) - 1  # local state 0 is s; local k >= 1 is base + k
-        if base + n_local > _MAX_NFA_STATES:
+        if base + self.shared + n_local > _MAX_NFA_STATES:
             self.new()  # raises the size error
         self.edges.extend([[] for _ in range(n_local - 1)])
         self.eps.extend([[] for _ in range(n_local - 1)])
@@ -538,8 +547,12 @@ class _NFA:
 @functools.lru_cache(maxsize=1024)
 def _set_template(
     ranges: Ranges,
-) -> tuple[int, tuple[tuple[int, int, int, int], ...], frozenset[tuple[int, int]]]:
-    """The NFA fragment of a character set: local state count, local edges (0 -> 1), ranges."""
+) -> tuple[int, tuple[tuple[int, int, int, int], ...], frozenset[tuple[int, int]], int]:
+    """The NFA fragment of a character set.
+
+    Returns the local state count, the local edges (0 -> 1), the byte ranges, and the state
+    count of the prefix trie before its suffixes were shared.
+    """
     n = 2
     out: list[tuple[int, int, int, int]] = []
     trie: dict[tuple[int, int, int], int] = {}
@@ -558,7 +571,48 @@ def _set_template(
                         trie[key] = nxt
                         out.append((cur, blo, bhi, nxt))
                     cur = nxt
-    return n, tuple(out), frozenset((lo, hi) for _, lo, hi, _ in out)
+    n_trie = n
+    n, out = _share_suffixes(out)
+    return n, tuple(out), frozenset((lo, hi) for _, lo, hi, _ in out), n_trie
+
+
+def _share_suffixes(
+    edges: list[tuple[int, int, int, int]],
+) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """Merge the trie nodes of a set template that accept the same byte suffixes.
+
+    The prefix trie of a set's UTF-8 sequences keeps one node per lead-byte range even where
+    the rest is the same (``E1-EC`` and ``EE-EF`` both need two continuation bytes); merging
+    nodes with equal outgoing edges (bottom-up) leaves the language as it is and gives the
+    lazy DFA fewer states inside characters. Local state 0 is the start, 1 the end.
+    """
+    out_of: dict[int, list[tuple[int, int, int]]] = {}
+    for src, lo, hi, dst in edges:
+        out_of.setdefault(src, []).append((lo, hi, dst))
+    canon: dict[int, int] = {1: 1}
+    rep_of: dict[tuple[tuple[int, int, int], ...], int] = {}
+
+    def resolve(node: int) -> int:  # depth <= 4: one level per UTF-8 byte
+        known = canon.get(node)
+        if known is not None:
+            return known
+        sig = tuple(sorted((lo, hi, resolve(d)) for lo, hi, d in out_of.get(node, [])))
+        rep = rep_of.setdefault(sig, node)
+        canon[node] = rep
+        return rep
+
+    number: dict[int, int] = {0: 0, 1: 1}
+    merged: list[tuple[int, int, int, int]] = []
+    todo = [0]
+    while todo:
+        node = todo.pop()
+        for lo, hi, dst in out_of.get(node, []):
+            rep = resolve(dst)
+            if rep not in number:
+                number[rep] = len(number)
+                todo.append(rep)
+            merged.append((number[node], lo, hi, number[rep]))
+    return len(number), merged
 
 
 # --------------------------------------------------------------------------- DFA
@@ -937,7 +991,7 @@ def compile_regex_auto(
             lazy DFA grows).
     """
     builder = _build(pattern, max_states)
-    if len(builder.nfa.edges) <= eager_nfa_limit:
+    if builder.nfa.size <= eager_nfa_limit:
         return _eager(builder)
     return LazyByteDFA(builder)
 

@@ -234,3 +234,39 @@ def test_large_eager_dfa_is_exact_without_minimisation() -> None:
     for _ in range(300):
         text = "".join(rng.choice("xyz") for _ in range(rng.randrange(1, 16)))
         assert dfa.fullmatch(text.encode()) == bool(re.fullmatch(pattern, text)), text
+
+
+SHARED_SETS = [
+    r'[^"\\]',
+    r"[^\x00-\x1f]",
+    r"[\u00e0-\u00ff\u4e00-\u9fff]",
+    r"[^\u0800-\uffff]",
+    r"[\U0001f600-\U0001f64f a-z]",
+    r"[\u07ff-\u0801\uffff\U00010000\U0010ffff]",
+]
+PROBES = [0, 0x1F, 0x20, 0x22, 0x5C, 0x7F, 0x80, 0xE0, 0xFF, 0x7FF, 0x800, 0x801, 0x4E00]
+PROBES += [0x9FFF, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x1F600, 0x1F64F, 0x1F650, 0x10FFFF]
+
+
+@pytest.mark.parametrize("cls", SHARED_SETS)
+def test_shared_utf8_suffixes_keep_the_language(cls: str) -> None:
+    # set templates share the suffixes of their UTF-8 tries: the set still matches exactly
+    # its characters (boundaries of every UTF-8 length, both sides), whole characters only
+    compiled = re.compile(cls)
+    for dfa in (compile_regex(cls), compile_regex_auto(cls, eager_nfa_limit=0)):
+        for cp in PROBES:
+            ch = chr(cp)
+            assert dfa.fullmatch(ch.encode()) == bool(compiled.fullmatch(ch)), (cls, hex(cp))
+        for bad in (b"\x80", b"\xc3", b"\xe4\xb8", b"\xf0\x9f\x98", b"\xc3\xa9\xa9"):
+            assert not dfa.fullmatch(bad), (cls, bad)
+
+
+def test_shared_suffixes_shrink_the_template_and_keep_the_size_count() -> None:
+    from outlines_like.fsm.regex_dfa import _build, _set_template
+
+    n, edges, _, n_trie = _set_template(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
+    assert n < n_trie
+    assert {src for src, *_ in edges} | {dst for *_, dst in edges} == set(range(n))
+    # size limits and the eager/lazy choice still count the unshared trie
+    builder = _build(r'"[^"\\]{0,3}"', 10_000)
+    assert builder.nfa.size > len(builder.nfa.edges)

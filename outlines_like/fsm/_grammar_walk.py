@@ -36,6 +36,8 @@ class TokenTable:
         text_ids: The ids of the walkable tokens (non-special, non-empty), longest first.
         size: Number of token ids.
         byte_sets: ``uint64[V, 4]``: the set of bytes each token contains, as a 256-bit mask.
+        text_byte_sets: ``byte_sets[text_ids]`` transposed (``uint64[4, len(text_ids)]``), so
+            that a walk of all the text tokens tests them word by word, without a gather.
     """
 
     buf: npt.NDArray[np.uint8]
@@ -44,6 +46,7 @@ class TokenTable:
     text_ids: IntArray
     size: int
     byte_sets: npt.NDArray[np.uint64]
+    text_byte_sets: npt.NDArray[np.uint64]
 
 
 def token_table(vocab: Vocabulary) -> TokenTable:
@@ -69,7 +72,10 @@ def token_table(vocab: Vocabulary) -> TokenTable:
     np.bitwise_or.at(
         byte_sets, (owner, data >> 6), np.left_shift(np.uint64(1), (data & 63).astype(np.uint64))
     )
-    table = TokenTable(buf, starts, walk_lengths, ids.astype(np.int64), len(tokens), byte_sets)
+    text_byte_sets = np.ascontiguousarray(byte_sets[ids].T)
+    table = TokenTable(
+        buf, starts, walk_lengths, ids.astype(np.int64), len(tokens), byte_sets, text_byte_sets
+    )
     vocab._cache[_CACHE_KEY] = table
     return table
 
@@ -136,7 +142,13 @@ def walk(
         loops = flat_transitions[start * 256 : start * 256 + 256] == start
         if np.count_nonzero(loops) >= _MIN_LOOP_BYTES:
             outside = np.packbits(~loops, bitorder="little").view(np.uint64)
-            inside = ~((table.byte_sets[ids] & outside) != 0).any(axis=1)
+            if ids is table.text_ids:  # the whole vocabulary: no gather
+                words = table.text_byte_sets
+                hits = (words[0] & outside[0]) | (words[1] & outside[1])
+                hits |= (words[2] & outside[2]) | (words[3] & outside[3])
+                inside = hits == 0
+            else:
+                inside = ~((table.byte_sets[ids] & outside) != 0).any(axis=1)
             if inside.any():
                 end_items.append(items[inside])
                 end_states.append(np.full(int(inside.sum()), start, dtype=np.int64))
@@ -149,36 +161,53 @@ def walk(
         keep = ~done
         items, base, end = items[keep], base[keep], end[keep]
     row = flat_transitions[start * 256 : start * 256 + 256]
-    state = row.take(table.buf.take(base)).astype(np.int64)
+    state = row.take(table.buf.take(base))
     live = state >= 0
     if accepting is None or accepting[start]:
         dead = ~live
         stop_items.append(items[dead])
         stop_offsets.append(base[dead] - table.starts[ids[items[dead]]])
         stop_states.append(np.full(len(stop_items[-1]), start, dtype=np.int64))
-    items, pos, end, state = items[live], base[live] + 1, end[live], state[live]
+    items, pos, state = items[live], base[live] + 1, state[live]
+    remaining = end[live] - pos
+    # Longest rest first (the callers' order already, checked): the items done at a column are
+    # then a suffix, cut off by one binary search instead of a mask over all the items.
+    if len(remaining) > 1 and (remaining[1:] > remaining[:-1]).any():
+        order = np.argsort(-remaining, kind="stable")
+        items, pos, state, remaining = items[order], pos[order], state[order], remaining[order]
+    neg_remaining = -remaining
     buf = table.buf
+    column = 0
     while len(items):
-        done = pos >= end
-        if done.any():
-            end_items.append(items[done])
-            end_states.append(state[done])
-            keep = ~done
-            items, pos, end, state = items[keep], pos[keep], end[keep], state[keep]
-            if not len(items):
+        cut = int(np.searchsorted(neg_remaining, -column, side="left"))
+        if cut < len(items):
+            end_items.append(items[cut:])
+            end_states.append(state[cut:].astype(np.int64))
+            items, pos, neg_remaining, state = (
+                items[:cut],
+                pos[:cut],
+                neg_remaining[:cut],
+                state[:cut],
+            )
+            if not cut:
                 break
-        nxt = flat_transitions.take(state * 256 + buf.take(pos)).astype(np.int64)
+        nxt = flat_transitions.take(state * 256 + buf.take(pos + column))
         dead = nxt < 0
         if dead.any():
             report = dead if accepting is None else dead & accepting[state]
             if report.any():
                 stop_items.append(items[report])
-                stop_offsets.append(pos[report] - table.starts[ids[items[report]]])
-                stop_states.append(state[report])
+                stop_offsets.append(pos[report] + column - table.starts[ids[items[report]]])
+                stop_states.append(state[report].astype(np.int64))
             keep = ~dead
-            items, pos, end, nxt = items[keep], pos[keep], end[keep], nxt[keep]
+            items, pos, neg_remaining, nxt = (
+                items[keep],
+                pos[keep],
+                neg_remaining[keep],
+                nxt[keep],
+            )
         state = nxt
-        pos += 1
+        column += 1
     return WalkResult(
         _cat(end_items),
         _cat(end_states),

@@ -256,12 +256,12 @@ class _Lexed:
         context: ContextDFA,
         lex: int,
         table: TokenTable,
-        ids: npt.NDArray[np.int32] | None = None,
+        ids: npt.NDArray[np.integer[Any]] | None = None,
         offsets: npt.NDArray[np.int32] | None = None,
     ) -> _Lexed:
         """Walk tokens ``ids`` (default: all) from ``offsets`` (default: 0) in state ``lex``."""
         if ids is None:
-            ids = table.text_ids.astype(np.int32)
+            ids = table.text_ids  # as is: the walk knows it
         res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
         end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
         end_ids = ids[res.end_items]

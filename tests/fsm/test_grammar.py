@@ -438,3 +438,36 @@ def test_matcher_is_independent_of_mask_order(json_grammar: CompiledGrammar) -> 
     assert isinstance(a, GrammarMatcher)
     np.testing.assert_array_equal(a.allowed_token_ids(), b.allowed_token_ids())
     assert EOS_ID in a.allowed_token_ids()
+
+
+@pytest.mark.parametrize("order", ["table", "copy", "shuffled"])
+@pytest.mark.parametrize("lex", [0, 1, 2, 3])
+def test_lexical_walk_is_independent_of_item_order(order: str, lex: int) -> None:
+    """The whole-vocabulary shortcut and the unsorted fallback give the same walk."""
+    from outlines_like.fsm._grammar_walk import token_table, walk
+
+    compiled = compile_grammar(CFG(JSON_LARK), VOCAB)
+    m = compiled.matcher()
+    for token in (TOKEN_ID[b'{"'], TOKEN_ID[b"a"]):  # inside a string: self-looping bytes
+        m.advance(token)
+    context = compiled._context(m._stack)
+    table = token_table(VOCAB)
+    ids = {
+        "table": table.text_ids,
+        "copy": table.text_ids.copy(),
+        "shuffled": np.random.default_rng(lex).permutation(table.text_ids),
+    }[order]
+    start = min(lex, context.n_states - 1)
+    res = walk(table, context.flat, start, ids)
+    ref = walk(table, context.flat, start, table.text_ids.copy())
+
+    def outcome(r: Any, item_ids: Any) -> set[tuple[int, ...]]:
+        ends = {(int(item_ids[i]), int(s)) for i, s in zip(r.end_items, r.end_states, strict=True)}
+        stops = {
+            (int(item_ids[i]), int(o), int(s), -1)
+            for i, o, s in zip(r.stop_items, r.stop_offsets, r.stop_states, strict=True)
+        }
+        return ends | stops
+
+    assert outcome(res, ids) == outcome(ref, table.text_ids)
+    assert len(res.end_items) + len(res.stop_items) == len(ids)

@@ -205,8 +205,9 @@ def walk_tokens(
     tflat = trans.reshape(-1)
     scratch = np.empty(table.vocab_size, dtype=np.int32)
     bits = np.zeros(table.vocab_size, dtype=bool)
+    memo: dict[Any, Any] = {}  # chain steps and per-set tests, shared by these states
     return [
-        _sort_by_token(*_walk_one(trans, tflat, table, int(s)), scratch, bits)
+        _sort_by_token(*_walk_one(trans, tflat, table, int(s), None, memo), scratch, bits)
         for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist()
     ]
 
@@ -291,8 +292,18 @@ def _walk_one(
                 trans = lazy.transitions
                 tflat = trans.reshape(-1)
             in_set, states, kind = chain
-            wide = sel.shape[0] * 4 > table.n_text
-            hit = _tails_within(table, in_set, sel, sel_mask if wide else None)
+            if sel.shape[0] * 4 > table.n_text:
+                # many tokens: test whole arrays, with the per-set test kept for other states
+                if char_memo is None:
+                    char_memo = {}
+                key = ("tails", in_set.tobytes())
+                ok = char_memo.get(key)
+                if ok is None:
+                    ok = _tails_within(table, in_set, sel, None, whole=True)
+                    char_memo[key] = ok
+                hit = np.flatnonzero(sel_mask & ok)
+            else:
+                hit = _tails_within(table, in_set, sel, None)
             hit = hit[live_tok[hit]]  # not decided already
             tail = table.lengths[hit] - 1
             m = states.shape[0] - 1
@@ -557,12 +568,17 @@ def _tails_within(
     in_set: npt.NDArray[np.bool_],
     sel: npt.NDArray[np.intp],
     sel_mask: npt.NDArray[np.bool_] | None,
-) -> npt.NDArray[np.intp]:
+    *,
+    whole: bool = False,
+) -> npt.NDArray[Any]:
     """Positions of ``sel`` whose bytes after the first all lie in ``in_set``.
 
     ``sel_mask`` (the same selection as a boolean array over all positions) makes the test
     run on whole arrays instead of gathering ``sel``: cheaper when ``sel`` is most of them.
+    ``whole=True`` returns the test itself for every position (``bool[n]``; ``sel`` unused).
     """
+    if whole:
+        sel_mask = np.ones(table.n_text, dtype=bool)
     outside = np.packbits(~in_set, bitorder="little").view(np.uint64)
     bad: npt.NDArray[np.bool_] | None = None
     for w in range(4):
@@ -579,7 +595,7 @@ def _tails_within(
     if sel_mask is None:
         return sel if bad is None else sel[~bad]
     ok = sel_mask if bad is None else (sel_mask & ~bad)
-    return np.flatnonzero(ok)
+    return ok if whole else np.flatnonzero(ok)
 
 
 def _chain(

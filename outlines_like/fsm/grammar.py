@@ -762,7 +762,9 @@ class CompiledGrammar(Compiled):
             with self._lock:  # the lazy tables below are shared by every matcher
                 if len(self._dfa.states) > _MAX_DFA_STATES:
                     self._dfa.clear()
-                for memo in (self._after_memo, self._ok_terms):
+                # (under GLR, configurations key the contexts too; a cleared entry comes back
+                # with the same context id, from `_context_by_key`)
+                for memo in (self._after_memo, self._ok_terms, self._context_of):
                     if len(memo) >= _MAX_MEMO:
                         memo.clear()
                 self._parser.trim(_MAX_MEMO)

@@ -95,8 +95,9 @@ _MAX_CACHED_MASKS = 2048  # 4·ceil(V/32) bytes each: 32 MB on llama3
 _PYTHON_TAIL = 24  # walk this few tokens byte by byte rather than column by column
 _MAX_DFA_STATES = 65_536  # the matcher-state DFA is cleared past this (256 int32 per state)
 _MAX_MEMO = 500_000  # parser and lexer memo tables are cleared past this many entries
-_LEXICAL_GROUP = 2048  # tokens ending a lexeme go on lexically (cached) in groups this large
-_LEXICAL_DEPTH = 4  # ... up to this many lexemes into the token
+_LEXICAL_GROUP = 512  # tokens ending a lexeme go on lexically (cached) in groups this large
+_LEXICAL_DEPTH = 16  # ... up to this many lexemes into the token
+_MAX_LEXICAL_NODES = 2048  # ... while the lexical trees hold fewer walks (a few rows each)
 
 # A parser configuration: an LALR stack (tuple of states) or, for GLR, a frozenset of stacks.
 Config = Hashable
@@ -579,6 +580,7 @@ class CompiledGrammar(Compiled):
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
+        self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
         self._lock = threading.RLock()
         self.initial_config: Config = self._parser.initial
         finished = np.zeros(self._table.size, dtype=np.bool_)
@@ -795,6 +797,7 @@ class CompiledGrammar(Compiled):
                 else:
                     found = start.restricted(ids, self._table.size)
             lexed.children[(cls, cid)] = found
+            self._lexical_nodes += 1
         return found
 
     def _compute_mask(self, config: Config, lex: int) -> Row:
@@ -818,7 +821,11 @@ class CompiledGrammar(Compiled):
                 after = self._after(here, cls)
                 if after is None:
                     continue
-                if depth == 0 or (depth < _LEXICAL_DEPTH and len(ids) >= self._lexical_group):
+                if depth == 0 or (
+                    depth < _LEXICAL_DEPTH
+                    and len(ids) >= self._lexical_group
+                    and self._lexical_nodes < _MAX_LEXICAL_NODES
+                ):
                     next_cid = self._context_id(after)
                     todo.append((self._child(lexed, cls, next_cid), after, next_cid, depth + 1))
                 else:

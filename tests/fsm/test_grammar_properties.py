@@ -191,22 +191,26 @@ def test_samples_walk_through_bytes_and_greedy(name: str, sample: str) -> None:
     assert not accepts(grammar, greedy(data[:-1]))  # the last byte is needed
 
 
-@pytest.mark.parametrize("lexical_group", [None, 1])
+@pytest.mark.parametrize("tree", ["default", "deep", "spent"])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_vectorised_masks_match_byte_by_byte_lexing(
-    name: str, lexical_group: int | None, data: st.DataObject
+    name: str, tree: str, data: st.DataObject
 ) -> None:
     """The numpy walk (batched over stacks) agrees with lexing each token byte by byte.
 
-    ``lexical_group=1``: every group of tokens crossing lexemes goes on in the cached lexical
-    tree as deep as it goes (a real vocabulary's large groups do), not in the matcher DFA.
+    ``deep``: every group of tokens crossing lexemes goes on in the cached lexical tree as
+    deep as it goes (a real vocabulary's large groups do), not in the matcher DFA; ``spent``:
+    the tree's budget is used up, so all but the first step go through the matcher DFA.
     """
     grammar = compiled(name)
-    if lexical_group is not None:
+    if tree != "default":
         grammar = CompiledGrammar(grammar.grammar, VOCAB)
-        grammar._lexical_group = lexical_group
+        if tree == "deep":
+            grammar._lexical_group = 1
+        else:
+            grammar._lexical_nodes = 1 << 40
     m = grammar.matcher()
     walked: list[int] = []
     for _ in range(data.draw(st.integers(0, 12))):

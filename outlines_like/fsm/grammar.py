@@ -388,20 +388,37 @@ class _MatcherDFA:
         positions: npt.NDArray[np.int64],
         states: npt.NDArray[np.int64],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
-        """Finish a few items byte by byte in Python."""
-        table = self._owner._table
-        tokens = self._owner._vocab.tokens
+        """Finish a few items byte by byte in Python.
+
+        Rows already built are followed; past the first row not built, the item goes on by
+        the parser's steps directly (``_step_byte``), which costs a few dictionary lookups a
+        byte instead of a row of 256 a state (long runs such as ``((((`` or ``----`` in an
+        expression grammar reach a new configuration at every byte). Only the state each
+        item ends in joins the DFA.
+        """
+        owner = self._owner
+        table = owner._table
+        tokens = owner._vocab.tokens
         out_states = []
         for token_id, position, state in zip(
             ids.tolist(), positions.tolist(), states.tolist(), strict=True
         ):
-            for byte in tokens[token_id][position - int(table.starts[token_id]) :]:
+            rest = tokens[token_id][position - int(table.starts[token_id]) :]
+            for i, byte in enumerate(rest):
                 if not state:
                     break
-                nxt = int(self.trans[state * 256 + byte])
+                nxt = int(self.trans[state * 256 + byte])  # (self.trans grows in state())
                 if nxt < 0:
-                    self._expand(state)
-                    nxt = int(self.trans[state * 256 + byte])
+                    where = self.states[state]
+                    for later in rest[i:]:
+                        step = owner._step_byte(where[0], where[1], later)
+                        if step is None:
+                            state = 0
+                            break
+                        where = step
+                    else:
+                        state = self.state(*where)
+                    break
                 state = nxt
             out_states.append(state)
         return ids, np.asarray(out_states, dtype=np.int64)

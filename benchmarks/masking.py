@@ -80,10 +80,12 @@ class OutlinesLikeEngine:
 
     def prepare(self, vocab: Any) -> None:
         from outlines_like.fsm import Vocabulary, token_table
+        from outlines_like.fsm._grammar_walk import token_table as grammar_token_table
 
         if vocab.name not in self._vocabs:
             v = Vocabulary(vocab.tokens, [vocab.eos_id], vocab.special_ids)
-            token_table(v)
+            token_table(v)  # per-vocabulary tables, as the anchors build theirs in setup
+            grammar_token_table(v)
             _ = v.hash  # computed once per vocabulary, like the table
             self._vocabs[vocab.name] = v
 

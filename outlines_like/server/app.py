@@ -631,6 +631,19 @@ def _sse(data: Mapping[str, Any] | str) -> bytes:
     return f"data: {payload}\n\n".encode()
 
 
+def _stream_failure(exc: Exception) -> bytes:
+    """The SSE event that reports a failure once a stream has started (logged here)."""
+    _log.exception("stream failed", exc_info=exc)
+    return _sse(
+        _error_body(
+            f"internal error: {type(exc).__name__}",
+            kind="server_error",
+            param=None,
+            code="internal_error",
+        )
+    )
+
+
 # --------------------------------------------------------------------------- the app
 
 
@@ -965,15 +978,7 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
                 )
                 return
             except Exception as exc:  # the stream has started: report in-band
-                _log.exception("stream failed")
-                yield _sse(
-                    _error_body(
-                        f"internal error: {type(exc).__name__}",
-                        kind="server_error",
-                        param=None,
-                        code="internal_error",
-                    )
-                )
+                yield _stream_failure(exc)
                 return
             if common.include_usage:
                 total = sum(c.completion_tokens for c in choices)
@@ -1056,16 +1061,8 @@ def create_app(engine: Engine | None = None, config: ServerConfig | None = None)
                                 **usage_null,
                             }
                         )
-            except Exception as exc:
-                _log.exception("stream failed")
-                yield _sse(
-                    _error_body(
-                        f"internal error: {type(exc).__name__}",
-                        kind="server_error",
-                        param=None,
-                        code="internal_error",
-                    )
-                )
+            except Exception as exc:  # the stream has started: report in-band
+                yield _stream_failure(exc)
                 return
             if common.include_usage:
                 total = sum(c.completion_tokens for c in choices)

@@ -18,9 +18,7 @@ Caches:
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
-import importlib
 import os
 import threading
 from pathlib import Path
@@ -28,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.fsm._protocols import Compiled
+from outlines_like.fsm.grammar import compile_grammar, compile_json_object
 from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled
 from outlines_like.fsm.regex_dfa import (
     DEFAULT_MAX_STATES,
@@ -46,18 +44,6 @@ CACHE_DIR_ENV = "OUTLINES_LIKE_CACHE_DIR"
 _DISK_FORMAT = "ol-bytedfa-v1"
 _MAX_COMPILED = 128
 _MAX_DFAS = 512
-
-# A JSON value grammar for ``dict`` output (any JSON object), in Lark syntax.
-JSON_OBJECT_GRAMMAR = r"""
-start: object
-?value: object | array | STRING | NUMBER | "true" | "false" | "null"
-object: "{" [pair ("," pair)*] "}"
-pair: STRING ":" value
-array: "[" [value ("," value)*] "]"
-STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
-%ignore /[ \t\n\r]+/
-"""
 
 _lock = threading.Lock()
 _compiled: collections.OrderedDict[tuple[Any, ...], Compiled] = collections.OrderedDict()
@@ -159,19 +145,6 @@ def compile_regex_cached(
     return dfa
 
 
-def _compile_grammar(cfg: CFG, vocab: Vocabulary) -> Compiled:
-    try:
-        grammar = importlib.import_module("outlines_like.fsm.grammar")
-    except ImportError as exc:
-        raise UnsupportedConstraintError(
-            "the local masker has no grammar path yet (outlines_like.fsm.grammar is missing)"
-        ) from exc
-    compiled = grammar.compile_grammar(cfg, vocab)
-    if not isinstance(compiled, Compiled):
-        raise TypeError(f"compile_grammar returned {type(compiled).__name__}, not a Compiled")
-    return compiled
-
-
 def compile_constraint(
     output_type: object,
     vocab: Vocabulary,
@@ -221,12 +194,9 @@ def compile_constraint(
     if term is None:
         compiled = FreeTextCompiled(vocab)
     elif isinstance(term, CFG):
-        compiled = _compile_grammar(term, vocab)
+        compiled = compile_grammar(term, vocab)
     elif isinstance(term, JsonObject):
-        grammar_text = JSON_OBJECT_GRAMMAR
-        with contextlib.suppress(ImportError, AttributeError):
-            grammar_text = importlib.import_module("outlines_like.fsm.grammar").JSON_OBJECT_GRAMMAR
-        compiled = _compile_grammar(CFG(grammar_text, "lark"), vocab)
+        compiled = compile_json_object(vocab)
     else:
         dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
         compiled = RegexCompiled(dfa, vocab)

@@ -19,7 +19,7 @@ import functools
 import inspect
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
@@ -68,6 +68,30 @@ class TruncatedOutputWarning(UserWarning):
     ``model(...)`` and ``model.stream(...)`` warn; ``model.parse(...)`` raises
     ``GenerationError(reason="length")`` instead. Raise ``max_tokens`` to fix it.
     """
+
+
+def check_truncated(
+    label: str, completions: Iterable[Completion], *, strict: bool, stacklevel: int
+) -> None:
+    """Warn (or, ``strict``, raise) when constrained output was cut at ``max_tokens``.
+
+    Args:
+        label: How to name the output type in the message.
+        completions: The answers; the first one cut at ``max_tokens`` is reported.
+        strict: Raise ``GenerationError`` instead of warning (``parse`` needs a whole value).
+        stacklevel: Passed to :func:`warnings.warn`, counted from this function.
+    """
+    for completion in completions:
+        if completion.finish_reason == "length":
+            message = (
+                f"the output for output_type={label} was cut at max_tokens "
+                f"(finish_reason='length') and is likely incomplete: {completion.text[:200]!r}"
+                "; raise max_tokens"
+            )
+            if strict:
+                raise GenerationError(message, reason="length", text=completion.text)
+            warnings.warn(message, TruncatedOutputWarning, stacklevel=stacklevel)
+            return
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -588,17 +612,9 @@ class ModelCore(Generic[ClientT]):
         """Warn (or, ``strict``, raise) when constrained output was cut at ``max_tokens``."""
         if call.constraint.term is None:
             return
-        for completion in completions:
-            if completion.finish_reason == "length":
-                message = (
-                    f"the output for output_type={_label(call.constraint)} was cut at max_tokens "
-                    f"(finish_reason='length') and is likely incomplete: {completion.text[:200]!r}"
-                    "; raise max_tokens"
-                )
-                if strict:
-                    raise GenerationError(message, reason="length", text=completion.text)
-                warnings.warn(message, TruncatedOutputWarning, stacklevel=stacklevel + 1)
-                return
+        check_truncated(
+            _label(call.constraint), completions, strict=strict, stacklevel=stacklevel + 2
+        )
 
     def texts(self, call: Call, completions: list[Completion], *, stacklevel: int) -> Any:
         """What ``model(...)`` returns: the answer text, or a list of them when ``n > 1``."""

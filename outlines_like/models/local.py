@@ -24,11 +24,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from outlines_like.errors import GenerationError
 from outlines_like.models.result import Completion, Usage
 
 if TYPE_CHECKING:
@@ -254,22 +252,13 @@ class TransformersModel:
     def _check_length(
         output_type: object, completions: Iterable[Completion], *, strict: bool
     ) -> None:
-        from outlines_like.models._core import TruncatedOutputWarning
+        from outlines_like.models._core import check_truncated
         from outlines_like.types import to_term
 
         if to_term(output_type) is None:
             return
-        for c in completions:
-            if c.finish_reason == "length":
-                message = (
-                    f"the output for output_type={getattr(output_type, '__name__', output_type)!r} "
-                    f"was cut at max_tokens and is likely incomplete: {c.text[:200]!r}; "
-                    "raise max_tokens"
-                )
-                if strict:
-                    raise GenerationError(message, reason="length", text=c.text)
-                warnings.warn(message, TruncatedOutputWarning, stacklevel=4)
-                return
+        label = repr(getattr(output_type, "__name__", output_type))
+        check_truncated(label, completions, strict=strict, stacklevel=4)
 
     # -- the public API --------------------------------------------------------------------
 

@@ -133,8 +133,9 @@ def test_truncated_constrained_output(local: Any) -> None:
     with pytest.raises(GenerationError) as info:
         local.parse("x", Regex("[a-z]{30}"), max_tokens=2)
     assert info.value.reason == "length"
-    with pytest.warns(TruncatedOutputWarning):
+    with pytest.warns(TruncatedOutputWarning) as record:
         local("x", Regex("[a-z]{30}"), max_tokens=2)
+    assert record[0].filename == __file__  # points at the caller's line
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,9 @@ OutlinesLikeError
 └── MaxToolStepsError             (also RuntimeError) a tool loop hit its step limit
 ```
 
+Warnings (all ``UserWarning``): ``TruncatedOutputWarning``, ``ReasoningRecoveredWarning``,
+``ThinkingConstrainedWarning``, ``ToolCallParseWarning``, ``UnenforcedKeywordWarning``.
+
 Foreign exceptions (``openai``, ``httpx``) are translated to these at one boundary,
 ``outlines_like.models._errors``; programmer errors are never relabelled.
 """
@@ -43,8 +46,13 @@ __all__ = [
     "PermissionDeniedError",
     "ProviderResponseError",
     "RateLimitError",
+    "ReasoningRecoveredWarning",
     "RejectedTokenError",
     "ServerError",
+    "ThinkingConstrainedWarning",
+    "ToolCallParseWarning",
+    "TruncatedOutputWarning",
+    "UnenforcedKeywordWarning",
     "UnsupportedConstraintError",
 ]
 
@@ -198,3 +206,43 @@ class RejectedTokenError(OutlinesLikeError, ValueError):
     def __init__(self, message: str, *, token_id: int) -> None:
         super().__init__(message)
         self.token_id = token_id
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+class UnenforcedKeywordWarning(UserWarning):
+    """A schema keyword narrows the valid documents but the regex cannot enforce it.
+
+    Emitted instead of :class:`~outlines_like.errors.InvalidConstraintError` when
+    ``json_schema_to_regex(..., lenient=True)``; the keyword is then ignored.
+    """
+
+
+class TruncatedOutputWarning(UserWarning):
+    """Constrained output was cut at ``max_tokens``: it is likely incomplete and invalid.
+
+    ``model(...)`` and ``model.stream(...)`` warn; ``model.parse(...)`` raises
+    ``GenerationError(reason="length")`` instead. Raise ``max_tokens`` to fix it.
+    """
+
+
+class ToolCallParseWarning(UserWarning):
+    """A tool call in the model's text could not be read; it was left in the text."""
+
+
+class ReasoningRecoveredWarning(UserWarning):
+    """The answer was found in a reasoning field (a known server bug) and moved back.
+
+    Seen with vLLM's and LM Studio's reasoning parsers when thinking is disabled or the
+    output is constrained: ``content`` is empty and the whole answer sits in
+    ``reasoning_content``.
+    """
+
+
+class ThinkingConstrainedWarning(UserWarning):
+    """A constraint will be enforced from the first token of a thinking model's output.
+
+    Without a reasoning parser on the server, the schema or regex also applies to the
+    model's ``<think>`` block, so the model cannot think: quality drops, silently.
+    """

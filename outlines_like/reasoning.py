@@ -33,6 +33,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from outlines_like.errors import ReasoningRecoveredWarning, ThinkingConstrainedWarning
+
 __all__ = [
     "THINK_END",
     "THINK_START",
@@ -52,23 +54,6 @@ THINK_END = "</think>"
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 """Message fields that hold reasoning, in the order they are read."""
-
-
-class ReasoningRecoveredWarning(UserWarning):
-    """The answer was found in a reasoning field (a known server bug) and moved back.
-
-    Seen with vLLM's and LM Studio's reasoning parsers when thinking is disabled or the
-    output is constrained: ``content`` is empty and the whole answer sits in
-    ``reasoning_content``.
-    """
-
-
-class ThinkingConstrainedWarning(UserWarning):
-    """A constraint will be enforced from the first token of a thinking model's output.
-
-    Without a reasoning parser on the server, the schema or regex also applies to the
-    model's ``<think>`` block, so the model cannot think: quality drops, silently.
-    """
 
 
 # --------------------------------------------------------------------------- text

@@ -32,13 +32,12 @@ from typing import Any, Union
 import pydantic
 import pydantic_core
 
-from outlines_like.errors import ParseError, ProviderResponseError
+from outlines_like.errors import ParseError, ProviderResponseError, ToolCallParseWarning
 from outlines_like.models.result import Completion, Usage
 from outlines_like.reasoning import ReasoningStream, _field, _resolve
 from outlines_like.tools import (
     ToolCall,
     ToolCallDelta,
-    ToolCallParseWarning,
     _default_id,
     _JsonScanner,
     parse_tool_calls,

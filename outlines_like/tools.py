@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_type_hin
 import pydantic
 from typing_extensions import Required, TypedDict
 
-from outlines_like.errors import MaxToolStepsError, ParseError
+from outlines_like.errors import MaxToolStepsError, ParseError, ToolCallParseWarning
 
 if TYPE_CHECKING:
     from outlines_like.models.result import Completion
@@ -62,10 +62,6 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
-
-
-class ToolCallParseWarning(UserWarning):
-    """A tool call in the model's text could not be read; it was left in the text."""
 
 
 def _default_id(index: int) -> str:

@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
+from outlines_like.errors import ReasoningRecoveredWarning, ThinkingConstrainedWarning
 from outlines_like.reasoning import (
-    ReasoningRecoveredWarning,
     ReasoningSpan,
     ReasoningStream,
     ReasoningTokenParser,
-    ThinkingConstrainedWarning,
     model_thinks,
     reasoning_from_message,
     split_reasoning,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 from pydantic import BaseModel
 
-from outlines_like.errors import ParseError, ProviderResponseError
+from outlines_like.errors import ParseError, ProviderResponseError, ToolCallParseWarning
 from outlines_like.inputs import Chat
 from outlines_like.models.result import Completion
 from outlines_like.tools import (
@@ -23,7 +23,6 @@ from outlines_like.tools import (
     ToolCall,
     ToolCallDelta,
     ToolCallParser,
-    ToolCallParseWarning,
     arun_tools,
     decode_arguments,
     parse_docstring,

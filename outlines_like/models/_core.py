@@ -23,7 +23,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
-from outlines_like.errors import APIError, GenerationError, ProviderResponseError
+from outlines_like.errors import (
+    APIError,
+    GenerationError,
+    ProviderResponseError,
+    TruncatedOutputWarning,
+)
 from outlines_like.inputs import to_messages, to_prompt_text
 from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy
@@ -60,14 +65,6 @@ __all__ = [
 ClientT = TypeVar("ClientT")
 
 SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
-
-
-class TruncatedOutputWarning(UserWarning):
-    """Constrained output was cut at ``max_tokens``: it is likely incomplete and invalid.
-
-    ``model(...)`` and ``model.stream(...)`` warn; ``model.parse(...)`` raises
-    ``GenerationError(reason="length")`` instead. Raise ``max_tokens`` to fix it.
-    """
 
 
 def check_truncated(

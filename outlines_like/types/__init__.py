@@ -7,6 +7,7 @@ answer = "Answer: " + (integer | "none")
 ```
 """
 
+from outlines_like.errors import UnenforcedKeywordWarning
 from outlines_like.types._parse import parse
 from outlines_like.types._python import json_schema_of, to_regex, to_term
 from outlines_like.types._terms import (
@@ -30,7 +31,7 @@ from outlines_like.types._terms import (
     optional,
     zero_or_more,
 )
-from outlines_like.types.json_schema import UnenforcedKeywordWarning, json_schema_to_regex
+from outlines_like.types.json_schema import json_schema_to_regex
 from outlines_like.types.predefined import (
     boolean,
     char,

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import InvalidConstraintError, UnenforcedKeywordWarning
 from outlines_like.types.predefined import FORMAT_PATTERNS
 
 __all__ = ["UnenforcedKeywordWarning", "json_schema_to_regex"]
@@ -34,14 +34,6 @@ try:
 except ImportError:  # pragma: no cover - Python 3.10
     _sre = importlib.import_module("sre_parse")
 _MAXREPEAT: Final[int] = int(_sre.MAXREPEAT)
-
-
-class UnenforcedKeywordWarning(UserWarning):
-    """A schema keyword narrows the valid documents but the regex cannot enforce it.
-
-    Emitted instead of :class:`~outlines_like.errors.InvalidConstraintError` when
-    ``json_schema_to_regex(..., lenient=True)``; the keyword is then ignored.
-    """
 
 
 # A regex, or None for the empty language (no document fits).

@@ -126,8 +126,7 @@ def test_chat_prompts_use_the_chat_template(local: Any) -> None:
 
 
 def test_truncated_constrained_output(local: Any) -> None:
-    from outlines_like.errors import GenerationError
-    from outlines_like.models._core import TruncatedOutputWarning
+    from outlines_like.errors import GenerationError, TruncatedOutputWarning
     from outlines_like.types import Regex
 
     with pytest.raises(GenerationError) as info:

@@ -31,10 +31,10 @@ from outlines_like.errors import (
     ProviderResponseError,
     RateLimitError,
     ServerError,
+    TruncatedOutputWarning,
     UnsupportedConstraintError,
 )
 from outlines_like.inputs import Chat
-from outlines_like.models import TruncatedOutputWarning
 from outlines_like.types import Regex, to_term
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
@@ -902,7 +902,7 @@ async def test_async_stream_parse() -> None:
 
 
 def test_thinking_model_constrained_from_token_zero_warns() -> None:
-    from outlines_like.reasoning import ThinkingConstrainedWarning
+    from outlines_like.errors import ThinkingConstrainedWarning
 
     fake = FakeServer(chat_body("12"), chat_body("12"), chat_body("12"))
     model = m.from_llamacpp(fake.client(), "deepseek-r1-distill-qwen-7b")

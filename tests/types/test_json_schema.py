@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from outlines_like.errors import InvalidConstraintError
-from outlines_like.types.json_schema import UnenforcedKeywordWarning, json_schema_to_regex
+from outlines_like.errors import InvalidConstraintError, UnenforcedKeywordWarning
+from outlines_like.types.json_schema import json_schema_to_regex
 
 sre_parse: Any = importlib.import_module("re._parser").parse
 

@@ -4,6 +4,12 @@ The server ignores ``response_format`` on ``/v1/completions`` (HTTP 200, no cons
 schemas always go as the top-level ``json_schema`` field, which both endpoints read. On
 ``/v1/completions`` that field is compiled by LLGuidance with flexible whitespace; the compact
 default asks for ``x-guidance: {"whitespace_flexible": false}`` inside the schema.
+
+llama.cpp's JSON Schema converter drops what it does not know without a word (``number``
+bounds, ``multipleOf``, ``minProperties``, unanchored ``pattern``...: see
+``adapters/capabilities.py``). A schema that uses any of those is compiled here, by our own
+JSON Schema compiler, into GBNF and sent as ``grammar``; when our compiler cannot carry it
+either, the request is refused before it goes out.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ import dataclasses
 
 from outlines_like.adapters._common import BaseAdapter, grammars
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
-from outlines_like.types import CFG, JsonObject, JsonSchema, Term
+from outlines_like.adapters.capabilities import LLAMACPP_JSON_SCHEMA, KeywordUse, unenforced
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.types import CFG, JsonObject, JsonSchema, Term, to_regex
 
 __all__ = ["LlamaCppAdapter"]
 
@@ -29,8 +37,19 @@ class LlamaCppAdapter(BaseAdapter):
         return {"extra_body": {"grammar": gbnf}}
 
     def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
-        """``json_schema``; compact whitespace asked of LLGuidance on completions."""
+        """``json_schema``; compact whitespace asked of LLGuidance on completions.
+
+        A schema with keywords llama.cpp would drop goes as ``grammar``: our compiled form.
+        With ``lenient=True`` it goes natively anyway (answers are then checked locally).
+
+        Raises:
+            UnsupportedConstraintError: llama.cpp drops a keyword and our compiler cannot
+                enforce it either; the message names the keyword and its JSON pointer.
+        """
         schema = term.schema
+        dropped = unenforced(LLAMACPP_JSON_SCHEMA, schema)
+        if dropped and not term.lenient:
+            return self._compiled_schema(term, endpoint, dropped)
         if endpoint == "completions" and term.whitespace_pattern is None:
             schema = {"x-guidance": {"whitespace_flexible": False}, **schema}
         return {"extra_body": {"json_schema": schema}}
@@ -53,3 +72,24 @@ class LlamaCppAdapter(BaseAdapter):
         else:
             text = self.convert(endpoint, "the grammar as GBNF", grammars().ebnf_to_gbnf, text)
         return {"extra_body": {"grammar": text}}
+
+    def _compiled_schema(
+        self, term: JsonSchema, endpoint: Endpoint, dropped: list[KeywordUse]
+    ) -> ConstraintFields:
+        """``grammar``: the schema through our own compiler, as GBNF."""
+        names = ", ".join(f"{use.keyword!r} at {use.pointer}" for use in dropped[:5])
+        try:
+            pattern = to_regex(term)
+        except InvalidConstraintError as exc:
+            raise UnsupportedConstraintError(
+                f"{self._label(endpoint)} does not enforce {names} (its JSON Schema converter "
+                f"drops them), and our compiler cannot enforce them either: {exc}. Use a server "
+                "whose engine enforces them, or pass JsonSchema(..., lenient=True) to send the "
+                "schema as it is and have each answer checked locally"
+            ) from exc
+        what = f"the schema as GBNF (llama.cpp would drop {names})"
+        return {"extra_body": {"grammar": self.convert(endpoint, what, _regex_gbnf, pattern)}}
+
+
+def _regex_gbnf(pattern: str) -> str:
+    return str(grammars().regex_to_gbnf(pattern))

@@ -1,0 +1,163 @@
+"""What each server's own JSON Schema engine enforces, keyword by keyword.
+
+A server that receives a schema through its native field (``json_schema``, ``response_format``,
+``structured_outputs.json``) enforces only the keywords its engine knows; the rest it drops,
+usually without a word (llama.cpp's converter skips unknown keywords silently and bounds
+``number`` values not at all). An adapter asks :func:`unenforced` which keyword uses of a schema
+its server would drop, and then sends our own compiled form instead, or refuses before any
+request goes out.
+
+The facts come from each engine's documentation and source:
+
+- llama.cpp (``common/json-schema-to-grammar.cpp``, ``grammars/README.md``): numeric bounds
+  only for ``integer``; ``pattern`` only when anchored with ``^...$``; formats ``date``,
+  ``time``, ``date-time``, ``uuid``; no ``uniqueItems``, ``contains``, ``not``, conditionals,
+  ``patternProperties``, ``propertyNames``, ``min/maxProperties``, ``multipleOf``,
+  ``dependent*``, ``unevaluated*``, ``$anchor``/``$dynamicRef``; ``prefixItems`` is broken.
+  ``additionalProperties`` absent means *false* there: stricter than the specification, so
+  never an invalid answer. ``oneOf`` is read as ``anyOf``: exact when the branches are
+  disjoint (discriminated unions); overlaps are caught by the local check of answers.
+
+The table lists the keywords that constrain documents; annotations (``title``,
+``description``, ``default``, ``examples``, ``$comment``...) never count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from outlines_like.adapters._schema import _children
+
+__all__ = ["LLAMACPP_JSON_SCHEMA", "KeywordUse", "keyword_uses", "unenforced"]
+
+# Keywords that describe but never constrain a document.
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "discriminator",
+        "$defs",
+        "definitions",
+        "$vocabulary",
+        "nullable",
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeywordUse:
+    """One constraining keyword in a schema.
+
+    Attributes:
+        pointer: JSON pointer to the keyword (``#/properties/score/minimum``).
+        keyword: The keyword (``minimum``).
+        value: Its value in the schema.
+        types: The ``type`` declared beside it (``("integer",)``), empty when none.
+    """
+
+    pointer: str
+    keyword: str
+    value: Any
+    types: tuple[str, ...]
+
+
+def _escape(segment: str) -> str:
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def _walk(node: Any, pointer: str) -> Iterator[KeywordUse]:
+    if not isinstance(node, Mapping):
+        return
+    declared = node.get("type")
+    types = (
+        (declared,)
+        if isinstance(declared, str)
+        else tuple(t for t in declared if isinstance(t, str))
+        if isinstance(declared, list)
+        else ()
+    )
+    for keyword, value in node.items():
+        if keyword in ANNOTATIONS or keyword.startswith("x-"):
+            continue
+        yield KeywordUse(f"{pointer}/{_escape(keyword)}", keyword, value, types)
+    for path, sub in _children(dict(node)):
+        head, _, name = path.partition("/")
+        child = f"{pointer}/{head}" + (f"/{_escape(name)}" if name else "")
+        yield from _walk(sub, child)
+
+
+def keyword_uses(schema: Mapping[str, Any]) -> list[KeywordUse]:
+    """Every constraining keyword in ``schema``, definitions included, in document order."""
+    return list(_walk(schema, "#"))
+
+
+Support = Callable[[KeywordUse], bool]
+
+
+def _always(use: KeywordUse) -> bool:
+    return True
+
+
+def _integer_only(use: KeywordUse) -> bool:
+    return use.types == ("integer",)
+
+
+def _anchored(use: KeywordUse) -> bool:
+    return isinstance(use.value, str) and use.value.startswith("^") and use.value.endswith("$")
+
+
+def _formats(*names: str) -> Support:
+    known = frozenset(names)
+
+    def check(use: KeywordUse) -> bool:
+        return use.value in known
+
+    return check
+
+
+LLAMACPP_JSON_SCHEMA: dict[str, Support] = {
+    "type": _always,
+    "properties": _always,
+    "required": _always,
+    "additionalProperties": _always,
+    "items": _always,
+    "minItems": _always,
+    "maxItems": _always,
+    "enum": _always,
+    "const": _always,
+    "anyOf": _always,
+    "oneOf": _always,
+    "allOf": _always,
+    "$ref": _always,
+    "minLength": _always,
+    "maxLength": _always,
+    "pattern": _anchored,
+    "format": _formats("date", "time", "date-time", "uuid"),
+    "minimum": _integer_only,
+    "maximum": _integer_only,
+    "exclusiveMinimum": _integer_only,
+    "exclusiveMaximum": _integer_only,
+}
+"""llama.cpp's server: keyword -> whether a given use of it is enforced."""
+
+
+def unenforced(table: Mapping[str, Support], schema: Mapping[str, Any]) -> list[KeywordUse]:
+    """The keyword uses of ``schema`` that an engine with ``table`` would not enforce."""
+    return [
+        use
+        for use in keyword_uses(schema)
+        if not (support := table.get(use.keyword)) or not support(use)
+    ]

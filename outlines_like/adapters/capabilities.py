@@ -18,7 +18,16 @@ The facts come from each engine's documentation and source:
   never an invalid answer. ``oneOf`` is read as ``anyOf``: exact when the branches are
   disjoint (discriminated unions); overlaps are caught by the local check of answers.
 
-The table lists the keywords that constrain documents; annotations (``title``,
+- xgrammar (SGLang's default backend; vLLM's ``xgrammar`` backend), from vLLM's
+  ``has_xgrammar_unsupported_json_features`` (the list of what xgrammar silently ignores) and
+  xgrammar's ``json_schema_converter.cc``: no ``multipleOf``, ``uniqueItems``,
+  ``contains``/``min/maxContains``, ``patternProperties``, ``propertyNames``,
+  ``dependentSchemas``; formats only from its list; with ``pattern`` or ``format`` it drops
+  ``minLength``/``maxLength``; conditionals and ``not`` are not enforced. vLLM's default
+  ``auto`` backend sends such schemas to llguidance, which enforces or refuses them, but a
+  server started with ``backend=xgrammar`` does not, so vLLM gets the xgrammar table too.
+
+The tables list the keywords that constrain documents; annotations (``title``,
 ``description``, ``default``, ``examples``, ``$comment``...) never count.
 """
 
@@ -30,7 +39,14 @@ from typing import Any
 
 from outlines_like.adapters._schema import _children
 
-__all__ = ["LLAMACPP_JSON_SCHEMA", "KeywordUse", "keyword_uses", "unenforced"]
+__all__ = [
+    "LLAMACPP_JSON_SCHEMA",
+    "XGRAMMAR_JSON_SCHEMA",
+    "KeywordUse",
+    "Support",
+    "keyword_uses",
+    "unenforced",
+]
 
 # Keywords that describe but never constrain a document.
 ANNOTATIONS = frozenset(
@@ -66,12 +82,14 @@ class KeywordUse:
         keyword: The keyword (``minimum``).
         value: Its value in the schema.
         types: The ``type`` declared beside it (``("integer",)``), empty when none.
+        siblings: The other keywords of the same subschema.
     """
 
     pointer: str
     keyword: str
     value: Any
     types: tuple[str, ...]
+    siblings: frozenset[str] = frozenset()
 
 
 def _escape(segment: str) -> str:
@@ -92,7 +110,7 @@ def _walk(node: Any, pointer: str) -> Iterator[KeywordUse]:
     for keyword, value in node.items():
         if keyword in ANNOTATIONS or keyword.startswith("x-"):
             continue
-        yield KeywordUse(f"{pointer}/{_escape(keyword)}", keyword, value, types)
+        yield KeywordUse(f"{pointer}/{_escape(keyword)}", keyword, value, types, frozenset(node))
     for path, sub in _children(dict(node)):
         head, _, name = path.partition("/")
         child = f"{pointer}/{head}" + (f"/{_escape(name)}" if name else "")
@@ -152,6 +170,38 @@ LLAMACPP_JSON_SCHEMA: dict[str, Support] = {
     "exclusiveMaximum": _integer_only,
 }
 """llama.cpp's server: keyword -> whether a given use of it is enforced."""
+
+
+def _length_without_pattern(use: KeywordUse) -> bool:
+    return not ({"pattern", "format"} & use.siblings)
+
+
+XGRAMMAR_JSON_SCHEMA: dict[str, Support] = {
+    **{k: _always for k in ("type", "properties", "required", "additionalProperties", "items")},
+    **{k: _always for k in ("prefixItems", "minItems", "maxItems", "enum", "const", "anyOf")},
+    **{k: _always for k in ("oneOf", "allOf", "$ref", "pattern", "minProperties")},
+    **{k: _always for k in ("maxProperties", "minimum", "maximum")},
+    **{k: _always for k in ("exclusiveMinimum", "exclusiveMaximum")},
+    "minLength": _length_without_pattern,
+    "maxLength": _length_without_pattern,
+    "format": _formats(
+        "email",
+        "date",
+        "time",
+        "date-time",
+        "duration",
+        "ipv4",
+        "ipv6",
+        "hostname",
+        "uuid",
+        "uri",
+        "uri-reference",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+    ),
+}
+"""xgrammar (SGLang, vLLM): keyword -> whether a given use of it is enforced."""
 
 
 def unenforced(table: Mapping[str, Support], schema: Mapping[str, Any]) -> list[KeywordUse]:

@@ -15,12 +15,13 @@ either, the request is refused before it goes out.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import ClassVar
 
 from outlines_like.adapters._common import BaseAdapter, grammars
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
-from outlines_like.adapters.capabilities import LLAMACPP_JSON_SCHEMA, KeywordUse, unenforced
-from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
-from outlines_like.types import CFG, JsonObject, JsonSchema, Term, to_regex
+from outlines_like.adapters.capabilities import LLAMACPP_JSON_SCHEMA, Support
+from outlines_like.types import CFG, JsonObject, JsonSchema, Term
 
 __all__ = ["LlamaCppAdapter"]
 
@@ -30,6 +31,7 @@ class LlamaCppAdapter(BaseAdapter):
     """The llama.cpp server dialect."""
 
     kind: ServerKind = dataclasses.field(default="llamacpp", init=False)
+    schema_engine: ClassVar[Mapping[str, Support] | None] = LLAMACPP_JSON_SCHEMA
 
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
         """``grammar``: the regex converted to GBNF."""
@@ -39,17 +41,10 @@ class LlamaCppAdapter(BaseAdapter):
     def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
         """``json_schema``; compact whitespace asked of LLGuidance on completions.
 
-        A schema with keywords llama.cpp would drop goes as ``grammar``: our compiled form.
-        With ``lenient=True`` it goes natively anyway (answers are then checked locally).
-
-        Raises:
-            UnsupportedConstraintError: llama.cpp drops a keyword and our compiler cannot
-                enforce it either; the message names the keyword and its JSON pointer.
+        Schemas with keywords llama.cpp would drop never reach here: ``BaseAdapter`` sends
+        them as our compiled regex, i.e. as GBNF ``grammar``.
         """
         schema = term.schema
-        dropped = unenforced(LLAMACPP_JSON_SCHEMA, schema)
-        if dropped and not term.lenient:
-            return self._compiled_schema(term, endpoint, dropped)
         if endpoint == "completions" and term.whitespace_pattern is None:
             schema = {"x-guidance": {"whitespace_flexible": False}, **schema}
         return {"extra_body": {"json_schema": schema}}
@@ -72,24 +67,3 @@ class LlamaCppAdapter(BaseAdapter):
         else:
             text = self.convert(endpoint, "the grammar as GBNF", grammars().ebnf_to_gbnf, text)
         return {"extra_body": {"grammar": text}}
-
-    def _compiled_schema(
-        self, term: JsonSchema, endpoint: Endpoint, dropped: list[KeywordUse]
-    ) -> ConstraintFields:
-        """``grammar``: the schema through our own compiler, as GBNF."""
-        names = ", ".join(f"{use.keyword!r} at {use.pointer}" for use in dropped[:5])
-        try:
-            pattern = to_regex(term)
-        except InvalidConstraintError as exc:
-            raise UnsupportedConstraintError(
-                f"{self._label(endpoint)} does not enforce {names} (its JSON Schema converter "
-                f"drops them), and our compiler cannot enforce them either: {exc}. Use a server "
-                "whose engine enforces them, or pass JsonSchema(..., lenient=True) to send the "
-                "schema as it is and have each answer checked locally"
-            ) from exc
-        what = f"the schema as GBNF (llama.cpp would drop {names})"
-        return {"extra_body": {"grammar": self.convert(endpoint, what, _regex_gbnf, pattern)}}
-
-
-def _regex_gbnf(pattern: str) -> str:
-    return str(grammars().regex_to_gbnf(pattern))

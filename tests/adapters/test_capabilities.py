@@ -7,8 +7,14 @@ import re
 import pydantic
 import pytest
 
-from outlines_like.adapters import LlamaCppAdapter
-from outlines_like.adapters.capabilities import LLAMACPP_JSON_SCHEMA, keyword_uses, unenforced
+from outlines_like.adapters import LlamaCppAdapter, OllamaAdapter, SGLangAdapter, VLLMAdapter
+from outlines_like.adapters._common import BaseAdapter
+from outlines_like.adapters.capabilities import (
+    LLAMACPP_JSON_SCHEMA,
+    XGRAMMAR_JSON_SCHEMA,
+    keyword_uses,
+    unenforced,
+)
 from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.types import JsonSchema, to_term
 
@@ -81,3 +87,30 @@ def test_lenient_sends_the_schema_natively() -> None:
     schema = {"type": "integer", "multipleOf": 5}
     fields = LlamaCppAdapter().constraint_fields(JsonSchema(schema, lenient=True), endpoint="chat")
     assert fields == {"extra_body": {"json_schema": schema}}
+
+
+def test_xgrammar_table() -> None:
+    def dropped(schema: dict[str, object]) -> list[str]:
+        return [u.pointer for u in unenforced(XGRAMMAR_JSON_SCHEMA, schema)]
+
+    assert dropped({"type": "number", "minimum": 0, "maximum": 1}) == []
+    assert dropped({"type": "string", "maxLength": 3}) == []
+    assert dropped({"type": "string", "pattern": "a+", "maxLength": 3}) == ["#/maxLength"]
+    assert dropped({"type": "integer", "multipleOf": 2}) == ["#/multipleOf"]
+    assert dropped({"type": "string", "format": "byte"}) == ["#/format"]
+
+
+@pytest.mark.parametrize("adapter", [SGLangAdapter(), VLLMAdapter(), VLLMAdapter("0.8.5")])
+def test_xgrammar_servers_refuse_by_name_what_they_and_we_would_drop(adapter: BaseAdapter) -> None:
+    term = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "format": "byte"}}})
+    with pytest.raises(UnsupportedConstraintError, match="'format' at #/properties/s/format"):
+        adapter.constraint_fields(term, endpoint="chat")
+    native = adapter.constraint_fields(to_term(Score), endpoint="chat")  # xgrammar bounds floats
+    assert "regex" not in str(native)
+
+
+def test_ollama_has_no_field_for_our_form_and_says_so() -> None:
+    with pytest.raises(UnsupportedConstraintError) as info:
+        OllamaAdapter().constraint_fields(to_term(Score), endpoint="chat")
+    assert "'minimum' at #/properties/score/minimum" in str(info.value)
+    assert "takes no regex field" in str(info.value)

@@ -137,13 +137,18 @@ def _anchored(use: KeywordUse) -> bool:
     return isinstance(use.value, str) and use.value.startswith("^") and use.value.endswith("$")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Formats:
+    """``format`` is enforced for these names only."""
+
+    names: frozenset[str]
+
+    def __call__(self, use: KeywordUse) -> bool:
+        return use.value in self.names
+
+
 def _formats(*names: str) -> Support:
-    known = frozenset(names)
-
-    def check(use: KeywordUse) -> bool:
-        return use.value in known
-
-    return check
+    return _Formats(frozenset(names))
 
 
 LLAMACPP_JSON_SCHEMA: dict[str, Support] = {
@@ -211,3 +216,58 @@ def unenforced(table: Mapping[str, Support], schema: Mapping[str, Any]) -> list[
         for use in keyword_uses(schema)
         if not (support := table.get(use.keyword)) or not support(use)
     ]
+
+
+# Support rules with a condition, as the docs page states them.
+_CONDITIONS: dict[Support, str] = {
+    _integer_only: "for `integer` only",
+    _anchored: "when anchored `^...$`",
+    _length_without_pattern: "unless beside `pattern`/`format`",
+}
+
+# Keywords no table enforces, listed so the page shows them too.
+_OTHERS = (
+    "multipleOf",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
+
+
+def _cell(table: Mapping[str, Support], keyword: str) -> str:
+    support = table.get(keyword)
+    if support is None:
+        return "dropped"
+    if support is _always:
+        return "yes"
+    if support in _CONDITIONS:
+        return _CONDITIONS[support]
+    if isinstance(support, _Formats):
+        return "formats: " + ", ".join(f"`{k}`" for k in sorted(support.names))
+    raise ValueError(f"no docs wording for the rule {support!r}")
+
+
+def markdown() -> str:
+    """The "what each server enforces" table, as docs/servers/enforcement.md shows it."""
+    keywords = list(dict.fromkeys([*LLAMACPP_JSON_SCHEMA, *XGRAMMAR_JSON_SCHEMA, *_OTHERS]))
+    lines = [
+        "| keyword | llama.cpp, Ollama | SGLang, vLLM (xgrammar) |",
+        "|---|---|---|",
+    ]
+    for keyword in keywords:
+        lines.append(
+            f"| `{keyword}` | {_cell(LLAMACPP_JSON_SCHEMA, keyword)} "
+            f"| {_cell(XGRAMMAR_JSON_SCHEMA, keyword)} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -114,3 +114,16 @@ def test_ollama_has_no_field_for_our_form_and_says_so() -> None:
         OllamaAdapter().constraint_fields(to_term(Score), endpoint="chat")
     assert "'minimum' at #/properties/score/minimum" in str(info.value)
     assert "takes no regex field" in str(info.value)
+
+
+def test_the_docs_page_is_generated_from_the_tables() -> None:
+    """docs/servers/enforcement.md shows the same tables the adapters use."""
+    from pathlib import Path
+
+    from outlines_like.adapters.capabilities import markdown
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "servers" / "enforcement.md"
+    assert markdown() in page.read_text(encoding="utf-8"), (
+        "regenerate the table: python -c 'from outlines_like.adapters.capabilities import "
+        "markdown; print(markdown())'"
+    )

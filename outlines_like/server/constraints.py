@@ -15,6 +15,17 @@ if TYPE_CHECKING:
 
 __all__ = ["ConstraintCompiler"]
 
+_REFUSALS: dict[type[BaseException], tuple[str, str]] = {
+    asyncio.TimeoutError: (
+        "did not compile within {timeout:g} s; simplify it",
+        "constraint_too_complex",
+    ),
+    InvalidConstraintError: ("is invalid: {exc}", "invalid_constraint"),
+    UnsupportedConstraintError: ("is not supported: {exc}", "unsupported_constraint"),
+    RecursionError: ("is nested too deeply to compile", "constraint_too_complex"),
+}
+"""How a failed compile is refused: the message after the field's name, and the error code."""
+
 
 class ConstraintCompiler:
     """Compile request constraints with our masker, keeping the last ``cache_size`` of them.
@@ -77,28 +88,10 @@ class ConstraintCompiler:
         future = loop.run_in_executor(self._pool, self._compile_now, spec)
         try:
             compiled = await asyncio.wait_for(future, self.timeout)
-        except asyncio.TimeoutError as exc:
-            raise RequestError(
-                f"{spec.field} did not compile within {self.timeout:g} s; simplify it",
-                param=spec.field,
-                code="constraint_too_complex",
-            ) from exc
-        except InvalidConstraintError as exc:
-            raise RequestError(
-                f"{spec.field} is invalid: {exc}", param=spec.field, code="invalid_constraint"
-            ) from exc
-        except UnsupportedConstraintError as exc:
-            raise RequestError(
-                f"{spec.field} is not supported: {exc}",
-                param=spec.field,
-                code="unsupported_constraint",
-            ) from exc
-        except RecursionError as exc:
-            raise RequestError(
-                f"{spec.field} is nested too deeply to compile",
-                param=spec.field,
-                code="constraint_too_complex",
-            ) from exc
+        except tuple(_REFUSALS) as exc:
+            what, code = next(v for k, v in _REFUSALS.items() if isinstance(exc, k))
+            message = what.format(exc=exc, timeout=self.timeout)
+            raise RequestError(f"{spec.field} {message}", param=spec.field, code=code) from exc
         if len(self._compiled) >= self.cache_size:
             self._compiled.pop(next(iter(self._compiled)))
         self._compiled[spec.key] = compiled

@@ -120,10 +120,19 @@ def test_batch_keeps_prompt_order(local: Any) -> None:
 
 
 def test_chat_prompts_use_the_chat_template(local: Any) -> None:
+    from outlines_like.engine.prepare import prepare_prompt
     from outlines_like.inputs import Chat
 
-    chat = Chat([{"role": "system", "content": "be brief"}, {"role": "user", "content": "n?"}])
-    assert local.parse(chat, int, max_tokens=12, seed=4) is not None
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "n?"}]
+    tok = local.tokenizer
+    rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert "be brief" in rendered
+    assert rendered != "be briefn?"
+    expected = tuple(tok.encode(rendered, add_special_tokens=False))
+    assert prepare_prompt(tok, Chat(messages)).ids == expected
+    result = local.complete(Chat(messages), int, max_tokens=12, seed=4)
+    assert result.usage.prompt_tokens == len(expected)  # the templated prompt was generated from
+    assert isinstance(local.parse(Chat(messages), int, max_tokens=12, seed=4), int)
 
 
 def test_truncated_constrained_output(local: Any) -> None:

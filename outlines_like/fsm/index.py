@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA, utf8_byte_ranges
+from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
+from outlines_like.types._charset import utf8_byte_ranges
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [

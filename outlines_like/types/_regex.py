@@ -391,7 +391,9 @@ class _Reader:
                 self.i = j + 1
                 return EMPTY
             elif p.startswith(("?=", "?!", "?<=", "?<!"), self.i):
-                raise self.refuse("lookaround assertions (lookahead or lookbehind) are not supported", start)
+                raise self.refuse(
+                    "lookaround assertions (lookahead or lookbehind) are not supported", start
+                )
             elif p.startswith("?P=", self.i):
                 raise self.refuse("backreferences are not supported", start)
             elif p.startswith("?(", self.i):
@@ -505,7 +507,9 @@ class _Reader:
                 j += 1
             cp = int(p[self.i - 1 : j], 8)
             if cp > 0o377:
-                raise self.error(f"octal escape value \\{p[self.i - 1 : j]} outside of range", start)
+                raise self.error(
+                    f"octal escape value \\{p[self.i - 1 : j]} outside of range", start
+                )
             self.i = j
         elif c.isdigit():
             if in_class:

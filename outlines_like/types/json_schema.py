@@ -14,7 +14,6 @@ dropped silently.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import re
@@ -23,17 +22,18 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from outlines_like.errors import InvalidConstraintError, UnenforcedKeywordWarning
+from outlines_like.types import _regex as rx
+from outlines_like.types._charset import (
+    SURROGATES,
+    Ranges,
+    complement,
+    difference,
+    normalize,
+    union,
+)
 from outlines_like.types.predefined import FORMAT_PATTERNS
 
 __all__ = ["UnenforcedKeywordWarning", "json_schema_to_regex"]
-
-# `re._parser` (Python >= 3.11) / `sre_parse` (older): the standard library's own regex parser,
-# used to translate `pattern` keywords. Private, so typed as Any and kept to this module.
-try:
-    _sre: Any = importlib.import_module("re._parser")
-except ImportError:  # pragma: no cover - Python 3.10
-    _sre = importlib.import_module("sre_parse")
-_MAXREPEAT: Final[int] = int(_sre.MAXREPEAT)
 
 
 # A regex, or None for the empty language (no document fits).
@@ -319,48 +319,6 @@ def _number_range(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) 
 
 # --------------------------------------------------------------------- pattern translation
 
-# Code-point ranges, sorted and disjoint, inclusive.
-_Ranges = list[tuple[int, int]]
-_MAX_CP: Final = 0x10FFFF
-_SURROGATES: Final = (0xD800, 0xDFFF)
-_DIGIT: Final[_Ranges] = [(0x30, 0x39)]
-_WORD: Final[_Ranges] = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
-# ECMA-262 \s, less U+FEFF, which Python's `re` (the validator's engine) does not count.
-_SPACE: Final[_Ranges] = [
-    (0x09, 0x0D),
-    (0x20, 0x20),
-    (0xA0, 0xA0),
-    (0x1680, 0x1680),
-    (0x2000, 0x200A),
-    (0x2028, 0x2029),
-    (0x202F, 0x202F),
-    (0x205F, 0x205F),
-    (0x3000, 0x3000),
-]
-_LINE_TERMINATORS: Final[_Ranges] = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
-
-
-def _normalise(ranges: Iterable[tuple[int, int]]) -> _Ranges:
-    out: _Ranges = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def _complement(ranges: _Ranges) -> _Ranges:
-    out: _Ranges = []
-    start = 0
-    for lo, hi in _normalise(ranges):
-        if lo > start:
-            out.append((start, lo - 1))
-        start = hi + 1
-    if start <= _MAX_CP:
-        out.append((start, _MAX_CP))
-    return out
-
 
 def _class_char(cp: int) -> str:
     if cp < 0x20 or cp == 0x7F:
@@ -369,30 +327,25 @@ def _class_char(cp: int) -> str:
     return "\\" + c if c in "\\]^-[" else c
 
 
-def _class_body(ranges: _Ranges) -> str:
+def _class_body(ranges: Ranges) -> str:
     return "".join(
         _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}" for lo, hi in ranges
     )
 
 
-def _ranges_to_json_rx(ranges: _Ranges) -> _Rx:
+def _ranges_to_json_rx(ranges: Ranges) -> _Rx:
     r"""Regex for the JSON-string text of one character from ``ranges``.
 
     Characters JSON must escape (``"``, ``\``, control characters) become their escape as
     ``json.dumps`` writes it; surrogates (never valid alone) are dropped. Wide sets are written
     as a negated class (``[^...]``), which engines and generators handle faster.
     """
-    ranges = _normalise(ranges)
-    unsafe = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), _SURROGATES]
-    safe = _normalise(
-        (max(lo, a), min(hi, b))
-        for lo, hi in ranges
-        for a, b in _complement(unsafe)
-        if max(lo, a) <= min(hi, b)
-    )
+    ranges = normalize(ranges)
+    unsafe = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), SURROGATES)
+    safe = difference(ranges, unsafe)
     alternatives: list[str] = []
-    excluded = _complement(_normalise([*safe, _SURROGATES]))
-    if safe == _complement(unsafe):
+    excluded = complement(union(safe, (SURROGATES,)))
+    if safe == complement(unsafe):
         alternatives.append(r'[^"\\\x00-\x1f]')
     elif len(safe) == 1 and safe[0][0] == safe[0][1]:
         alternatives.append(_esc(chr(safe[0][0])))
@@ -432,99 +385,55 @@ class _PatternTranslator:
 
     def translate(self) -> str:
         try:
-            parsed = _sre.parse(self.pattern)
-        except re.error as exc:
+            tree = rx.parse_regex(self.pattern, classes="ecma", possessive=True, where="pattern")
+        except rx.RegexFeatureError as exc:
+            raise _Untranslatable(str(exc)) from exc
+        except InvalidConstraintError as exc:
             raise InvalidConstraintError(
                 f"pattern {self.pattern!r} at {self.path} is not a valid regex: {exc}"
             ) from exc
-        flags = int(parsed.state.flags) & ~(re.UNICODE | getattr(re, "TEMPLATE", 0))
-        if flags:
-            raise self.fail("inline flags such as (?i) are not supported")
-        result = self.top(list(parsed))
+        result = self.top(tree)
         if result is None:
             raise InvalidConstraintError(
                 f"pattern {self.pattern!r} at {self.path} matches no JSON string"
             )
         return result
 
-    def top(self, items: list[Any], anchored_start: bool = False) -> _Rx:
+    def top(self, node: rx.Node, anchored_start: bool = False) -> _Rx:
         """A whole (unanchored unless ``^``/``$``) pattern: JSON Schema patterns search."""
-        if items and self.is_anchor(items[0], ("AT_BEGINNING", "AT_BEGINNING_STRING")):
+        items = list(node.items) if isinstance(node, rx.Concat) else [node]
+        if items and items[0] == rx.Anchor("start"):
             anchored_start, items = True, items[1:]
-        if len(items) == 1 and str(items[0][0]) == "BRANCH":  # ^a$|^b$ parses as ^(a$|b$)
-            return _alt(self.top(list(branch), anchored_start) for branch in items[0][1][1])
-        anchored_end = bool(items) and self.is_anchor(items[-1], ("AT_END", "AT_END_STRING"))
+        if len(items) == 1 and isinstance(items[0], rx.Alt):  # ^a$|^b$
+            return _alt(self.top(branch, anchored_start) for branch in items[0].items)
+        anchored_end = bool(items) and items[-1] == rx.Anchor("end")
         if anchored_end:
             items = items[:-1]
-        body = self.seq(items)
+        body = _seq(*(self.item(item) for item in items))
         any_text = f"{_STRING_CHAR}*"
         return _seq("" if anchored_start else any_text, body, "" if anchored_end else any_text)
 
-    @staticmethod
-    def is_anchor(item: Any, names: tuple[str, ...]) -> bool:
-        return str(item[0]) == "AT" and str(item[1]) in names
-
-    def seq(self, items: Iterable[Any]) -> _Rx:
-        return _seq(*(self.item(op, av) for op, av in items))
-
-    def item(self, op: Any, av: Any) -> _Rx:
-        name = str(op)
-        if name == "LITERAL":
-            return _ranges_to_json_rx([(av, av)])
-        if name == "NOT_LITERAL":
-            return _ranges_to_json_rx(_complement([(av, av)]))
-        if name == "ANY":
-            return _ranges_to_json_rx(_complement(_LINE_TERMINATORS))
-        if name == "IN":
-            return _ranges_to_json_rx(self.char_set(av))
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            low, high, sub = av
-            return _repeat(self.seq(sub), int(low), None if high == _MAXREPEAT else int(high))
-        if name == "SUBPATTERN":
-            _group, add_flags, del_flags, sub = av
-            if add_flags or del_flags:
-                raise self.fail("inline flags such as (?i:...) are not supported")
-            inner = self.seq(sub)
+    def item(self, node: rx.Node) -> _Rx:
+        if isinstance(node, rx.Chars):
+            return _ranges_to_json_rx(node.ranges)
+        if isinstance(node, rx.Repeat):
+            return _repeat(self.item(node.item), node.low, node.high)
+        if isinstance(node, (rx.Concat, rx.Atomic)):  # a group
+            items = node.items if isinstance(node, rx.Concat) else (node.item,)
+            inner = _seq(*(self.item(item) for item in items))
             return None if inner is None else f"(?:{inner})"
-        if name == "ATOMIC_GROUP":
-            inner = self.seq(av)
-            return None if inner is None else f"(?:{inner})"
-        if name == "BRANCH":
-            return _alt(self.seq(branch) for branch in av[1])
-        if name == "AT":
-            raise self.fail(f"anchor {av} is only supported at the very start or end")
-        raise self.fail(f"{name.lower()} (backreferences, lookarounds) has no regular equivalent")
-
-    def char_set(self, items: Iterable[Any]) -> _Ranges:
-        ranges: _Ranges = []
-        negate = False
-        categories: dict[str, _Ranges] = {
-            "CATEGORY_DIGIT": _DIGIT,
-            "CATEGORY_WORD": _WORD,
-            "CATEGORY_SPACE": _SPACE,
-            "CATEGORY_NOT_DIGIT": _complement(_DIGIT),
-            "CATEGORY_NOT_WORD": _complement(_WORD),
-            "CATEGORY_NOT_SPACE": _complement(_SPACE),
-        }
-        for op, av in items:
-            name = str(op)
-            if name == "NEGATE":
-                negate = True
-            elif name == "LITERAL":
-                ranges.append((av, av))
-            elif name == "RANGE":
-                ranges.append((av[0], av[1]))
-            elif name == "CATEGORY" and str(av) in categories:
-                ranges.extend(categories[str(av)])
-            else:
-                raise self.fail(f"character class item {name} {av} is not supported")
-        return _complement(ranges) if negate else _normalise(ranges)
+        if isinstance(node, rx.Alt):
+            return _alt(self.item(branch) for branch in node.items)
+        raise self.fail(f"anchor at position {node.pos} is only supported at the very start or end")
 
 
 def _pattern_width(pattern: str) -> tuple[int, int | None]:
     """Fewest and most characters a (fully matching) regex can span; ``None``: unbounded."""
-    low, high = _sre.parse(pattern).getwidth()
-    return int(low), (None if high >= _MAXREPEAT else int(high))
+    try:
+        tree = rx.parse_regex(pattern, classes="unicode", possessive=True, inline_flags=True)
+    except InvalidConstraintError:  # translating it fails with the reason
+        return 0, None
+    return rx.width(tree)
 
 
 # ------------------------------------------------------------------------------ literals

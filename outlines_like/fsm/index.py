@@ -28,8 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
-from outlines_like.types._charset import utf8_byte_ranges
 from outlines_like.fsm.vocabulary import Vocabulary
+from outlines_like.types._charset import utf8_byte_ranges
 
 __all__ = [
     "StateRow",

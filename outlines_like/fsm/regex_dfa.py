@@ -44,6 +44,7 @@ DEFAULT_MAX_STATES = 20_000
 _MINIMIZE_LIMIT = 1_000
 _MAX_NFA_STATES = 400_000
 
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ByteDFA:
     """A DFA over bytes whose every state can still reach an accepting state.

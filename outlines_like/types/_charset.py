@@ -137,7 +137,7 @@ def class_escape(letter: str, table: ClassTable) -> Ranges:
 
 
 def dot(table: ClassTable, *, dotall: bool = False) -> Ranges:
-    """The set of ``.``: everything but ``\\n`` (ECMA: but every line terminator)."""
+    r"""The set of ``.``: everything but ``\\n`` (ECMA: but every line terminator)."""
     if dotall:
         return ((0, MAX_CODEPOINT),)
     return complement(_LINE_TERMINATORS if table == "ecma" else ((0x0A, 0x0A),))

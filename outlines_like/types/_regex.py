@@ -524,7 +524,7 @@ class _Reader:
         return ((cp, cp),), True
 
     def octal_follows(self) -> bool:
-        """Outside a class, ``\\1``-``\\7`` is octal only with three octal digits (``\\101``)."""
+        r"""Outside a class, ``\\1``-``\\7`` is octal only with three octal digits (``\\101``)."""
         p, i = self.p, self.i
         return i + 1 < self.n and p[i] in _OCT and p[i + 1] in _OCT
 

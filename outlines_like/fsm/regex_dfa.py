@@ -28,7 +28,6 @@ from outlines_like.types._regex import (
     Concat,
     Node,
     parse_regex,
-    strip_anchors,
 )
 
 __all__ = [
@@ -489,7 +488,7 @@ def _merge_classes(
 def _build(pattern: str, max_states: int) -> _SubsetBuilder:
     if not isinstance(pattern, str):
         raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
-    ast = strip_anchors(parse_regex(pattern), pattern)
+    ast = parse_regex(pattern, strip_anchors=True)
     nfa = _NFA()
     start, final = nfa.build(ast)
     return _SubsetBuilder(nfa, start, final, max_states, pattern)

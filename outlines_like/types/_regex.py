@@ -6,7 +6,7 @@ as code-point sets (:mod:`outlines_like.types._charset`), read in one of its cla
 (``\d`` ASCII for the masker, Unicode for grammars, ECMA-262 for JSON Schema), with
 ``re.IGNORECASE``, ``re.DOTALL`` and ``re.ASCII`` (given as ``flags`` or inline, where the
 caller allows inline flags) already applied. Anchors stay in the tree as :class:`Anchor`
-(:func:`strip_anchors` removes those at the pattern's ends); lazy and possessive quantifiers
+(or, on request, the reader drops those at the pattern's ends); lazy and possessive quantifiers
 and atomic groups are marked, for the caller to accept or refuse.
 
 Errors are :class:`~outlines_like.errors.InvalidConstraintError` naming the position: for
@@ -20,6 +20,7 @@ its time is linear in the pattern's length.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import unicodedata
 from typing import Final, Literal, TypeAlias
@@ -47,7 +48,6 @@ __all__ = [
     "RegexFeatureError",
     "Repeat",
     "parse_regex",
-    "strip_anchors",
     "width",
 ]
 
@@ -114,13 +114,19 @@ class RegexFeatureError(InvalidConstraintError):
 _CHAR_ESCAPES: Final = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 _OCT: Final = frozenset("01234567")
+# plain ints: ``re.RegexFlag`` arithmetic costs a microsecond per operation
+_IGNORECASE: Final = int(re.IGNORECASE)
+_DOTALL: Final = int(re.DOTALL)
+_ASCII: Final = int(re.ASCII)
+_MULTILINE: Final = int(re.MULTILINE)
+_VERBOSE: Final = int(re.VERBOSE)
 _FLAG_BITS: Final = {
-    "i": re.IGNORECASE,
-    "s": re.DOTALL,
-    "a": re.ASCII,
-    "u": re.UNICODE,
-    "m": re.MULTILINE,
-    "x": re.VERBOSE,
+    "i": _IGNORECASE,
+    "s": _DOTALL,
+    "a": _ASCII,
+    "u": int(re.UNICODE),
+    "m": _MULTILINE,
+    "x": _VERBOSE,
 }
 
 
@@ -131,6 +137,7 @@ def parse_regex(
     flags: int = 0,
     inline_flags: bool = False,
     possessive: bool = False,
+    strip_anchors: bool = False,
     where: str = "regex",
 ) -> Node:
     r"""Read ``pattern`` into a tree.
@@ -143,6 +150,8 @@ def parse_regex(
         inline_flags: Whether ``(?i)`` and ``(?i:...)`` are accepted (else refused).
         possessive: Whether possessive quantifiers and atomic groups are accepted (else
             refused).
+        strip_anchors: Drop the anchors at the pattern's ends (``re.fullmatch`` implies them)
+            and refuse the others, instead of leaving :class:`Anchor` nodes in the tree.
         where: What the pattern is, for messages (``"regex"``, ``"Lark terminal A"``).
 
     Raises:
@@ -151,7 +160,11 @@ def parse_regex(
     """
     if not isinstance(pattern, str):
         raise TypeError(f"a regex pattern must be a str, got {type(pattern).__name__}")
-    return _Reader(pattern, classes, flags, inline_flags, possessive, where).parse()
+    reader = _Reader(pattern, classes, flags, inline_flags, possessive, where)
+    tree = reader.parse()
+    if strip_anchors and reader.anchored:
+        tree = _strip(tree, True, True, pattern, where)
+    return tree
 
 
 class _Reader:
@@ -170,10 +183,11 @@ class _Reader:
         self.n = len(pattern)
         self.i = 0
         self.classes = classes
-        self.flags = flags
+        self.flags = int(flags)
         self.inline_flags = inline_flags
         self.possessive = possessive
         self.where = where
+        self.anchored = False  # an Anchor is in the tree
 
     # ------------------------------------------------------------------ errors
 
@@ -209,7 +223,7 @@ class _Reader:
             self.i = j + 1
 
     def skip_verbose(self, flags: int) -> None:
-        if not flags & re.VERBOSE:
+        if not flags & _VERBOSE:
             return
         p = self.p
         while self.i < self.n:
@@ -325,10 +339,16 @@ class _Reader:
         if c == "(":
             return self.group(flags)
         if c == "[":
+            m = _CLASS_EXTENT.match(p, self.i)
+            if m is not None:
+                cached = _class_of(m.group(), flags & (_IGNORECASE | _ASCII), self.classes)
+                if cached is not None:
+                    self.i = m.end()
+                    return cached
             return self.char_class(flags)
         if c == ".":
             self.i += 1
-            dotall = bool(flags & re.DOTALL)
+            dotall = bool(flags & _DOTALL)
             return Chars(dot(self.table(flags), dotall=dotall), negated=not dotall)
         if c == "^":
             self.i += 1
@@ -340,6 +360,7 @@ class _Reader:
             nxt = p[self.i + 1 : self.i + 2]
             if nxt in ("A", "Z"):
                 self.i += 2
+                self.anchored = True
                 return Anchor("start" if nxt == "A" else "end", self.i - 2)
             ranges, single = self.escape(in_class=False, flags=flags)
             if single:
@@ -350,19 +371,23 @@ class _Reader:
         if c == "{" and self.is_braces():
             raise self.error("nothing to repeat")
         self.i += 1
-        return self.literal(ord(c), flags)
+        if flags & _IGNORECASE:
+            return self.literal(ord(c), flags)
+        cp = ord(c)
+        return Chars(((cp, cp),))
 
     def table(self, flags: int) -> ClassTable:
-        return "ascii" if flags & re.ASCII and self.classes == "unicode" else self.classes
+        return "ascii" if flags & _ASCII and self.classes == "unicode" else self.classes
 
     def anchor(self, kind: Literal["start", "end"], flags: int, pos: int) -> Anchor:
-        if flags & re.MULTILINE:
+        if flags & _MULTILINE:
             raise self.refuse("line anchors (^, $ under re.MULTILINE) are not supported", pos)
+        self.anchored = True
         return Anchor(kind, pos)
 
     @staticmethod
     def literal(cp: int, flags: int) -> Chars:
-        if flags & re.IGNORECASE:
+        if flags & _IGNORECASE:
             return Chars(case_closure(((cp, cp),)))
         return Chars(((cp, cp),))
 
@@ -452,6 +477,10 @@ class _Reader:
                 break
             first = False
             lo_pos = self.i
+            if c != "\\" and p[self.i + 1 : self.i + 2] != "-":  # a plain character
+                self.i += 1
+                ranges.append((ord(c), ord(c)))
+                continue
             lo_set, lo_single = self.class_item(flags)
             if self.i + 1 < self.n and p[self.i] == "-" and p[self.i + 1] != "]":
                 self.i += 1
@@ -465,7 +494,7 @@ class _Reader:
             else:
                 ranges.extend(lo_set)
         norm = normalize(ranges)
-        if flags & re.IGNORECASE:
+        if flags & _IGNORECASE:
             norm = case_closure(norm)
         return Chars(complement(norm), negated=True) if negate else Chars(norm)
 
@@ -544,16 +573,22 @@ class _Reader:
         return cp
 
 
+# Where a character set ends, in Python's syntax: a ']' right after '[' or '[^' is literal.
+_CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_of(text: str, flags: int, classes: ClassTable) -> Chars | None:
+    """The set a whole ``[...]`` reads as (generated regexes repeat their sets), or ``None``."""
+    reader = _Reader(text, classes, flags, False, False, "regex")
+    try:
+        node = reader.char_class(flags)
+    except InvalidConstraintError:  # read again in place, for the message's position
+        return None
+    return node if reader.i == len(text) else None
+
+
 # --------------------------------------------------------------------------- passes
-
-
-def strip_anchors(node: Node, pattern: str, where: str = "regex") -> Node:
-    """Drop the anchors at the pattern's ends (``re.fullmatch`` implies them).
-
-    Raises:
-        RegexFeatureError: An anchor sits inside the pattern (``a^b``, ``a$b``).
-    """
-    return _strip(node, True, True, pattern, where)
 
 
 def _strip(node: Node, first: bool, last: bool, pattern: str, where: str) -> Node:

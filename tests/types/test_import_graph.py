@@ -68,7 +68,7 @@ def _cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str] | None:
         stack.append(name)
         for nxt in sorted(graph[name] & nodes):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:

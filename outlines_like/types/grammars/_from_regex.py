@@ -17,8 +17,15 @@ def regex_node(
     """Read ``pattern`` (Python's Unicode meaning of the class escapes) into the IR."""
     if not isinstance(pattern, str):
         raise TypeError(f"a regex pattern must be a str, got {type(pattern).__name__}")
-    tree = rx.parse_regex(pattern, classes="unicode", flags=flags, inline_flags=True, where=where)
-    return _Converter(pattern, where, allow_lazy).convert(rx.strip_anchors(tree, pattern, where))
+    tree = rx.parse_regex(
+        pattern,
+        classes="unicode",
+        flags=flags,
+        inline_flags=True,
+        strip_anchors=True,
+        where=where,
+    )
+    return _Converter(pattern, where, allow_lazy).convert(tree)
 
 
 def literal(point: int, flags: int) -> Node:

@@ -178,16 +178,19 @@ def test_flags_and_classes() -> None:
 def _parse_seconds(pattern: str, runs: int) -> float:
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         rx.parse_regex(pattern)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
 def test_reading_is_linear() -> None:
-    """1 MB of ``(?:a|b)`` groups reads in about ten times the time of 100 kB, not 100 times."""
+    """1 MB of ``(?:a|b)`` groups reads in about ten times the time of 100 kB, not 100 times.
+
+    CPU time of this process, best of a few runs: other processes' load does not count.
+    """
     group = "(?:a|b)"
     small = group * (100_000 // len(group))
     large = group * (1_000_000 // len(group))
-    ratio = _parse_seconds(large, 1) / _parse_seconds(small, 3)
+    ratio = _parse_seconds(large, 2) / _parse_seconds(small, 3)
     assert ratio < 20, ratio

@@ -189,8 +189,9 @@ class _NFA:
         return base + 1
 
 
+@functools.lru_cache(maxsize=1024)
 def _encodable(ranges: Ranges) -> Ranges:
-    """``ranges`` less the surrogates (no UTF-8 encoding), cheaply when none are there."""
+    """``ranges`` less the surrogates (UTF-8 cannot encode them)."""
     s_lo, s_hi = SURROGATES
     if any(lo <= s_hi and hi >= s_lo for lo, hi in ranges):
         return drop_surrogates(ranges)

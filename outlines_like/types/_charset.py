@@ -136,6 +136,7 @@ def class_escape(letter: str, table: ClassTable) -> Ranges:
     return complement(base) if letter.isupper() else base
 
 
+@functools.cache
 def dot(table: ClassTable, *, dotall: bool = False) -> Ranges:
     r"""The set of ``.``: everything but ``\\n`` (ECMA: but every line terminator)."""
     if dotall:

@@ -14,7 +14,8 @@ invalid syntax, and (as :class:`RegexFeatureError`) for valid constructs with no
 meaning (lookarounds, backreferences, word boundaries, conditionals) or refused flags.
 
 The reader only moves forward through the string (no slicing of the rest of the pattern), so
-its time is linear in the pattern's length.
+its time is linear in the pattern's length. One cohesive recursive-descent reader with its two
+small passes over the tree, hence one module of some 650 lines.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import jsonschema
 import pydantic
 
 from outlines_like.errors import ParseError
-from outlines_like.types._python import _is_model_like, _is_union, to_term
+from outlines_like.types._python import to_term
+from outlines_like.types._schema_of import is_model_like, is_union
 from outlines_like.types._terms import JsonObject, JsonSchema, Term
 
 __all__ = ["parse"]
@@ -116,8 +117,8 @@ def parse(output_type: object, text: str) -> Any:
             raise _fail(output_type, text, f"does not match the regex {pattern!r}")
         return text
     if (
-        _is_model_like(output_type)
-        or _is_union(output_type)
+        is_model_like(output_type)
+        or is_union(output_type)
         or origin is not None
         or (isinstance(output_type, type) and output_type in (list, tuple, set, frozenset))
     ):

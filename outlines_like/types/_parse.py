@@ -9,7 +9,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
-import jsonschema
 import pydantic
 
 from outlines_like.errors import ParseError
@@ -150,6 +149,8 @@ def _short_errors(exc: pydantic.ValidationError) -> str:
 
 
 def _parse_json_schema(term: JsonSchema, text: str) -> Any:
+    import jsonschema  # loaded on first use: importing the package stays light
+
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -7,7 +7,8 @@ here. The checks are the definitions themselves, compiled once per term and cach
 - regex-shaped terms (``Regex``, ``String``, ``Choice``, combinators, and every Python type
   that becomes one: ``int``, ``Literal``, ``date``...): a full match of the term's regex;
 - ``JsonSchema``: strict JSON (no ``NaN``, no duplicate-free guessing) validated by
-  ``jsonschema`` for the schema's draft, ``format`` included (the ``format-nongpl`` checkers);
+  ``jsonschema`` for the schema's draft, ``format`` included (date-time, time, uri, hostname
+  through the small checker packages the core installs);
 - ``JsonObject``: any JSON object;
 - ``CFG``: a parse with Lark's Earley parser on the grammar's Lark form.
 
@@ -22,8 +23,6 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
-
-import jsonschema
 
 from outlines_like.types._python import to_regex
 from outlines_like.types._terms import CFG, JsonObject, JsonSchema, Term
@@ -65,6 +64,8 @@ def _regex_check(term: Term) -> Check:
 
 
 def _schema_check(term: JsonSchema) -> Check:
+    import jsonschema  # about 0.3 s: loaded on the first schema check, not with the package
+
     schema = term.schema
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
     validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)

@@ -149,7 +149,9 @@ def detect_server(client: openai.OpenAI, server: ServerKind | None = None) -> Se
     return info
 
 
-async def adetect_server(client: openai.AsyncOpenAI, server: ServerKind | None = None) -> ServerInfo:
+async def adetect_server(
+    client: openai.AsyncOpenAI, server: ServerKind | None = None
+) -> ServerInfo:
     """Async twin of ``detect_server``."""
 
     async def execute(step: Probe) -> ProbeAnswer:

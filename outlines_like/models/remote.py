@@ -59,6 +59,11 @@ class Model(ModelCore[openai.OpenAI]):
 
     Create it with ``from_server(openai.OpenAI(...))`` (or ``from_vllm``, ``from_sglang``...).
     Thread-safe: one model may serve many threads.
+
+    Every ``output_type`` argument also takes a ``Constraint`` (``Constraint.of(T)``): the
+    type is then not validated and compiled again (``Generator`` passes one).
+    ``model.server`` is the kind given or detected (``None`` before detection; never a
+    request); ``model.detect()`` probes now (see ``ModelCore`` for when detection runs).
     """
 
     # -- I/O (the twinned part)
@@ -259,6 +264,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible server, called with ``await``.
 
     Create it with ``from_server(openai.AsyncOpenAI(...))``. Safe to share between tasks.
+    ``amodel.server`` and ``await amodel.detect()`` behave as on ``Model``.
     """
 
     # -- I/O (the twinned part)

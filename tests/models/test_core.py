@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.detect import ProbeAnswer
 from outlines_like.errors import (
     APIConnectionError,
     APITimeoutError,
@@ -27,7 +28,6 @@ from outlines_like.models._core import (
     Target,
     read_usage,
 )
-from outlines_like.adapters.detect import ProbeAnswer
 from outlines_like.models._errors import parse_retry_after, translate, translate_errors
 from outlines_like.models.detection import Probe
 from outlines_like.models.result import Usage

@@ -81,27 +81,7 @@ __all__ = [
     "types",
 ]
 
-_MODELS = (
-    "AsyncModel",
-    "Completion",
-    "Generator",
-    "Model",
-    "RateLimiter",
-    "RetryPolicy",
-    "TransformersModel",
-    "TruncatedOutputWarning",
-    "Usage",
-    "from_llamacpp",
-    "from_ollama",
-    "from_openai",
-    "from_server",
-    "from_sglang",
-    "from_tgi",
-    "from_transformers",
-    "from_vllm",
-)
-_HOMES: dict[str, str] = {
-    **dict.fromkeys(_MODELS, "outlines_like.models"),
+_HOMES: dict[str, str] = {  # every other public name lives in outlines_like.models
     "ServerInfo": "outlines_like.adapters",
     "Chat": "outlines_like.inputs",
     "Image": "outlines_like.inputs",
@@ -127,12 +107,13 @@ def _version() -> str:
 
 def __getattr__(name: str) -> Any:
     """Import a public name on first use, then keep it in the module's namespace."""
-    if name in _HOMES:
-        value = getattr(importlib.import_module(_HOMES[name]), name)
+    if name == "__version__":
+        value: Any = _version()
     elif name in _SUBMODULES:
         value = importlib.import_module(f"outlines_like.{name}")
-    elif name == "__version__":
-        value = _version()
+    elif name in __all__:
+        home = _HOMES.get(name, "outlines_like.models")
+        value = getattr(importlib.import_module(home), name)
     else:
         raise AttributeError(f"module 'outlines_like' has no attribute {name!r}")
     globals()[name] = value

@@ -11,13 +11,34 @@ await Generator(amodel, int)("How many legs has a spider?")
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, overload
 
 from outlines_like.models._core import Constraint, ModelCore
 from outlines_like.models.remote import AsyncModel
 
 __all__ = ["AsyncModelGenerator", "Generator", "ModelGenerator"]
+
+
+class _Bound:
+    """A generator method: the model's method of the same name with the output type bound.
+
+    ``functools.partial`` (C code) adds no Python frame, so the model's warnings still point
+    at the caller's line.
+    """
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, generator: Generator | None, owner: type | None = None) -> Any:
+        if generator is None:
+            return self
+        method = getattr(generator.model, self.name)
+        return functools.partial(method, output_type=generator._bound)
 
 
 class Generator:
@@ -62,37 +83,19 @@ class Generator:
         self._bound = self.constraint if isinstance(model, ModelCore) else output_type
         return self
 
-    def _bind(self, method: str) -> Callable[..., Any]:
-        return functools.partial(getattr(self.model, method), output_type=self._bound)
-
-    @property
-    def __call__(self) -> Callable[..., Any]:
-        """``gen(prompt, **inference_kwargs)``: the answer text; see ``Model.__call__``."""
-        return self._bind("__call__")
-
-    @property
-    def parse(self) -> Callable[..., Any]:
-        """``gen.parse(prompt, **inference_kwargs)``: the typed value; see ``Model.parse``."""
-        return self._bind("parse")
-
-    @property
-    def complete(self) -> Callable[..., Any]:
-        """``gen.complete(prompt, **inference_kwargs)``: the rich result; see ``Model.complete``."""
-        return self._bind("complete")
-
-    @property
-    def stream(self) -> Callable[..., Any]:
-        """``gen.stream(prompt, **inference_kwargs)``: answer text deltas; see ``Model.stream``."""
-        return self._bind("stream")
-
-    @property
-    def batch(self) -> Callable[..., Any]:
-        """``gen.batch(prompts, *, max_concurrency=..., return_exceptions=False, **kw)``.
-
-        See ``Model.batch``; options not given are not passed on (a model that lacks them
-        then says so instead of ignoring them).
-        """
-        return self._bind("batch")
+    __call__ = _Bound(
+        "``gen(prompt, **inference_kwargs)``: the answer text; see ``Model.__call__``."
+    )
+    parse = _Bound(
+        "``gen.parse(prompt, **inference_kwargs)``: the typed value; see ``Model.parse``."
+    )
+    complete = _Bound("``gen.complete(prompt, **kw)``: the rich result; see ``Model.complete``.")
+    stream = _Bound("``gen.stream(prompt, **kw)``: answer text deltas; see ``Model.stream``.")
+    batch = _Bound(
+        "``gen.batch(prompts, *, max_concurrency=..., return_exceptions=False, **kw)``; see "
+        "``Model.batch``. Options not given are not passed on (a model that lacks them then "
+        "says so instead of ignoring them)."
+    )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, {self.output_type!r})"

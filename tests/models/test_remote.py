@@ -928,3 +928,18 @@ def test_thinking_model_constrained_from_token_zero_warns() -> None:
     model("x")  # free text: nothing to warn about
     quiet = m.from_vllm(fake.client(), "deepseek-r1-distill-qwen-7b", reasoning_parser=True)
     quiet("x", int)
+
+
+def test_re_detection_happens_once_per_failing_call() -> None:
+    fake = FakeServer(chat_body("1"), models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    model = m.from_server(fake.client(), retry=m.RetryPolicy(max_attempts=1))
+    model("x", int)
+    become_llamacpp(fake)
+    gone = httpx2.Response(404, json={"error": {"message": "Not Found"}})
+    fake.answers = [gone, gone, gone]
+    start = len(fake.requests)
+    with pytest.raises(NotFoundError):
+        model("x", int)
+    # the request, one detection (the listing says llamacpp), the request in the new dialect
+    assert fake.paths[start:] == ["/v1/chat/completions", "/v1/models", "/v1/chat/completions"]
+    assert model.server == "llamacpp"

@@ -6,8 +6,9 @@ from outlines_like.models import from_server
 model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="-"))
 ```
 
-``Constraint.of(T)`` validates and compiles an output type once; every model method takes
-the result in place of ``T`` (``Generator`` does this for you).
+``Constraint.of(T)`` validates and compiles an output type once; a remote model's
+``__call__``, ``parse``, ``complete``, ``stream`` and ``batch`` take the result in place of
+``T`` (``Generator`` does this for you).
 """
 
 from outlines_like.errors import TruncatedOutputWarning

@@ -60,8 +60,9 @@ class Model(ModelCore[openai.OpenAI]):
     Create it with ``from_server(openai.OpenAI(...))`` (or ``from_vllm``, ``from_sglang``...).
     Thread-safe: one model may serve many threads.
 
-    Every ``output_type`` argument also takes a ``Constraint`` (``Constraint.of(T)``): the
-    type is then not validated and compiled again (``Generator`` passes one).
+    ``__call__``, ``parse``, ``complete``, ``stream`` and ``batch`` also take a ``Constraint``
+    (``Constraint.of(T)``) as ``output_type``: the type is then not validated and compiled
+    again (``Generator`` passes one).
     ``model.server`` is the kind given or detected (``None`` before detection; never a
     request); ``model.detect()`` probes now (see ``ModelCore`` for when detection runs).
     """

@@ -124,7 +124,7 @@ class FakeServer:
         self.answers = list(answers)
         self.models = models
         self.owned_by = owned_by
-        self.routes: Mapping[str, Answer] = routes or {}
+        self.routes: Mapping[str, Any] = routes or {}  # each value an Answer
         self.delay = delay
         self.v1_needs_key = v1_needs_key
         self.down = False

@@ -101,7 +101,7 @@ def test_lazy_names_are_the_real_objects() -> None:
     assert outlines_like.Chat is Chat
     assert set(outlines_like.__all__) <= set(dir(outlines_like))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = outlines_like.nope  # type: ignore[attr-defined]
+        _ = outlines_like.nope
 
 
 def test_one_version_source() -> None:

@@ -282,9 +282,10 @@ def test_no_process_cache_each_model_asks() -> None:
     assert server.paths == ["/v1/models", "/version"]
     server.routes = LLAMACPP  # another server behind the same URL
     assert m.from_server(server.client()).detect() == ServerInfo("llamacpp", None, ("tiny",))
-    assert first.server == "vllm"  # until it asks again
+    kinds = [first.server]  # the old kind, until it asks again
     assert first.detect(refresh=True).kind == "llamacpp"
-    assert first.server == "llamacpp"
+    kinds.append(first.server)
+    assert kinds == ["vllm", "llamacpp"]
 
 
 def test_one_probe_across_threads() -> None:

@@ -81,10 +81,15 @@ def test_bad_type_fails_at_construction() -> None:
 
 def test_term_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import outlines_like.models._core as core
+    from outlines_like.types import Term, to_term
 
     built: list[object] = []
-    real = core.to_term
-    monkeypatch.setattr(core, "to_term", lambda tp: built.append(tp) or real(tp))
+
+    def counting(output_type: object) -> Term | None:
+        built.append(output_type)
+        return to_term(output_type)
+
+    monkeypatch.setattr(core, "to_term", counting)
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     server = FakeServer(chat_body('{"a": 1}'), chat_body('{"a": 2}'), chat_body("{}"))
     gen = m.Generator(sglang(server), JsonSchema(schema))

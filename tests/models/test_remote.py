@@ -246,20 +246,13 @@ def test_several_models_and_none_chosen_is_an_error() -> None:
 
 
 def test_unlistable_models_say_what_to_do() -> None:
-    fake = FakeServer()
-    fake.models = ()
-
-    def no_route(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(404, json={"error": {"message": "no route"}})
-
-    http = httpx2.Client(transport=httpx2.MockTransport(no_route))
-    client = openai.OpenAI(base_url="http://t/v1", api_key="x", http_client=http)
+    unlisted = FakeServer(models=None)  # GET /v1/models is a 404
     with pytest.raises(
-        NotFoundError, match=r"could not list the vllm server's models.*model_name="
+        NotFoundError, match=r"could not list the vllm server's models at http://.*model_name="
     ):
-        m.from_vllm(client)("x")
+        m.from_vllm(unlisted.client())("x")
     with pytest.raises(ValueError, match="lists no models"):
-        m.from_vllm(fake.client())("x")
+        m.from_vllm(FakeServer(models=()).client())("x")
 
 
 def test_detection_is_lazy_and_cached() -> None:

@@ -31,9 +31,10 @@ from outlines_like.models import (
     from_transformers,
     from_vllm,
 )
+from outlines_like.models.tool_loop import arun_tools, run_tools
 from outlines_like.reasoning import split_reasoning
 from outlines_like.streaming import aggregate_chunks
-from outlines_like.tools import ToolCall, arun_tools, run_tools, tool_choice, tool_schema
+from outlines_like.tools import ToolCall, tool_choice, tool_schema
 
 __version__ = "0.1.0"
 

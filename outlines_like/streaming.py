@@ -32,16 +32,20 @@ from typing import Any, Union
 import pydantic
 import pydantic_core
 
+from outlines_like._scan import JsonPrefixScanner
 from outlines_like.errors import ParseError, ProviderResponseError, ToolCallParseWarning
-from outlines_like.models.result import Completion, Usage
-from outlines_like.reasoning import ReasoningStream, _field, _resolve
-from outlines_like.tools import (
+from outlines_like.messages import (
+    REASONING_FIELDS,
+    Completion,
     ToolCall,
-    ToolCallDelta,
-    _default_id,
-    _JsonScanner,
-    parse_tool_calls,
+    Usage,
+    new_call_id,
+    read_field,
+    read_usage,
 )
+from outlines_like.reasoning import ReasoningStream, resolve_reasoning
+from outlines_like.tools.calls import parse_tool_calls
+from outlines_like.tools.parser import ToolCallDelta
 
 __all__ = [
     "AggregatedMessage",
@@ -92,6 +96,7 @@ class AggregatedMessage:
         raw_tool_calls: The same calls with their raw arguments text.
         finish_reason: The choice's finish reason, when the stream got that far.
         usage: The request's usage, from the last chunk that carried one.
+        refusal: The model's refusal text (OpenAI ``delta.refusal``), when it refused.
     """
 
     index: int = 0
@@ -102,9 +107,10 @@ class AggregatedMessage:
     raw_tool_calls: list[RawToolCall] = dataclasses.field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
+    refusal: str | None = None
 
     def to_completion(self, raw: object = None) -> Completion:
-        """The same, as the library's :class:`~outlines_like.models.result.Completion`."""
+        """The same, as the library's :class:`~outlines_like.messages.Completion`."""
         return Completion(
             text=self.content,
             reasoning=self.reasoning,
@@ -132,31 +138,6 @@ class ChoiceDelta:
     reasoning: str = ""
     tool_calls: tuple[ToolCallDelta, ...] = ()
     finish_reason: str | None = None
-
-
-def read_usage(obj: object) -> Usage | None:
-    """Read a usage object (SDK or dict) into :class:`Usage`; ``None`` when absent.
-
-    ``total_tokens`` is computed when missing; ``reasoning_tokens`` comes from
-    ``completion_tokens_details.reasoning_tokens`` (or a top-level ``reasoning_tokens``).
-    """
-    if obj is None:
-        return None
-    usage = _field(obj, "usage") if _field(obj, "prompt_tokens") is None else obj
-    if usage is None:
-        return None
-
-    def number(value: object) -> int | None:
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    prompt = number(_field(usage, "prompt_tokens")) or 0
-    completion = number(_field(usage, "completion_tokens")) or 0
-    total = number(_field(usage, "total_tokens"))
-    details = _field(usage, "completion_tokens_details")
-    reasoning = number(_field(details, "reasoning_tokens")) if details is not None else None
-    if reasoning is None:
-        reasoning = number(_field(usage, "reasoning_tokens"))
-    return Usage(prompt, completion, total if total is not None else prompt + completion, reasoning)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -199,16 +180,17 @@ class _Bucket:
                 stacklevel=4,
             )
             return raw, None
-        return raw, ToolCall(self.id or _default_id(position), self.name, arguments)
+        return raw, ToolCall(self.id or new_call_id(position), self.name, arguments)
 
 
 class _Choice:
-    def __init__(self, index: int, think_open: bool) -> None:
+    def __init__(self, index: int, think_open: bool, hold: bool) -> None:
         self.index = index
         self.role = "assistant"
-        self.splitter = ReasoningStream(think_open=think_open)
+        self.splitter = ReasoningStream(think_open=think_open, hold=hold)
         self.content: list[str] = []
         self.field_reasoning: list[str] = []
+        self.refusal: list[str] = []
         self.buckets: list[_Bucket] = []
         self.by_index: dict[int, int] = {}
         self.by_id: dict[str, int] = {}
@@ -220,15 +202,15 @@ class _Choice:
         return len(self.buckets) - 1
 
     def tool_entry(self, entry: object) -> ToolCallDelta:
-        server_index = _field(entry, "index")
-        call_id = _field(entry, "id")
+        server_index = read_field(entry, "index")
+        call_id = read_field(entry, "id")
         call_id = call_id if isinstance(call_id, str) and call_id else None
-        function = _field(entry, "function") or {}
-        name = _field(function, "name")
+        function = read_field(entry, "function") or {}
+        name = read_field(function, "name")
         name = name if isinstance(name, str) and name else None
-        args = _field(function, "arguments")
+        args = read_field(function, "arguments")
         if args is None:
-            args = _field(function, "parameters")
+            args = read_field(function, "parameters")
 
         if not isinstance(server_index, int):
             # No index (Ollama): an entry with an id or a name starts a call, unless the id
@@ -291,7 +273,7 @@ class _Choice:
             if call is not None:
                 calls.append(call)
         field = "".join(self.field_reasoning) or None
-        reasoning, answer = _resolve(
+        reasoning, answer = resolve_reasoning(
             field,
             "".join(self.content),
             finish_reason=self.finish_reason,
@@ -310,6 +292,7 @@ class _Choice:
             raw_tool_calls=raws,
             finish_reason=self.finish_reason,
             usage=usage,
+            refusal="".join(self.refusal) or None,
         )
 
 
@@ -355,12 +338,22 @@ class StreamAggregator:
             content (with a warning), as :func:`~outlines_like.reasoning.reasoning_from_message`.
         text_tool_calls: Also read ``<tool_call>`` blocks from the content when the server
             sent no structured tool calls (a server without a tool parser).
+        hold_answer: Hold answer text in the per-chunk deltas until a ``</think>`` or the end
+            of the stream shows that it is answer (a lone ``</think>`` turns the text before
+            it into reasoning); the deltas then add up to :meth:`result`'s content exactly.
+            The result is the same either way.
     """
 
     def __init__(
-        self, *, think_open: bool = False, recover: bool = True, text_tool_calls: bool = False
+        self,
+        *,
+        think_open: bool = False,
+        recover: bool = True,
+        text_tool_calls: bool = False,
+        hold_answer: bool = False,
     ) -> None:
         self._think_open = think_open
+        self._hold = hold_answer
         self._recover = recover
         self._text_tools = text_tool_calls
         self._choices: dict[int, _Choice] = {}
@@ -372,7 +365,7 @@ class StreamAggregator:
     def _choice(self, index: int) -> _Choice:
         choice = self._choices.get(index)
         if choice is None:
-            choice = self._choices[index] = _Choice(index, self._think_open)
+            choice = self._choices[index] = _Choice(index, self._think_open, self._hold)
         return choice
 
     def feed(self, chunk: object) -> list[ChoiceDelta]:
@@ -385,47 +378,53 @@ class StreamAggregator:
         if data is None:
             return []
         self.chunks += 1
-        error = _field(data, "error")
+        error = read_field(data, "error")
         if error:
-            message = _field(error, "message") or error
+            message = read_field(error, "message") or error
             raise ProviderResponseError(f"the server sent an error in the stream: {message}")
-        usage = read_usage(_field(data, "usage"))
+        usage = read_usage(read_field(data, "usage"))
         if usage is not None:
             self.usage = usage
         out: list[ChoiceDelta] = []
-        raw_choices: Any = _field(data, "choices") or ()
+        raw_choices: Any = read_field(data, "choices") or ()
         for position, raw_choice in enumerate(raw_choices):
-            index = _field(raw_choice, "index")
+            index = read_field(raw_choice, "index")
             choice = self._choice(index if isinstance(index, int) else position)
             out.append(self._feed_choice(choice, raw_choice))
         return out
 
     def _feed_choice(self, choice: _Choice, raw_choice: object) -> ChoiceDelta:
-        delta = _field(raw_choice, "delta")
+        delta = read_field(raw_choice, "delta")
         if delta is None:  # some servers send the final chunk with "message"
-            delta = _field(raw_choice, "message") or {}
-        role = _field(delta, "role")
+            delta = read_field(raw_choice, "message")
+        if delta is None:  # a /v1/completions chunk: the text is on the choice
+            text = read_field(raw_choice, "text")
+            delta = {"content": text} if isinstance(text, str) else {}
+        refusal = read_field(delta, "refusal")
+        if isinstance(refusal, str) and refusal:
+            choice.refusal.append(refusal)
+        role = read_field(delta, "role")
         if isinstance(role, str) and role:
             choice.role = role
         field_piece = ""
-        for name in ("reasoning_content", "reasoning", "thinking"):
-            value = _field(delta, name)
+        for name in REASONING_FIELDS:
+            value = read_field(delta, name)
             if isinstance(value, str) and value:
                 field_piece = value
                 break
-        content = _field(delta, "content")
+        content = read_field(delta, "content")
         content = content if isinstance(content, str) else ""
         if field_piece:
             choice.field_reasoning.append(field_piece)
         choice.content.append(content)
         r_delta, a_delta = choice.splitter.feed(content, reasoning=field_piece)
         tool_deltas: list[ToolCallDelta] = []
-        entries: Any = _field(delta, "tool_calls")
+        entries: Any = read_field(delta, "tool_calls")
         if isinstance(entries, Mapping):
             entries = [entries]
         for entry in entries or ():
             tool_deltas.append(choice.tool_entry(entry))
-        finish = _field(raw_choice, "finish_reason")
+        finish = read_field(raw_choice, "finish_reason")
         if isinstance(finish, str) and finish:
             choice.finish_reason = finish
             r_more, a_more = choice.splitter.finish()
@@ -510,7 +509,7 @@ def partial_json(text: str) -> Any | None:
     Raises:
         ParseError: the text cannot be the start of any JSON value, or has text after one.
     """
-    scanner = _JsonScanner()
+    scanner = JsonPrefixScanner()
     try:
         taken = scanner.feed(text)
     except ValueError as exc:
@@ -600,7 +599,7 @@ class _PartialReader:
         self._parse = parse
         self._type = output_type
         self._text = ""
-        self._scanner = _JsonScanner()
+        self._scanner = JsonPrefixScanner()
         self._end: int | None = None
         self._last: Any = _MISSING
         self._shown: Any = _MISSING

@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 
 from outlines_like import reasoning as reasoning_module
 from outlines_like.errors import ParseError, ProviderResponseError
-from outlines_like.models.result import Completion, Usage
+from outlines_like.messages import Completion, Usage
 from outlines_like.reasoning import reasoning_from_message
 from outlines_like.streaming import (
     AggregatedMessage,

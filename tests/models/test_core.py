@@ -26,10 +26,9 @@ from outlines_like.models._core import (
     ListModels,
     ModelCore,
     Target,
-    read_usage,
 )
 from outlines_like.models._errors import parse_retry_after, translate, translate_errors
-from outlines_like.models.result import Usage
+from outlines_like.messages import Usage, read_usage
 from outlines_like.models.retry import RateLimiter
 from outlines_like.types import Regex, Term
 
@@ -223,9 +222,9 @@ def test_read_bad_answers(answer: dict[str, Any], error: type[Exception], match:
         c.read(prepared(c), answer)
 
 
-def test_stream_reader_with_dict_chunks() -> None:
+def test_stream_view_with_dict_chunks() -> None:
     c = core()
-    reader = c.stream_reader(c.prepare("x", Constraint.of(None), {}, stream=True))
+    reader = c.stream_view(c.prepare("x", Constraint.of(None), {}, stream=True))
     deltas = [
         reader.feed({"choices": [{"delta": {"reasoning": "think"}}]}),
         reader.feed({"choices": [{"delta": {"content": "a"}}]}),

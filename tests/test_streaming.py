@@ -371,30 +371,6 @@ async def test_aaggregate_chunks() -> None:
     assert got == aggregate_chunks(STREAMS[0].values[0]["data"])
 
 
-@pytest.mark.parametrize(
-    ("usage", "expected"),
-    [
-        (None, None),
-        ({"prompt_tokens": 1, "completion_tokens": 2}, Usage(1, 2, 3, None)),
-        (
-            {
-                "prompt_tokens": 1,
-                "completion_tokens": 2,
-                "total_tokens": 3,
-                "completion_tokens_details": {"reasoning_tokens": 1},
-            },
-            Usage(1, 2, 3, 1),
-        ),
-        (
-            {"usage": {"prompt_tokens": 4, "completion_tokens": 0, "reasoning_tokens": 0}},
-            Usage(4, 0, 4, 0),
-        ),
-    ],
-)
-def test_read_usage(usage: object, expected: Usage | None) -> None:
-    assert read_usage(usage) == expected
-
-
 # ---------------------------------------------------------------- partial JSON
 
 

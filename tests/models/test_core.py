@@ -19,6 +19,7 @@ from outlines_like.errors import (
     RateLimitError,
     ServerError,
 )
+from outlines_like.messages import Usage
 from outlines_like.models._core import (
     Call,
     Constraint,
@@ -28,7 +29,6 @@ from outlines_like.models._core import (
     Target,
 )
 from outlines_like.models._errors import parse_retry_after, translate, translate_errors
-from outlines_like.messages import Usage, read_usage
 from outlines_like.models.retry import RateLimiter
 from outlines_like.types import Regex, Term
 
@@ -174,28 +174,6 @@ def test_generic_detection_is_asked_again() -> None:
 
 def message_choice(content: str | None, finish: str = "stop", **fields: Any) -> dict[str, Any]:
     return {"message": {"content": content, **fields}, "finish_reason": finish}
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        (None, None),
-        ({"prompt_tokens": 1, "completion_tokens": 2}, Usage(1, 2, 3)),
-        ({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 4}, Usage(1, 2, 4)),
-        (
-            {
-                "prompt_tokens": 1,
-                "completion_tokens": 5,
-                "total_tokens": 6,
-                "completion_tokens_details": {"reasoning_tokens": 4},
-            },
-            Usage(1, 5, 6, 4),
-        ),
-        ({"prompt_tokens": None, "completion_tokens": True}, Usage(0, 0, 0)),
-    ],
-)
-def test_read_usage(raw: object, expected: Usage | None) -> None:
-    assert read_usage(raw) == expected
 
 
 def test_read_dict_answer() -> None:

@@ -95,6 +95,10 @@ class Outcome:
     error: BaseException | None = None
 
 
+ToolFlow = Generator[Ask | Invoke, object, ToolRun]
+"""The tool loop without I/O: yields steps, receives their answers, returns the run."""
+
+
 def _to_messages(prompt: object) -> list[dict[str, Any]]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
@@ -124,7 +128,7 @@ def tool_flow(
     max_steps: int,
     catch_errors: bool,
     kwargs: dict[str, Any],
-) -> Generator[Ask | Invoke, object, ToolRun]:
+) -> ToolFlow:
     """The tool loop, free of I/O: yields what to do, receives the result."""
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
@@ -198,6 +202,28 @@ def tool_flow(
     )
 
 
+def drive(flow: ToolFlow, execute: Callable[[Ask | Invoke], object]) -> ToolRun:
+    """Run a tool flow with blocking calls: ``execute`` answers each step."""
+    try:
+        step = next(flow)
+        while True:
+            step = flow.send(execute(step))
+    except StopIteration as stop:
+        result: ToolRun = stop.value
+        return result
+
+
+async def adrive(flow: ToolFlow, execute: Callable[[Ask | Invoke], Awaitable[object]]) -> ToolRun:
+    """Run a tool flow with awaited calls: ``execute`` answers each step."""
+    try:
+        step = next(flow)
+        while True:
+            step = flow.send(await execute(step))
+    except StopIteration as stop:
+        result: ToolRun = stop.value
+        return result
+
+
 def run_tools(
     model: _CompletingModel,
     prompt: object,
@@ -228,29 +254,23 @@ def run_tools(
     Raises:
         MaxToolStepsError: the model still asked for tools after ``max_steps`` calls.
     """
-    flow = tool_flow(prompt, tools, max_steps, catch_errors, kwargs)
-    reply: object = None
-    try:
-        while True:
-            op = flow.send(reply)
-            if isinstance(op, Ask):
-                reply = model.complete(Chat(op.messages), **op.kwargs)
-            else:
-                try:
-                    value = op.fn(*op.args, **op.kwargs)
-                except Exception as exc:
-                    reply = Outcome(error=exc)
-                    continue
-                if inspect.isawaitable(value):
-                    if inspect.iscoroutine(value):
-                        value.close()
-                    raise TypeError(
-                        f"tool {getattr(op.fn, '__name__', op.fn)!r} is async; use arun_tools"
-                    )
-                reply = Outcome(value)
-    except StopIteration as stop:
-        result: ToolRun = stop.value
-        return result
+
+    def execute(step: Ask | Invoke) -> object:
+        if isinstance(step, Ask):
+            return model.complete(Chat(step.messages), **step.kwargs)
+        try:
+            value = step.fn(*step.args, **step.kwargs)
+        except Exception as exc:
+            return Outcome(error=exc)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise TypeError(
+                f"tool {getattr(step.fn, '__name__', step.fn)!r} is async; use arun_tools"
+            )
+        return Outcome(value)
+
+    return drive(tool_flow(prompt, tools, max_steps, catch_errors, kwargs), execute)
 
 
 async def arun_tools(
@@ -263,22 +283,16 @@ async def arun_tools(
     **kwargs: Any,
 ) -> ToolRun:
     """Async twin of :func:`run_tools`; tools may be ``async def`` or plain functions."""
-    flow = tool_flow(prompt, tools, max_steps, catch_errors, kwargs)
-    reply: object = None
-    try:
-        while True:
-            op = flow.send(reply)
-            if isinstance(op, Ask):
-                reply = await model.complete(Chat(op.messages), **op.kwargs)
-            else:
-                try:
-                    value = op.fn(*op.args, **op.kwargs)
-                    if inspect.isawaitable(value):
-                        value = await value
-                except Exception as exc:
-                    reply = Outcome(error=exc)
-                    continue
-                reply = Outcome(value)
-    except StopIteration as stop:
-        result: ToolRun = stop.value
-        return result
+
+    async def execute(step: Ask | Invoke) -> object:
+        if isinstance(step, Ask):
+            return await model.complete(Chat(step.messages), **step.kwargs)
+        try:
+            value = step.fn(*step.args, **step.kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:
+            return Outcome(error=exc)
+        return Outcome(value)
+
+    return await adrive(tool_flow(prompt, tools, max_steps, catch_errors, kwargs), execute)

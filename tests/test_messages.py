@@ -44,17 +44,14 @@ def test_the_message_layer_imports_nothing_above_it() -> None:
     assert _imports(PACKAGE / "_scan.py") == set()
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "reasoning.py",
-        "streaming.py",
-        "tools/__init__.py",
-        "tools/calls.py",
-        "tools/parser.py",
-        "tools/schema.py",
-    ],
-)
+PARSERS = [
+    "reasoning.py",
+    "_scan.py",
+    *(f"{d}/{f.name}" for d in ("streaming", "tools") for f in (PACKAGE / d).glob("*.py")),
+]
+
+
+@pytest.mark.parametrize("path", PARSERS)
 def test_message_parsers_never_import_the_models(path: str) -> None:
     assert not {m for m in _imports(PACKAGE / path) if m.startswith("outlines_like.models")}
 

@@ -102,8 +102,8 @@ def read_field(obj: object, name: str) -> Any:
         if value is not None:
             return value
     extra = getattr(obj, "__pydantic_extra__", None)
-    if type(extra) is dict and name in extra:
-        return extra[name]
+    if type(extra) is dict:  # a pydantic object: not a field, so an extra or nothing
+        return extra.get(name)
     if isinstance(obj, Mapping):  # after the fast paths: an ABC check is slow
         return obj.get(name)
     if attrs is not None and name in attrs:
@@ -113,9 +113,6 @@ def read_field(obj: object, name: str) -> Any:
 
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 def read_usage(obj: object) -> Usage | None:
@@ -131,12 +128,14 @@ def read_usage(obj: object) -> Usage | None:
     """
     if obj is None:
         return None
-    if all(read_field(obj, name) is None for name in _COUNTS):
+    raw_prompt = read_field(obj, "prompt_tokens")
+    raw_completion = read_field(obj, "completion_tokens")
+    if raw_prompt is None and raw_completion is None and read_field(obj, "total_tokens") is None:
         nested = read_field(obj, "usage")
         if nested is not None or read_field(obj, "choices") is not None:
             return read_usage(nested)
-    prompt = _count(read_field(obj, "prompt_tokens")) or 0
-    completion = _count(read_field(obj, "completion_tokens")) or 0
+    prompt = _count(raw_prompt) or 0
+    completion = _count(raw_completion) or 0
     total = _count(read_field(obj, "total_tokens")) or prompt + completion
     details = read_field(obj, "completion_tokens_details")
     reasoning = _count(read_field(details, "reasoning_tokens")) if details is not None else None

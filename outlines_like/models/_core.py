@@ -672,7 +672,8 @@ class StreamView:
 
         Raises:
             GenerationError: the model refused, or a content filter stopped it.
-            ProviderResponseError: the stream carried no first choice.
+            ProviderResponseError: the stream carried no first choice, or ended before a
+                finish reason (a connection closed early looks like a clean end).
         """
         agg = self._agg
         try:
@@ -682,6 +683,11 @@ class StreamView:
         self._core._meter.add(agg.usage)
         if message.refusal:
             raise _refused(message.refusal, None)
+        if message.finish_reason is None:
+            raise ProviderResponseError(
+                "the stream ended before the server finished the answer (no finish_reason): "
+                f"it may be cut; received {message.content[-200:]!r}"
+            )
         if message.finish_reason == "content_filter":
             raise _filtered(message.content, None)
         answer = message.content

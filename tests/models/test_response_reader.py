@@ -301,3 +301,55 @@ def test_a_stream_without_a_first_choice_is_a_provider_error() -> None:
     chunks = [_chunk(1, {"content": "x"}), _chunk(1, {}, "stop")]
     with pytest.raises(ProviderResponseError, match="no choice 0"):
         list(_model(_sse(chunks), PLAIN_MODEL).stream("q"))
+
+
+# ----------------------------------------------------------------------------- broken answers
+
+
+def _raw(text: str, content_type: str) -> httpx2.Response:
+    return httpx2.Response(200, headers={"content-type": content_type}, text=text)
+
+
+CUT_STREAM = "".join(f"data: {json.dumps(_chunk(0, {'content': p}))}\n\n" for p in ["4", "2"])
+BROKEN = [
+    pytest.param(CUT_STREAM + "data: [DONE]\n\n", "no finish_reason", id="no-finish-reason"),
+    pytest.param(CUT_STREAM, "no finish_reason", id="closed-without-done"),
+    pytest.param(CUT_STREAM + "data: {not json\n\n", "not JSON", id="malformed-chunk"),
+]
+
+
+@pytest.mark.parametrize(("text", "match"), BROKEN)
+def test_a_broken_stream_raises_instead_of_returning_partial_text(text: str, match: str) -> None:
+    model = _model(_raw(text, "text/event-stream"), PLAIN_MODEL)
+    pieces: list[str] = []
+    with pytest.raises(ProviderResponseError, match=match):
+        pieces.extend(model.stream("q"))
+    assert "".join(pieces) == "42"
+
+
+@pytest.mark.parametrize(("text", "match"), BROKEN)
+async def test_a_broken_async_stream_raises_instead_of_returning_partial_text(
+    text: str, match: str
+) -> None:
+    amodel = _amodel(_raw(text, "text/event-stream"), PLAIN_MODEL)
+    pieces: list[str] = []
+
+    async def read() -> None:
+        async for piece in amodel.stream("q"):
+            pieces.append(piece)
+
+    with pytest.raises(ProviderResponseError, match=match):
+        await read()
+    assert "".join(pieces) == "42"
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_a_non_json_body_is_a_provider_response_error(content_type: str) -> None:
+    with pytest.raises(ProviderResponseError):
+        _model(_raw("{not json", content_type), PLAIN_MODEL)("q")
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+async def test_a_non_json_body_is_a_provider_response_error_async(content_type: str) -> None:
+    with pytest.raises(ProviderResponseError):
+        await _amodel(_raw("{not json", content_type), PLAIN_MODEL)("q")

@@ -221,8 +221,9 @@ class ReasoningStream:
     arrives, the text before it was already sent as answer. The totals (:attr:`reasoning`,
     :attr:`answer`) are then corrected; pass ``think_open=True`` when the template opens the
     tag to get correct deltas too, or ``hold=True`` when it is not known whether the template
-    opens it: answer text is then held until a ``</think>`` or :meth:`finish` decides it,
-    and the deltas are exact for any text (at the cost of streaming such an answer late).
+    opens it: answer text is then held until a ``</think>``, a reasoning-field delta (the
+    server splits the reasoning itself) or :meth:`finish` decides it, and the deltas are exact
+    for any text (at the cost of streaming such an answer late).
 
     Example:
         >>> s = ReasoningStream()
@@ -296,9 +297,10 @@ class ReasoningStream:
             r_out.append(reasoning)
             if not self._answer_begun:
                 self._strip_answer = True
+            self._hold = False  # the server splits the reasoning: no lone end tag will come
         a_out: list[str] = []
-        if text:
-            self._buf += text
+        if text or (reasoning and self._buf):
+            self._buf += text or ""
             self._run(r_out, a_out, final=False)
         return "".join(r_out), "".join(a_out)
 

@@ -353,3 +353,13 @@ def test_a_non_json_body_is_a_provider_response_error(content_type: str) -> None
 async def test_a_non_json_body_is_a_provider_response_error_async(content_type: str) -> None:
     with pytest.raises(ProviderResponseError):
         await _amodel(_raw("{not json", content_type), PLAIN_MODEL)("q")
+
+
+def test_a_thinking_model_behind_a_reasoning_parser_streams_at_once() -> None:
+    chunks = [
+        _chunk(0, {"reasoning_content": "plan"}),
+        _chunk(0, {"content": "4"}),
+        _chunk(0, {"content": "2"}),
+        _chunk(0, {}, "stop"),
+    ]
+    assert list(_model(_sse(chunks), THINKING_MODEL).stream("q")) == ["4", "2"]

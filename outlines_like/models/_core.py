@@ -633,7 +633,7 @@ class StreamView:
     Two cases hold the text back so that what is yielded is exactly the final answer:
     a model whose name says it thinks (its template may open ``<think>``, so a lone
     ``</think>`` can still turn the text before it into reasoning) holds its answer until
-    ``</think>`` or the end; a call with ``tools=...`` holds it to the end (``<tool_call>``
+    ``</think>``, a reasoning-field delta (the server splits reasoning) or the end; a call with ``tools=...`` holds it to the end (``<tool_call>``
     text is removed from the answer). Text that a later rule rewrites after it was yielded
     (a lone ``</think>`` from a model not known to think) cannot be taken back: a
     ``ReasoningRecoveredWarning`` says so.

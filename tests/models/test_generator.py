@@ -43,9 +43,9 @@ class Server:
                     "object": "chat.completion.chunk",
                     "created": 0,
                     "model": "t",
-                    "choices": [{"index": 0, "delta": {"content": ch}, "finish_reason": None}],
+                    "choices": [{"index": 0, "delta": {"content": ch}, "finish_reason": end}],
                 }
-                for ch in text
+                for ch, end in zip(text, [None] * (len(text) - 1) + ["stop"], strict=True)
             ]
             sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
             return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=sse)

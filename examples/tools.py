@@ -14,7 +14,8 @@ from typing import Literal
 import openai
 
 import outlines_like as ol
-from outlines_like.tools import MaxToolStepsError, run_tools, tool_choice, tool_schema
+from outlines_like import run_tools
+from outlines_like.tools import MaxToolStepsError, tool_choice, tool_schema
 
 BASE_URL = os.environ.get("OL_BASE_URL", "http://127.0.0.1:8000/v1")
 

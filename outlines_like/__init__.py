@@ -42,9 +42,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time see __getattr_
         from_transformers,
         from_vllm,
     )
+    from outlines_like.models.tool_loop import arun_tools, run_tools
     from outlines_like.reasoning import split_reasoning
     from outlines_like.streaming import aggregate_chunks
-    from outlines_like.tools import ToolCall, arun_tools, run_tools, tool_choice, tool_schema
+    from outlines_like.tools import ToolCall, tool_choice, tool_schema
 
     __version__: str
 
@@ -88,8 +89,8 @@ _HOMES: dict[str, str] = {  # every other public name lives in outlines_like.mod
     "split_reasoning": "outlines_like.reasoning",
     "aggregate_chunks": "outlines_like.streaming",
     "ToolCall": "outlines_like.tools",
-    "arun_tools": "outlines_like.tools",
-    "run_tools": "outlines_like.tools",
+    "arun_tools": "outlines_like.models.tool_loop",
+    "run_tools": "outlines_like.models.tool_loop",
     "tool_choice": "outlines_like.tools",
     "tool_schema": "outlines_like.tools",
 }

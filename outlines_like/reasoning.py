@@ -30,10 +30,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
+from outlines_like._scan import partial_suffix
 from outlines_like.errors import ReasoningRecoveredWarning, ThinkingConstrainedWarning
+from outlines_like.messages import REASONING_FIELDS, read_field
 
 __all__ = [
     "THINK_END",
@@ -45,16 +47,13 @@ __all__ = [
     "ThinkingConstrainedWarning",
     "model_thinks",
     "reasoning_from_message",
+    "resolve_reasoning",
     "split_reasoning",
     "warn_if_thinking_unconstrained",
 ]
 
 THINK_START = "<think>"
 THINK_END = "</think>"
-
-REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
-"""Message fields that hold reasoning, in the order they are read."""
-
 
 # --------------------------------------------------------------------------- text
 
@@ -97,33 +96,21 @@ def split_reasoning(
     return None, text
 
 
-def _field(message: object, name: str) -> object:
-    """Read ``name`` from a dict, an SDK object, or an SDK object's ``model_extra``."""
-    if isinstance(message, Mapping):
-        return message.get(name)
-    value = getattr(message, name, None)
-    if value is None:
-        extra = getattr(message, "model_extra", None)
-        if isinstance(extra, Mapping):
-            value = extra.get(name)
-    return value
-
-
 def _text_field(message: object, name: str) -> str | None:
-    value = _field(message, name)
+    value = read_field(message, name)
     if value is None:
         return None
     if isinstance(value, str):
         return value
     if isinstance(value, list):  # content parts: [{"type": "text", "text": ...}]
-        parts = [_field(p, "text") for p in value]
+        parts = [read_field(p, "text") for p in value]
         return "".join(p for p in parts if isinstance(p, str))
     raise TypeError(
         f"message field {name!r} should be a string, got {type(value).__name__}: {value!r:.80}"
     )
 
 
-def _resolve(
+def resolve_reasoning(
     field_reasoning: str | None,
     content: str | None,
     *,
@@ -210,22 +197,14 @@ def reasoning_from_message(
             field = value
             break
     content = _text_field(message, "content")
-    return _resolve(
+    return resolve_reasoning(
         field,
         content,
         finish_reason=finish_reason,
         think_open=think_open,
         recover=recover,
-        has_tool_calls=bool(_field(message, "tool_calls")),
+        has_tool_calls=bool(read_field(message, "tool_calls")),
     )
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    """Length of the longest end of ``text`` that is a proper prefix of ``tag``."""
-    for k in range(min(len(text), len(tag) - 1), 0, -1):
-        if tag.startswith(text[-k:]):
-            return k
-    return 0
 
 
 _State = Literal["start", "reasoning", "answer"]
@@ -241,7 +220,10 @@ class ReasoningStream:
     the split, with one exception: when ``think_open`` is ``False`` and a lone ``</think>``
     arrives, the text before it was already sent as answer. The totals (:attr:`reasoning`,
     :attr:`answer`) are then corrected; pass ``think_open=True`` when the template opens the
-    tag to get correct deltas too.
+    tag to get correct deltas too, or ``hold=True`` when it is not known whether the template
+    opens it: answer text is then held until a ``</think>``, a reasoning-field delta (the
+    server splits the reasoning itself) or :meth:`finish` decides it, and the deltas are exact
+    for any text (at the cost of streaming such an answer late).
 
     Example:
         >>> s = ReasoningStream()
@@ -250,10 +232,16 @@ class ReasoningStream:
     """
 
     def __init__(
-        self, *, think_open: bool = False, start: str = THINK_START, end: str = THINK_END
+        self,
+        *,
+        think_open: bool = False,
+        hold: bool = False,
+        start: str = THINK_START,
+        end: str = THINK_END,
     ) -> None:
         self._start, self._end = start, end
         self._think_open = think_open
+        self._hold = hold
         self._state: _State = "start"
         self._buf = ""
         self._ws = ""  # blanks held at the end of the reasoning
@@ -309,9 +297,10 @@ class ReasoningStream:
             r_out.append(reasoning)
             if not self._answer_begun:
                 self._strip_answer = True
+            self._hold = False  # the server splits the reasoning: no lone end tag will come
         a_out: list[str] = []
-        if text:
-            self._buf += text
+        if text or (reasoning and self._buf):
+            self._buf += text or ""
             self._run(r_out, a_out, final=False)
         return "".join(r_out), "".join(a_out)
 
@@ -378,7 +367,7 @@ class ReasoningStream:
                     self._emit_reasoning(buf, r_out, closing=True)
                     self._buf = ""
                     return
-                k = _partial_suffix(buf, end)
+                k = partial_suffix(buf, end)
                 self._emit_reasoning(buf[: len(buf) - k], r_out, closing=False)
                 self._buf = buf[len(buf) - k :]
                 return
@@ -397,7 +386,9 @@ class ReasoningStream:
                 self._after_reasoning = self._strip_answer = True
                 self._answer_begun = False
                 continue
-            k = 0 if final else _partial_suffix(buf, end)
+            if self._hold and not final:
+                return  # a lone end tag may still come: the text is not known to be answer
+            k = 0 if final else partial_suffix(buf, end)
             self._emit_answer(buf[: len(buf) - k], a_out)
             self._buf = buf[len(buf) - k :]
             return

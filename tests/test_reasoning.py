@@ -196,6 +196,28 @@ def test_any_split_gives_the_whole_text_split(
         assert "".join(d[1] for d in deltas) == a
 
 
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), text=_PIECES)
+def test_held_answers_give_exact_deltas_for_any_split(data: st.DataObject, text: str) -> None:
+    chunks = data.draw(_split(text))
+    stream = ReasoningStream(hold=True)
+    deltas = [stream.feed(c) for c in chunks] + [stream.finish()]
+    r, a = split_reasoning(text)
+    assert (stream.reasoning, stream.answer) == (r, a)
+    assert "".join(d[0] for d in deltas) == (r or "")
+    assert "".join(d[1] for d in deltas) == a  # the lone end tag included
+
+
+def test_a_held_answer_is_released_by_the_end_tag_or_a_reasoning_field() -> None:
+    stream = ReasoningStream(hold=True)
+    assert stream.feed("plan ") == ("", "")
+    assert stream.feed("</think> 4") == ("plan", "4")
+    stream = ReasoningStream(hold=True)
+    assert stream.feed("4") == ("", "")
+    assert stream.feed(reasoning="r") == ("r", "4")
+    assert stream.feed("2") == ("", "2")
+
+
 # ---------------------------------------------------------------- token ids
 
 START, END = 100, 101

@@ -12,6 +12,7 @@ model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="
 """
 
 from outlines_like.errors import TruncatedOutputWarning
+from outlines_like.messages import Completion, Usage
 from outlines_like.models._core import Constraint
 from outlines_like.models.factories import (
     from_llamacpp,
@@ -25,7 +26,6 @@ from outlines_like.models.factories import (
 from outlines_like.models.generator import AsyncModelGenerator, Generator, ModelGenerator
 from outlines_like.models.local import TransformersModel, from_transformers
 from outlines_like.models.remote import AsyncModel, Model
-from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import RateLimiter, RetryPolicy
 
 __all__ = [

@@ -9,8 +9,11 @@ the sending (blocking or awaited) between them:
    ``send_flow`` sends with retries and, when the server behind the URL seems to have
    changed (connection refused, 404), detects it again once;
 3. ``build_request``: the adapter's constraint fields merged into a copy of the kwargs;
-4. ``read`` / ``StreamReader``: text, reasoning, tool calls, usage and finish reason, checked
-   for refusals, content filters and truncation.
+4. ``read`` / ``StreamView``: text, reasoning, tool calls, usage and finish reason, checked
+   for refusals, content filters and truncation. A stream is read by the same aggregator as
+   ``outlines_like.streaming.aggregate_chunks`` (``StreamView`` is a thin view over it), and
+   both paths share the recovery rules of ``reasoning.resolve_reasoning`` and the tool-call
+   readers, so a streamed and a whole answer read the same.
 """
 
 from __future__ import annotations
@@ -31,24 +34,28 @@ from outlines_like.errors import (
     GenerationError,
     NotFoundError,
     ProviderResponseError,
+    ReasoningRecoveredWarning,
     TruncatedOutputWarning,
 )
 from outlines_like.inputs import to_messages, to_prompt_text
+from outlines_like.messages import (
+    REASONING_FIELDS,
+    Completion,
+    ToolCall,
+    Usage,
+    read_field,
+    read_usage,
+)
 from outlines_like.models.detection import detection_flow
-from outlines_like.models.result import Completion, Usage
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
 from outlines_like.reasoning import (
-    ReasoningStream,
     model_thinks,
     reasoning_from_message,
     split_reasoning,
     warn_if_thinking_unconstrained,
 )
-from outlines_like.tools import (
-    ToolCall,
-    parse_tool_calls,
-    tool_calls_from_message,
-)
+from outlines_like.streaming import StreamAggregator
+from outlines_like.tools.calls import parse_tool_calls, tool_calls_from_message
 from outlines_like.types import Term, parse, to_term
 
 if TYPE_CHECKING:
@@ -61,7 +68,7 @@ __all__ = [
     "ListModels",
     "ModelCore",
     "Request",
-    "StreamReader",
+    "StreamView",
     "Target",
     "TruncatedOutputWarning",
 ]
@@ -187,53 +194,15 @@ def _create_params(endpoint: Endpoint) -> frozenset[str]:
     return frozenset(names)
 
 
-def _field(obj: object, name: str) -> Any:
-    """Read ``name`` from a dict or an SDK object (extra fields included).
-
-    Looks in a pydantic object's ``__dict__`` and extras first: a missing attribute makes
-    pydantic raise and catch an ``AttributeError``, which costs microseconds per field.
-    """
-    if type(obj) is dict:
-        return obj.get(name)
-    attrs = getattr(obj, "__dict__", None)
-    if attrs is not None and name in attrs:
-        return attrs[name]
-    extra = getattr(obj, "__pydantic_extra__", None)
-    if type(extra) is dict:
-        return extra.get(name)
-    if isinstance(obj, Mapping):  # after the fast paths: an ABC check is slow
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
-
-
 def _plain_answer(message: object) -> str | None:
     """The content when it holds no reasoning at all (the common case, read fast), else None."""
-    content = _field(message, "content")
+    content = read_field(message, "content")
     if not isinstance(content, str) or "think>" in content:
         return None
-    for name in _REASONING_FIELDS:
-        if _field(message, name):
+    for name in REASONING_FIELDS:
+        if read_field(message, name):
             return None
     return content
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def read_usage(raw: object) -> Usage | None:
-    """Token counts from a response's ``usage`` (``None`` when the server sent none)."""
-    if raw is None:
-        return None
-    prompt = _int(_field(raw, "prompt_tokens"))
-    completion = _int(_field(raw, "completion_tokens"))
-    total = _int(_field(raw, "total_tokens")) or prompt + completion
-    details = _field(raw, "completion_tokens_details")
-    reasoning = _field(details, "reasoning_tokens") if details is not None else None
-    return Usage(prompt, completion, total, reasoning if isinstance(reasoning, int) else None)
 
 
 def _request_id(response: object) -> str | None:
@@ -625,12 +594,19 @@ class ModelCore(Generic[ClientT]):
             params["stream"] = True
         return Request(self.endpoint, params)
 
+    def thinks(self, model: str | None) -> bool | None:
+        """Whether ``model`` reasons before answering, guessed from its name (cached)."""
+        if model is None:
+            return None
+        try:
+            return self._thinks[model]
+        except KeyError:
+            thinks = self._thinks[model] = model_thinks(model)
+            return thinks
+
     def _check_thinking(self, server: ServerKind, model: str) -> None:
         """Warn when a thinking model's reasoning may be forced into the output type."""
-        thinks = self._thinks.get(model, False)
-        if thinks is False and model not in self._thinks:
-            thinks = self._thinks[model] = model_thinks(model)
-        if thinks:
+        if self.thinks(model):
             warn_if_thinking_unconstrained(
                 server=server,
                 constrained=True,
@@ -648,25 +624,25 @@ class ModelCore(Generic[ClientT]):
             GenerationError: a choice was refused or stopped by a content filter.
             ProviderResponseError: the response has no choices or malformed fields.
         """
-        choices = _field(response, "choices")
+        choices = read_field(response, "choices")
         if not choices:
             raise ProviderResponseError(
                 "the server answered without choices", request_id=_request_id(response)
             )
-        usage = read_usage(_field(response, "usage"))
+        usage = read_usage(read_field(response, "usage"))
         self._meter.add(usage)
         chat = call.prompt_key == "messages"
         out = []
         for choice in choices:
-            finish = _field(choice, "finish_reason")
+            finish = read_field(choice, "finish_reason")
             tool_calls: tuple[ToolCall, ...] = ()
             if chat:
-                message = _field(choice, "message")
+                message = read_field(choice, "message")
                 if message is None:
                     raise ProviderResponseError(
                         "a choice has no message", request_id=_request_id(response)
                     )
-                refusal = _field(message, "refusal")
+                refusal = read_field(message, "refusal")
                 if refusal:
                     raise _refused(str(refusal), _request_id(response))
                 plain = _plain_answer(message)
@@ -685,7 +661,7 @@ class ModelCore(Generic[ClientT]):
                     found, text = parse_tool_calls(text)
                     tool_calls = tuple(found)
             else:
-                raw_text = _field(choice, "text")
+                raw_text = read_field(choice, "text")
                 reasoning, text = split_reasoning(raw_text if isinstance(raw_text, str) else "")
             if finish == "content_filter":
                 raise _filtered(text, _request_id(response))
@@ -722,9 +698,9 @@ class ModelCore(Generic[ClientT]):
         """What ``model.complete(...)`` returns: a ``Completion``, or a list when ``n > 1``."""
         return completions[0] if call.n == 1 else completions
 
-    def stream_reader(self, call: Call) -> StreamReader:
+    def stream_view(self, call: Call) -> StreamView:
         """A reader for the chunks of one streamed call."""
-        return StreamReader(self, call)
+        return StreamView(self, call)
 
 
 def _label(constraint: Constraint) -> str:
@@ -733,73 +709,89 @@ def _label(constraint: Constraint) -> str:
     return name if isinstance(name, str) else repr(tp)[:80]
 
 
-class StreamReader:
-    """Turns stream chunks into answer-text deltas; reasoning never reaches the answer.
+class StreamView:
+    """What ``model.stream`` yields: a thin view over ``streaming.StreamAggregator``.
 
-    ``feed(chunk)`` returns the answer delta of one chunk; ``finish()`` flushes held-back
-    text and runs the end-of-stream checks (refusal, content filter, truncation).
+    The chunks go through the same aggregator as ``aggregate_chunks``, so every recovery
+    rule (an answer inside a reasoning field, a lone ``</think>``, error chunks, tool calls
+    written as text) gives the same answer on both paths, and the same as ``model(...)``.
+    ``feed(chunk)`` returns the answer delta of one chunk; ``finish()`` returns the rest of
+    the answer that only the end of the stream revealed (e.g. an answer recovered from the
+    reasoning field) and runs the end-of-stream checks (refusal, content filter, truncation).
+
+    Two cases hold the text back so that what is yielded is exactly the final answer:
+    a model whose name says it thinks (its template may open ``<think>``, so a lone
+    ``</think>`` can still turn the text before it into reasoning) holds its answer until
+    ``</think>``, a reasoning-field delta (the server splits reasoning) or the end; a call
+    with ``tools=...`` holds it to the end (``<tool_call>`` text is removed from the answer). Text that a later rule rewrites after it was yielded
+    (a lone ``</think>`` from a model not known to think) cannot be taken back: a
+    ``ReasoningRecoveredWarning`` says so.
     """
 
-    __slots__ = ("_call", "_core", "_finish", "_refusal", "_split", "_usage", "text")
+    __slots__ = ("_agg", "_call", "_core", "_eager", "text")
 
     def __init__(self, core: ModelCore[Any], call: Call) -> None:
         self._core = core
         self._call = call
-        self._split = ReasoningStream()
-        self._finish: str | None = None
-        self._refusal: list[str] = []
-        self._usage: Usage | None = None
+        chat = call.prompt_key == "messages"
+        text_tools = chat and bool(call.kwargs.get("tools"))
+        model = call.model or core.model_name or core._default_model
+        self._agg = StreamAggregator(
+            text_tool_calls=text_tools, hold_answer=bool(core.thinks(model))
+        )
+        self._eager = not text_tools
         self.text = ""
-        """The answer streamed so far."""
+        """The answer yielded so far."""
 
     def feed(self, chunk: object) -> str:
-        """Take one chunk; return its answer delta (possibly empty)."""
-        raw_usage = _field(chunk, "usage")
-        if raw_usage is not None:
-            self._usage = read_usage(raw_usage)
-        choices = _field(chunk, "choices")
-        if not choices:
+        """Take one chunk; return its answer delta (possibly empty).
+
+        Raises:
+            ProviderResponseError: the chunk is an error event or cannot be read.
+        """
+        deltas = self._agg.feed(chunk)
+        if not self._eager:
             return ""
-        out = []
-        for choice in choices:
-            finish = _field(choice, "finish_reason")
-            if finish:
-                self._finish = finish
-            if self._call.prompt_key == "messages":
-                delta = _field(choice, "delta")
-                if delta is None:
-                    continue
-                refusal = _field(delta, "refusal")
-                if refusal:
-                    self._refusal.append(refusal)
-                content = _field(delta, "content")
-                thinking = _field(delta, "reasoning_content") or _field(delta, "reasoning")
-            else:
-                content = _field(choice, "text")
-                thinking = None
-            _, answer = self._split.feed(
-                content if isinstance(content, str) else None,
-                reasoning=thinking if isinstance(thinking, str) else None,
-            )
-            if answer:
-                out.append(answer)
-        delta_text = "".join(out)
-        self.text += delta_text
-        return delta_text
+        text = "".join(d.content for d in deltas if d.index == 0)
+        self.text += text
+        return text
 
     def finish(self, *, stacklevel: int = 1) -> str:
-        """Flush the last answer text; raise or warn on a bad ending.
+        """Return the rest of the answer; raise or warn on a bad ending.
 
         Raises:
             GenerationError: the model refused, or a content filter stopped it.
+            ProviderResponseError: the stream carried no first choice, or ended before a
+                finish reason (a connection closed early looks like a clean end).
         """
-        _, tail = self._split.finish()
+        agg = self._agg
+        try:
+            message = agg.result(0)
+        except KeyError as exc:
+            raise ProviderResponseError(str(exc.args[0])) from exc
+        self._core._meter.add(agg.usage)
+        if message.refusal:
+            raise _refused(message.refusal, None)
+        if message.finish_reason is None:
+            raise ProviderResponseError(
+                "the stream ended before the server finished the answer (no finish_reason): "
+                f"it may be cut; received {message.content[-200:]!r}"
+            )
+        if message.finish_reason == "content_filter":
+            raise _filtered(message.content, None)
+        answer = message.content
+        tail = ""
+        if answer.startswith(self.text):
+            tail = answer[len(self.text) :]
+        else:
+            warnings.warn(
+                "text already streamed turned out to be reasoning (a lone '</think>' came "
+                f"later); the answer is {answer[:80]!r}. Name the model so that it is known "
+                "to think (model_name=...), or use model(...)",
+                ReasoningRecoveredWarning,
+                stacklevel=stacklevel + 1,
+            )
         self.text += tail
-        self._core._meter.add(self._usage)
-        if self._refusal:
-            raise _refused("".join(self._refusal), None)
-        if self._finish == "content_filter":
-            raise _filtered(self.text, None)
-        completion = Completion(self.text, self._split.reasoning, (), self._finish, self._usage)
+        completion = message.to_completion()
         self._core.check_length(self._call, [completion], strict=False, stacklevel=stacklevel + 1)
         return tail

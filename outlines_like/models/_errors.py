@@ -9,6 +9,7 @@ through untouched.
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -168,6 +169,10 @@ def translate(exc: BaseException) -> APIError | None:
         )
     if isinstance(exc, openai.APIError):  # e.g. an error event inside an SSE stream
         return ServerError(f"the server reported an error: {exc.message}", body=exc.body)
+    if isinstance(exc, json.JSONDecodeError):  # the SDK decoding a 2xx body or an SSE event
+        return ProviderResponseError(
+            f"the server's answer is not JSON ({exc.msg} at character {exc.pos}): {exc.doc[:200]!r}"
+        )
     # Raw httpx / httpx2 errors (server probes, stream reads outside the SDK's wrapping).
     if isinstance(exc, _TIMEOUTS):
         return APITimeoutError("the request timed out")

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from outlines_like.models.result import Completion, Usage
+from outlines_like.messages import Completion, Usage
 
 if TYPE_CHECKING:
     from outlines_like.engine.pipeline import TransformersPipeline

@@ -35,7 +35,7 @@ from outlines_like.models.detection import Probe, aprobe, probe
 from outlines_like.models.retry import Send, adrive, drive
 
 if TYPE_CHECKING:
-    from outlines_like.models.result import Completion
+    from outlines_like.messages import Completion
 
 __all__ = ["AsyncModel", "Model"]
 
@@ -173,19 +173,19 @@ class Model(ModelCore[openai.OpenAI]):
         return self._stream(call)
 
     def _stream(self, call: Call) -> Iterator[str]:
-        reader = self.stream_reader(call)
         stream = self._send(call)
+        view = self.stream_view(call)  # after sending: the model id is known by then
         with translate_errors():
             try:
                 for chunk in stream:
-                    delta = reader.feed(chunk)
+                    delta = view.feed(chunk)
                     if delta:
                         yield delta
             finally:
                 close = getattr(stream, "close", None)
                 if close is not None:
                     close()
-        tail = reader.finish(stacklevel=2)
+        tail = view.finish(stacklevel=2)
         if tail:
             yield tail
 
@@ -353,19 +353,19 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return self._stream(call)
 
     async def _stream(self, call: Call) -> AsyncIterator[str]:
-        reader = self.stream_reader(call)
         stream = await self._send(call)
+        view = self.stream_view(call)  # after sending: the model id is known by then
         with translate_errors():
             try:
                 async for chunk in stream:
-                    delta = reader.feed(chunk)
+                    delta = view.feed(chunk)
                     if delta:
                         yield delta
             finally:
                 close = getattr(stream, "close", None)
                 if close is not None:
                     await close()
-        tail = reader.finish(stacklevel=2)
+        tail = view.finish(stacklevel=2)
         if tail:
             yield tail
 

@@ -50,17 +50,18 @@ import pydantic
 import pytest
 
 import outlines_like as ol
+from outlines_like import arun_tools, run_tools
 from outlines_like.errors import MaxToolStepsError
 from outlines_like.reasoning import split_reasoning
 from outlines_like.server.tiny import CHAT_TEMPLATE
 from outlines_like.streaming import StreamAggregator, aggregate_chunks
-from outlines_like.tools import ToolCall, arun_tools, run_tools, tool_choice, tool_schema
+from outlines_like.tools import ToolCall, tool_choice, tool_schema
 from outlines_like.types import Regex
 from tests.integration._parsers_server import ParsersVLLM
 from tests.integration.conftest import WORKDIR, Server, free_port, wait_healthy
 
 if TYPE_CHECKING:
-    from outlines_like.models.result import Completion
+    from outlines_like.messages import Completion
 
 pytestmark = [pytest.mark.realservers, pytest.mark.timeout(1500)]
 

@@ -20,17 +20,16 @@ from outlines_like.errors import (
     RateLimitError,
     ServerError,
 )
+from outlines_like.messages import Usage
 from outlines_like.models._core import (
     Call,
     Constraint,
     ListModels,
     ModelCore,
     Target,
-    read_usage,
 )
 from outlines_like.models._errors import parse_retry_after, translate, translate_errors
 from outlines_like.models.detection import Probe
-from outlines_like.models.result import Usage
 from outlines_like.models.retry import RateLimiter
 from outlines_like.types import Regex, Term
 
@@ -179,28 +178,6 @@ def message_choice(content: str | None, finish: str = "stop", **fields: Any) -> 
     return {"message": {"content": content, **fields}, "finish_reason": finish}
 
 
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        (None, None),
-        ({"prompt_tokens": 1, "completion_tokens": 2}, Usage(1, 2, 3)),
-        ({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 4}, Usage(1, 2, 4)),
-        (
-            {
-                "prompt_tokens": 1,
-                "completion_tokens": 5,
-                "total_tokens": 6,
-                "completion_tokens_details": {"reasoning_tokens": 4},
-            },
-            Usage(1, 5, 6, 4),
-        ),
-        ({"prompt_tokens": None, "completion_tokens": True}, Usage(0, 0, 0)),
-    ],
-)
-def test_read_usage(raw: object, expected: Usage | None) -> None:
-    assert read_usage(raw) == expected
-
-
 def test_read_dict_answer() -> None:
     c = core()
     answer = {"choices": [message_choice("<think>a</think>b")], "usage": {"prompt_tokens": 2}}
@@ -225,9 +202,9 @@ def test_read_bad_answers(answer: dict[str, Any], error: type[Exception], match:
         c.read(prepared(c), answer)
 
 
-def test_stream_reader_with_dict_chunks() -> None:
+def test_stream_view_with_dict_chunks() -> None:
     c = core()
-    reader = c.stream_reader(c.prepare("x", Constraint.of(None), {}, stream=True))
+    reader = c.stream_view(c.prepare("x", Constraint.of(None), {}, stream=True))
     deltas = [
         reader.feed({"choices": [{"delta": {"reasoning": "think"}}]}),
         reader.feed({"choices": [{"delta": {"content": "a"}}]}),

@@ -15,7 +15,8 @@ from tests.conftest import FakeServer, chat_body, chunk, sse
 
 
 def stream_of(text: str) -> httpx2.Response:
-    return sse(*(chunk(ch) for ch in text))
+    """The text one character a chunk, the last with ``finish_reason: stop`` as servers send."""
+    return sse(*(chunk(ch) for ch in text[:-1]), chunk(text[-1], finish="stop"))
 
 
 def sglang(fake: FakeServer) -> m.Model:

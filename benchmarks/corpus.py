@@ -46,8 +46,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpus_docs
+# this checkout's package (not another installed copy), and the sibling module; spawned
+# workers inherit the path
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+import corpus_docs  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MASKING = Path(__file__).resolve().parent / "masking.py"
@@ -249,8 +251,10 @@ def _load_engine(name: str, harness: str) -> Any:
     return cls()
 
 
-def _engine_worker(conn: Connection, name: str, harness: str, vocab_name: str) -> None:
+def _engine_worker(conn: Connection, name: str, harness: str, vocab_name: str, log: str) -> None:
     """Compile each schema once and walk each of its documents once, timing every mask."""
+    with open(log, "a") as f:  # the engines' warnings go to OUT/<engine>.log
+        os.dup2(f.fileno(), 2)
     t0 = time.perf_counter()
     engine = _load_engine(name, harness)
     import engines
@@ -381,7 +385,8 @@ def _start_engine_worker(worker: Worker, name: str) -> dict[str, Any]:
 
 def run_engine(name: str, corpus: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     """Run one engine over the corpus in its own (restartable) worker."""
-    worker = Worker(_engine_worker, (name, str(args.harness), args.vocab), args.mem_limit_mb)
+    log = str(args.out.resolve() / f"{name}.log")
+    worker = Worker(_engine_worker, (name, str(args.harness), args.vocab, log), args.mem_limit_mb)
     hello = _start_engine_worker(worker, name)
     print(f"{name}: {hello['version']}, setup {hello['setup_s']:.1f} s", file=sys.stderr)
     rows = []

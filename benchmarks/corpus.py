@@ -425,10 +425,15 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values), q))
 
 
-def summarize(run: dict[str, Any], corpus: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-engine figures: coverage, correctness, compile / first-mask / mask percentiles."""
+def summarize(
+    run: dict[str, Any], corpus: list[dict[str, Any]], only: set[str] | None = None
+) -> dict[str, Any]:
+    """Per-engine figures: coverage, correctness, compile / first-mask / mask percentiles.
+
+    ``only``: restrict to these schemas (those every engine compiled, for the ratios).
+    """
     docs = {e["name"]: e["docs"] for e in corpus}
-    rows = run["rows"]
+    rows = [r for r in run["rows"] if only is None or r["name"] in only]
     ok = [r for r in rows if r["status"] == "ok"]
     counts = {
         s: sum(r["status"] == s for r in rows)
@@ -495,53 +500,92 @@ def _qs(figures: dict[Any, float | None], qs: tuple[Any, ...]) -> str:
     return " / ".join(_f(figures[q]) for q in qs)
 
 
-def markdown(summaries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    """The tables: per engine, and ours against the best anchor."""
+def _engine_table(summaries: list[dict[str, Any]]) -> list[str]:
     lines = [
-        f"Corpus: {meta['schemas']} schemas sampled (seed {meta['seed']}), "
-        f"{meta['with_docs']} with documents, {meta['valid']} valid and {meta['invalid']} "
-        f"invalid documents, vocabulary {meta['vocab']}. {meta['date']}, load average "
-        f"{meta['load_before']} before / {meta['load_after']} after.",
-        "",
         "| engine | compiled | rejected | timeout / oom / crash | invalid accepted "
         "| valid refused | compile ms p50 / p75 / p99 | first mask ms p50 / p75 / p99 "
-        "| mask µs p50 / p90 / p99 / max | wall |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mask µs p50 / p90 / p99 / max |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         c = s["counts"]
         lines.append(
-            f"| {s['engine']} {s['version']} "
+            f"| {s['engine']} {s['version'].split()[-1]} "
             f"| {c['ok']}/{s['schemas']} ({100 * s['coverage']:.1f}%) | {c['rejected']} "
             f"| {c['timeout']} / {c['oom']} / {c['error'] + c['died']} "
             f"| {s['invalid_accepted']}/{s['invalid']} | {s['valid_refused']}/{s['valid']} "
             f"| {_qs(s['compile_ms'], (50, 75, 99))} | {_qs(s['ttfm_ms'], (50, 75, 99))} "
-            f"| {_qs(s['mask_us'], (50, 90, 99, 'max'))} | {s['wall_s']:.0f} s |"
+            f"| {_qs(s['mask_us'], (50, 90, 99, 'max'))} |"
         )
+    return lines
+
+
+def _ratios(summaries: list[dict[str, Any]], coverage: dict[str, float]) -> list[str]:
     ours = next((s for s in summaries if s["engine"] == "outlines_like"), None)
     anchors = [s for s in summaries if s["engine"] in ANCHORS]
-    if ours and anchors:
-        lines += [
-            "",
-            "Ours / best anchor (lower is better; the anchor's value in brackets):",
-            "",
-            "| figure | ratio |",
-            "|---|---|",
-        ]
-        for label, field, qs in (
-            ("compile", "compile_ms", (50, 75, 99)),
-            ("first mask", "ttfm_ms", (50, 75, 99)),
-            ("mask", "mask_us", (50, 90, 99, "max")),
-        ):
-            for q in qs:
-                vals = [(a[field][q], a["engine"]) for a in anchors if a[field][q] is not None]
-                if not vals or ours[field][q] is None:
-                    continue
-                best, who = min(vals)
-                lines.append(f"| {label} p{q} | {ours[field][q] / best:.1f}x ({who} {_f(best)}) |")
-        best_cov = max(a["coverage"] for a in anchors)
-        lines.append(f"| coverage | {ours['coverage'] / best_cov:.2f}x |")
+    if not ours or not anchors:
+        return []
+    lines = ["| figure | ours | best anchor | ours / best |", "|---|---|---|---|"]
+    for label, field, qs in (
+        ("compile ms", "compile_ms", (50, 75, 99)),
+        ("first mask ms", "ttfm_ms", (50, 75, 99)),
+        ("mask µs", "mask_us", (50, 90, 99, "max")),
+    ):
+        for q in qs:
+            vals = [(a[field][q], a["engine"]) for a in anchors if a[field][q] is not None]
+            if not vals or ours[field][q] is None:
+                continue
+            best, who = min(vals)
+            name = f"{label} {'p' if q != 'max' else ''}{q}"
+            lines.append(
+                f"| {name} | {_f(ours[field][q])} | {_f(best)} ({who}) "
+                f"| {ours[field][q] / best:.1f}x |"
+            )
+    best_cov, who = max((coverage[a["engine"]], a["engine"]) for a in anchors)
+    lines.append(
+        f"| coverage (all schemas) | {100 * coverage['outlines_like']:.1f}% "
+        f"| {100 * best_cov:.1f}% ({who}) | {coverage['outlines_like'] / best_cov:.2f}x |"
+    )
+    return lines
+
+
+def markdown(
+    summaries: list[dict[str, Any]], common: list[dict[str, Any]], meta: dict[str, Any]
+) -> str:
+    """The tables: per engine (all schemas, then those every engine compiled), and ratios."""
+    walls = ", ".join(f"{s['engine']} {s['wall_s']:.0f} s" for s in summaries)
+    lines = [
+        f"Corpus: {meta['schemas']} schemas sampled (seed {meta['seed']}), "
+        f"{meta['with_docs']} with documents, {meta['valid']} valid and {meta['invalid']} "
+        f"invalid documents, vocabulary {meta['vocab']}, budget {meta.get('budget', '?')} s "
+        f"per schema. {meta['date']}, load average {meta['load_before']} before / "
+        f"{meta['load_after']} after; wall {walls}.",
+        "",
+        "All schemas with documents:",
+        "",
+        *_engine_table(summaries),
+        "",
+        f"The {common[0]['schemas'] if common else 0} schemas every engine compiled:",
+        "",
+        *_engine_table(common),
+        "",
+        "Ours against the best anchor on those schemas (lower is better):",
+        "",
+        *_ratios(common, {s["engine"]: s["coverage"] for s in summaries}),
+    ]
     return "\n".join(lines)
+
+
+def report(
+    runs: list[dict[str, Any]], corpus: list[dict[str, Any]], meta: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The markdown, and the summaries over all schemas and over those every engine compiled."""
+    summaries = [summarize(r, corpus) for r in runs]
+    compiled = [{row["name"] for row in r["rows"] if row["status"] == "ok"} for r in runs]
+    common_names = set.intersection(*compiled) if compiled else set()
+    common = [summarize(r, corpus, common_names) for r in runs]
+    text = markdown(summaries, common, meta)
+    return text, {"meta": meta, "summaries": summaries, "common": common, "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -561,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.summarize:
         data = json.loads((args.summarize / "corpus-results.json").read_text())
-        print(markdown(data["summaries"], data["meta"]))
+        corpus = json.loads((args.summarize / "corpus.json").read_text())["schemas"]
+        print(report(data["runs"], corpus, data["meta"])[0])
         return 0
     out = args.out.resolve()
     if out == REPO or REPO in out.parents:
@@ -570,7 +615,6 @@ def main(argv: list[str] | None = None) -> int:
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     corpus = prepare_corpus(args, out)
     runs = [run_engine(name, corpus, args) for name in args.engines.split(",")]
-    summaries = [summarize(r, corpus) for r in runs]
     meta = {
         "schemas": len(corpus),
         "with_docs": sum(bool(e["docs"]) for e in corpus),
@@ -579,16 +623,15 @@ def main(argv: list[str] | None = None) -> int:
         "gen_errors": {e["name"]: e["gen_error"] for e in corpus if "gen_error" in e},
         "seed": args.seed,
         "vocab": args.vocab,
+        "budget": args.budget,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_before": load_before,
         "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
-    report = markdown(summaries, meta)
-    (out / "corpus-results.md").write_text(report + "\n")
-    (out / "corpus-results.json").write_text(
-        json.dumps({"meta": meta, "summaries": summaries, "runs": runs}, indent=1)
-    )
-    print(report)
+    text, results = report(runs, corpus, meta)
+    (out / "corpus-results.md").write_text(text + "\n")
+    (out / "corpus-results.json").write_text(json.dumps(results, indent=1))
+    print(text)
     print(f"\nresults: {out}", file=sys.stderr)
     return 0
 

@@ -723,9 +723,9 @@ class StreamView:
     a model whose name says it thinks (its template may open ``<think>``, so a lone
     ``</think>`` can still turn the text before it into reasoning) holds its answer until
     ``</think>``, a reasoning-field delta (the server splits reasoning) or the end; a call
-    with ``tools=...`` holds it to the end (``<tool_call>`` text is removed from the answer). Text that a later rule rewrites after it was yielded
-    (a lone ``</think>`` from a model not known to think) cannot be taken back: a
-    ``ReasoningRecoveredWarning`` says so.
+    with ``tools=...`` holds it to the end (``<tool_call>`` text is removed from the answer).
+    Text that a later rule rewrites after it was yielded (a lone ``</think>`` from a model not
+    known to think) cannot be taken back: a ``ReasoningRecoveredWarning`` says so.
     """
 
     __slots__ = ("_agg", "_call", "_core", "_eager", "text")

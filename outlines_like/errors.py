@@ -21,8 +21,9 @@ OutlinesLikeError
 └── MaxToolStepsError             (also RuntimeError) a tool loop hit its step limit
 ```
 
-Warnings (all ``UserWarning``): ``TruncatedOutputWarning``, ``ReasoningRecoveredWarning``,
-``ThinkingConstrainedWarning``, ``ToolCallParseWarning``, ``UnenforcedKeywordWarning``.
+Warnings (all ``UserWarning``): ``TruncatedOutputWarning``, ``ConstraintViolationWarning``,
+``ReasoningRecoveredWarning``, ``ThinkingConstrainedWarning``, ``ToolCallParseWarning``,
+``UnenforcedKeywordWarning``.
 
 Foreign exceptions (``openai``, ``httpx``) are translated to these at one boundary,
 ``outlines_like.models._errors``; programmer errors are never relabelled.
@@ -39,6 +40,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConstraintViolationError",
+    "ConstraintViolationWarning",
     "GenerationError",
     "InvalidConstraintError",
     "MaxToolStepsError",
@@ -279,4 +281,11 @@ class ThinkingConstrainedWarning(UserWarning):
 
     Without a reasoning parser on the server, the schema or regex also applies to the
     model's ``<think>`` block, so the model cannot think: quality drops, silently.
+    """
+
+
+class ConstraintViolationWarning(UserWarning):
+    """A server's answer breaks its constraint, and ``verify="warn"`` returns it anyway.
+
+    With the default ``verify=True`` the same finding raises ``ConstraintViolationError``.
     """

@@ -23,39 +23,24 @@ import dataclasses
 import functools
 import inspect
 import threading
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
-from outlines_like.errors import (
-    APIConnectionError,
-    APIError,
-    GenerationError,
-    NotFoundError,
-    ProviderResponseError,
-    ReasoningRecoveredWarning,
-    TruncatedOutputWarning,
-)
+from outlines_like.errors import APIConnectionError, APIError, NotFoundError, TruncatedOutputWarning
 from outlines_like.inputs import to_messages, to_prompt_text
-from outlines_like.messages import (
-    REASONING_FIELDS,
-    Completion,
-    ToolCall,
-    Usage,
-    read_field,
-    read_usage,
+from outlines_like.messages import Completion, Usage
+from outlines_like.models._reader import (
+    Sink,
+    StreamView,
+    Verify,
+    check_answers,
+    check_verify,
+    read_response,
 )
 from outlines_like.models.detection import detection_flow
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
-from outlines_like.reasoning import (
-    model_thinks,
-    reasoning_from_message,
-    split_reasoning,
-    warn_if_thinking_unconstrained,
-)
-from outlines_like.streaming import StreamAggregator
-from outlines_like.tools.calls import parse_tool_calls, tool_calls_from_message
+from outlines_like.reasoning import model_thinks, warn_if_thinking_unconstrained
 from outlines_like.types import Term, parse, to_term
 
 if TYPE_CHECKING:
@@ -76,30 +61,6 @@ __all__ = [
 ClientT = TypeVar("ClientT")
 
 SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
-
-
-def check_truncated(
-    label: str, completions: Iterable[Completion], *, strict: bool, stacklevel: int
-) -> None:
-    """Warn (or, ``strict``, raise) when constrained output was cut at ``max_tokens``.
-
-    Args:
-        label: How to name the output type in the message.
-        completions: The answers; the first one cut at ``max_tokens`` is reported.
-        strict: Raise ``GenerationError`` instead of warning (``parse`` needs a whole value).
-        stacklevel: Passed to :func:`warnings.warn`, counted from this function.
-    """
-    for completion in completions:
-        if completion.finish_reason == "length":
-            message = (
-                f"the output for output_type={label} was cut at max_tokens "
-                f"(finish_reason='length') and is likely incomplete: {completion.text[:200]!r}"
-                "; raise max_tokens"
-            )
-            if strict:
-                raise GenerationError(message, reason="length", text=completion.text)
-            warnings.warn(message, TruncatedOutputWarning, stacklevel=stacklevel)
-            return
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -170,6 +131,7 @@ class Call:
     n: int
     stream: bool
     model: str | None
+    verify: Verify = True
 
 
 _RESERVED = {
@@ -177,6 +139,7 @@ _RESERVED = {
     "prompt": "pass the prompt as the first argument",
     "stream": "call model.stream(...) to stream",
 }
+_OURS = frozenset({"verify"})  # per-call options read here, never sent
 
 
 @functools.cache
@@ -192,40 +155,6 @@ def _create_params(endpoint: Endpoint) -> frozenset[str]:
         from openai.resources.completions import Completions  # type: ignore[assignment]
     names = set(inspect.signature(Completions.create).parameters) - {"self"}
     return frozenset(names)
-
-
-def _plain_answer(message: object) -> str | None:
-    """The content when it holds no reasoning at all (the common case, read fast), else None."""
-    content = read_field(message, "content")
-    if not isinstance(content, str) or "think>" in content:
-        return None
-    for name in REASONING_FIELDS:
-        if read_field(message, name):
-            return None
-    return content
-
-
-def _request_id(response: object) -> str | None:
-    value = getattr(response, "_request_id", None)
-    return value if isinstance(value, str) else None
-
-
-def _refused(refusal: str, request_id: str | None) -> GenerationError:
-    return GenerationError(
-        f"the model refused to answer: {refusal!r}",
-        reason="refusal",
-        text=refusal,
-        request_id=request_id,
-    )
-
-
-def _filtered(text: str, request_id: str | None) -> GenerationError:
-    return GenerationError(
-        "the server's content filter stopped the output (finish_reason='content_filter')",
-        reason="content_filter",
-        text=text,
-        request_id=request_id,
-    )
 
 
 class _UsageMeter:
@@ -289,6 +218,14 @@ class ModelCore(Generic[ClientT]):
             ``max_retries`` included.
         rate_limit: A ``RateLimiter``, or requests per minute, or ``None``.
         adapter: A custom adapter, for a dialect we do not ship (bypasses detection).
+        reasoning_parser: Whether the server splits reasoning off the answer (``None``:
+            unknown); used to warn when a thinking model would be constrained from its
+            first token.
+        verify: Check every answer against its output type before returning it: ``True``
+            raises ``ConstraintViolationError`` on a misfit, ``"warn"`` warns
+            (``ConstraintViolationWarning``) and returns it, ``False`` checks nothing. Also
+            a per-call keyword (``model(p, T, verify=False)``), never sent to the server.
+            See ``models/_reader.py`` for the rule, cut answers included.
 
     Detection: with ``server=None`` the server is probed at the first call (or at
     ``detect()``) and what it said is kept on this model; with ``server="vllm"`` only vLLM's
@@ -308,6 +245,7 @@ class ModelCore(Generic[ClientT]):
         rate_limit: RateLimiter | float | None = None,
         adapter: Adapter | None = None,
         reasoning_parser: bool | None = None,
+        verify: Verify = True,
     ) -> None:
         if server is not None and server not in SERVER_KINDS:
             raise ValueError(
@@ -355,6 +293,8 @@ class ModelCore(Generic[ClientT]):
         self._alock = asyncio.Lock()  # serialises detection in AsyncModel (binds no loop here)
         self._allowed = _create_params(endpoint)
         self.reasoning_parser = reasoning_parser
+        self.verify: Verify = check_verify(verify)
+        """How answers are checked against their output type (``verify=`` per call wins)."""
         self._thinks: dict[str, bool | None] = {}
 
     # -- state
@@ -415,9 +355,15 @@ class ModelCore(Generic[ClientT]):
         extra = kwargs.get("extra_body")
         if extra is not None and not isinstance(extra, Mapping):
             raise TypeError(f"extra_body must be a dict, got {type(extra).__name__}")
+        verify = self.verify
+        if kwargs.keys() & _OURS:
+            verify = check_verify(kwargs.get("verify", verify))
+            kwargs = {k: v for k, v in kwargs.items() if k not in _OURS}
         if self.endpoint == "chat":
-            return Call("messages", to_messages(prompt), kwargs, constraint, n, stream, model)
-        return Call("prompt", to_prompt_text(prompt), kwargs, constraint, n, stream, model)
+            messages = to_messages(prompt)
+            return Call("messages", messages, kwargs, constraint, n, stream, model, verify)
+        text = to_prompt_text(prompt)
+        return Call("prompt", text, kwargs, constraint, n, stream, model, verify)
 
     # -- stage 2: resolve the server and the model id
 
@@ -618,180 +564,101 @@ class ModelCore(Generic[ClientT]):
     # -- stage 4: read the answer
 
     def read(self, call: Call, response: object) -> list[Completion]:
-        """Read every choice of a response; account its usage.
+        """Read every choice of a response (``_reader.read_response``); account its usage.
 
         Raises:
             GenerationError: a choice was refused or stopped by a content filter.
             ProviderResponseError: the response has no choices or malformed fields.
         """
-        choices = read_field(response, "choices")
-        if not choices:
-            raise ProviderResponseError(
-                "the server answered without choices", request_id=_request_id(response)
-            )
-        usage = read_usage(read_field(response, "usage"))
-        self._meter.add(usage)
         chat = call.prompt_key == "messages"
-        out = []
-        for choice in choices:
-            finish = read_field(choice, "finish_reason")
-            tool_calls: tuple[ToolCall, ...] = ()
-            if chat:
-                message = read_field(choice, "message")
-                if message is None:
-                    raise ProviderResponseError(
-                        "a choice has no message", request_id=_request_id(response)
-                    )
-                refusal = read_field(message, "refusal")
-                if refusal:
-                    raise _refused(str(refusal), _request_id(response))
-                plain = _plain_answer(message)
-                if plain is not None:
-                    reasoning, text = None, plain
-                else:
-                    try:
-                        reasoning, text = reasoning_from_message(message, finish_reason=finish)
-                    except TypeError as exc:
-                        raise ProviderResponseError(
-                            str(exc), request_id=_request_id(response)
-                        ) from exc
-                tool_calls = tuple(tool_calls_from_message(message))
-                if not tool_calls and call.kwargs.get("tools") and "<tool_call>" in text:
-                    # A server without a tool parser: the calls are in the text.
-                    found, text = parse_tool_calls(text)
-                    tool_calls = tuple(found)
-            else:
-                raw_text = read_field(choice, "text")
-                reasoning, text = split_reasoning(raw_text if isinstance(raw_text, str) else "")
-            if finish == "content_filter":
-                raise _filtered(text, _request_id(response))
-            out.append(Completion(text, reasoning, tool_calls, finish, usage, response))
-        return out
+        completions = read_response(
+            response, chat=chat, text_tools=chat and bool(call.kwargs.get("tools"))
+        )
+        self._meter.add(completions[0].usage)
+        return completions
 
-    def check_length(
-        self, call: Call, completions: Sequence[Completion], *, strict: bool, stacklevel: int
+    def check(
+        self,
+        call: Call,
+        completions: list[Completion],
+        *,
+        stacklevel: int,
+        sink: Sink | None = None,
     ) -> None:
-        """Warn (or, ``strict``, raise) when constrained output was cut at ``max_tokens``."""
-        if call.constraint.term is None:
+        """The one rule for answers under an output type (``_reader.check_answers``)."""
+        term = call.constraint.term
+        if term is None:
             return
-        check_truncated(
-            _label(call.constraint), completions, strict=strict, stacklevel=stacklevel + 2
+        info = self._info
+        target = self._target
+        fields = target.fields.get(term) if target is not None else None
+        check_answers(
+            _label(call.constraint),
+            term,
+            completions,
+            verify=call.verify,
+            stacklevel=stacklevel + 1,
+            server=info.kind if info is not None else None,
+            server_version=info.version if info is not None else None,
+            fields=_sent(fields),
+            sink=sink,
         )
 
-    def texts(self, call: Call, completions: list[Completion], *, stacklevel: int) -> Any:
+    def texts(
+        self,
+        call: Call,
+        completions: list[Completion],
+        *,
+        stacklevel: int,
+        sink: Sink | None = None,
+    ) -> Any:
         """What ``model(...)`` returns: the answer text, or a list of them when ``n > 1``."""
-        self.check_length(call, completions, strict=False, stacklevel=stacklevel + 1)
+        self.check(call, completions, stacklevel=stacklevel + 1, sink=sink)
         if call.n == 1:
             return completions[0].text
         return [c.text for c in completions]
 
-    def values(self, call: Call, completions: list[Completion]) -> Any:
+    def values(self, call: Call, completions: list[Completion], *, stacklevel: int = 3) -> Any:
         """What ``model.parse(...)`` returns: the typed value, or a list when ``n > 1``."""
-        self.check_length(call, completions, strict=True, stacklevel=1)
+        self.check(call, completions, stacklevel=stacklevel + 1)
         output_type = call.constraint.output_type
         if call.n == 1:
             return parse(output_type, completions[0].text)
         return [parse(output_type, c.text) for c in completions]
 
-    @staticmethod
-    def rich(call: Call, completions: list[Completion]) -> Any:
+    def rich(self, call: Call, completions: list[Completion], *, stacklevel: int = 2) -> Any:
         """What ``model.complete(...)`` returns: a ``Completion``, or a list when ``n > 1``."""
+        self.check(call, completions, stacklevel=stacklevel + 1)
         return completions[0] if call.n == 1 else completions
 
     def stream_view(self, call: Call) -> StreamView:
         """A reader for the chunks of one streamed call."""
-        return StreamView(self, call)
+        chat = call.prompt_key == "messages"
+        model = call.model or self.model_name or self._default_model
+
+        def check(completions: list[Completion], stacklevel: int) -> None:
+            self.check(call, completions, stacklevel=stacklevel + 1)
+
+        return StreamView(
+            text_tools=chat and bool(call.kwargs.get("tools")),
+            hold_answer=bool(self.thinks(model)),
+            on_usage=self._meter.add,
+            check=check,
+        )
+
+
+def _sent(fields: ConstraintFields | None) -> dict[str, Any] | None:
+    """The constraint fields as sent: ``response_format`` and the ``extra_body`` keys."""
+    if not fields:
+        return None
+    out: dict[str, Any] = {}
+    if "response_format" in fields:
+        out["response_format"] = fields["response_format"]
+    out.update(fields.get("extra_body", {}))
+    return out
 
 
 def _label(constraint: Constraint) -> str:
     tp = constraint.output_type
     name = getattr(tp, "__name__", None)
     return name if isinstance(name, str) else repr(tp)[:80]
-
-
-class StreamView:
-    """What ``model.stream`` yields: a thin view over ``streaming.StreamAggregator``.
-
-    The chunks go through the same aggregator as ``aggregate_chunks``, so every recovery
-    rule (an answer inside a reasoning field, a lone ``</think>``, error chunks, tool calls
-    written as text) gives the same answer on both paths, and the same as ``model(...)``.
-    ``feed(chunk)`` returns the answer delta of one chunk; ``finish()`` returns the rest of
-    the answer that only the end of the stream revealed (e.g. an answer recovered from the
-    reasoning field) and runs the end-of-stream checks (refusal, content filter, truncation).
-
-    Two cases hold the text back so that what is yielded is exactly the final answer:
-    a model whose name says it thinks (its template may open ``<think>``, so a lone
-    ``</think>`` can still turn the text before it into reasoning) holds its answer until
-    ``</think>``, a reasoning-field delta (the server splits reasoning) or the end; a call
-    with ``tools=...`` holds it to the end (``<tool_call>`` text is removed from the answer).
-    Text that a later rule rewrites after it was yielded (a lone ``</think>`` from a model not
-    known to think) cannot be taken back: a ``ReasoningRecoveredWarning`` says so.
-    """
-
-    __slots__ = ("_agg", "_call", "_core", "_eager", "text")
-
-    def __init__(self, core: ModelCore[Any], call: Call) -> None:
-        self._core = core
-        self._call = call
-        chat = call.prompt_key == "messages"
-        text_tools = chat and bool(call.kwargs.get("tools"))
-        model = call.model or core.model_name or core._default_model
-        self._agg = StreamAggregator(
-            text_tool_calls=text_tools, hold_answer=bool(core.thinks(model))
-        )
-        self._eager = not text_tools
-        self.text = ""
-        """The answer yielded so far."""
-
-    def feed(self, chunk: object) -> str:
-        """Take one chunk; return its answer delta (possibly empty).
-
-        Raises:
-            ProviderResponseError: the chunk is an error event or cannot be read.
-        """
-        deltas = self._agg.feed(chunk)
-        if not self._eager:
-            return ""
-        text = "".join(d.content for d in deltas if d.index == 0)
-        self.text += text
-        return text
-
-    def finish(self, *, stacklevel: int = 1) -> str:
-        """Return the rest of the answer; raise or warn on a bad ending.
-
-        Raises:
-            GenerationError: the model refused, or a content filter stopped it.
-            ProviderResponseError: the stream carried no first choice, or ended before a
-                finish reason (a connection closed early looks like a clean end).
-        """
-        agg = self._agg
-        try:
-            message = agg.result(0)
-        except KeyError as exc:
-            raise ProviderResponseError(str(exc.args[0])) from exc
-        self._core._meter.add(agg.usage)
-        if message.refusal:
-            raise _refused(message.refusal, None)
-        if message.finish_reason is None:
-            raise ProviderResponseError(
-                "the stream ended before the server finished the answer (no finish_reason): "
-                f"it may be cut; received {message.content[-200:]!r}"
-            )
-        if message.finish_reason == "content_filter":
-            raise _filtered(message.content, None)
-        answer = message.content
-        tail = ""
-        if answer.startswith(self.text):
-            tail = answer[len(self.text) :]
-        else:
-            warnings.warn(
-                "text already streamed turned out to be reasoning (a lone '</think>' came "
-                f"later); the answer is {answer[:80]!r}. Name the model so that it is known "
-                "to think (model_name=...), or use model(...)",
-                ReasoningRecoveredWarning,
-                stacklevel=stacklevel + 1,
-            )
-        self.text += tail
-        completion = message.to_completion()
-        self._core.check_length(self._call, [completion], strict=False, stacklevel=stacklevel + 1)
-        return tail

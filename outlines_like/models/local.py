@@ -192,16 +192,20 @@ class TransformersModel:
         return run.think_open or "<think>" in run.text[:32]
 
     @staticmethod
-    def _check_length(
-        output_type: object, completions: Iterable[Completion], *, strict: bool
-    ) -> None:
-        from outlines_like.models._core import check_truncated
+    def _check(output_type: object, completions: Iterable[Completion], *, stacklevel: int) -> None:
+        """The one rule for answers under an output type (``models/_reader.py``).
+
+        Our masker enforces the constraint, so a misfit can only be an answer cut at
+        ``max_tokens`` (``GenerationError``); a cut answer that fits warns.
+        """
+        from outlines_like.models._reader import check_answers
         from outlines_like.types import to_term
 
-        if to_term(output_type) is None:
+        term = to_term(output_type)
+        if term is None:
             return
         label = repr(getattr(output_type, "__name__", output_type))
-        check_truncated(label, completions, strict=strict, stacklevel=4)
+        check_answers(label, term, list(completions), verify=True, stacklevel=stacklevel + 1)
 
     # -- the public API --------------------------------------------------------------------
 
@@ -221,7 +225,7 @@ class TransformersModel:
         """
         runs, n = self._requests([prompt], output_type, inference_kwargs)
         completions = self._completions(runs)
-        self._check_length(output_type, completions, strict=False)
+        self._check(output_type, completions, stacklevel=2)
         return completions[0].text if n == 1 else [c.text for c in completions]
 
     def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
@@ -235,7 +239,7 @@ class TransformersModel:
 
         runs, n = self._requests([prompt], output_type, inference_kwargs)
         completions = self._completions(runs)
-        self._check_length(output_type, completions, strict=True)
+        self._check(output_type, completions, stacklevel=2)
         values = [parse(output_type, c.text) for c in completions]
         return values[0] if n == 1 else values
 
@@ -246,7 +250,7 @@ class TransformersModel:
         items = list(prompts)
         runs, n = self._requests(items, output_type, inference_kwargs)
         completions = self._completions(runs)
-        self._check_length(output_type, completions, strict=False)
+        self._check(output_type, completions, stacklevel=2)
         texts = [c.text for c in completions]
         if n == 1:
             return texts
@@ -274,24 +278,31 @@ class TransformersModel:
         """
         from outlines_like.streaming import iter_partial
 
-        return iter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
+        if inference_kwargs.get("n", 1) != 1:
+            raise ValueError("stream_parse() reads one answer; call parse() with n > 1")
+        runs, _ = self._requests([prompt], output_type, inference_kwargs)
+        return iter_partial(self._stream(runs, output_type, level=3), output_type)
 
-    def _stream(self, runs: list[Run], output_type: object) -> Iterator[str]:
+    def _stream(self, runs: list[Run], output_type: object, level: int = 2) -> Iterator[str]:
         from outlines_like.reasoning import ReasoningStream
 
         splitter = ReasoningStream(think_open=runs[0].think_open)
+        pieces: list[str] = []
         with self._lock:
             for _, delta in self._deltas(runs):
                 _, answer = splitter.feed(delta)
                 if answer:
+                    pieces.append(answer)
                     yield answer
         _, tail = splitter.finish()
         if tail:
+            pieces.append(tail)
             yield tail
         run = runs[0]
         self._usage = self._usage + Usage(
             run.prompt_tokens, run.completion_tokens, run.prompt_tokens + run.completion_tokens
         )
-        self._check_length(
-            output_type, [Completion(run.text, finish_reason=run.finish_reason)], strict=False
+        answer = "".join(pieces)
+        self._check(
+            output_type, [Completion(answer, finish_reason=run.finish_reason)], stacklevel=level
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from outlines_like.models._core import (
     Target,
 )
 from outlines_like.models._errors import translate_errors
+from outlines_like.models._reader import Sink
 from outlines_like.models.detection import Probe, aprobe, probe
 from outlines_like.models.retry import Send, adrive, drive
 
@@ -52,6 +54,45 @@ def _check_concurrency(max_concurrency: int) -> int:
 
 def _model_ids(page: Any) -> tuple[str, ...]:
     return tuple(m.id for m in getattr(page, "data", page) if isinstance(m.id, str))
+
+
+class _Cancelled:
+    """Stands for a batch item that was cancelled after another one failed."""
+
+    def __repr__(self) -> str:
+        return "<cancelled>"
+
+
+CANCELLED = _Cancelled()
+
+
+def _outcome(future: concurrent.futures.Future[Any] | asyncio.Future[Any]) -> Any:
+    """A finished item's result or exception; ``CANCELLED`` for one that never ran out."""
+    if future.cancelled() or not future.done():
+        return CANCELLED
+    return future.exception() or future.result()
+
+
+def _results(results: list[Any], return_exceptions: bool) -> list[Any]:
+    """The batch's answers; without ``return_exceptions``, the first failure in prompt order.
+
+    The raised error carries every item's outcome as ``error.batch_results`` (answers,
+    exceptions, and ``CANCELLED`` for items stopped after the failure).
+    """
+    if return_exceptions:
+        return results
+    for result in results:
+        if isinstance(result, BaseException):
+            result.batch_results = results  # type: ignore[attr-defined]
+            raise result
+    return results
+
+
+def _reissue(sinks: list[Sink], *, stacklevel: int) -> None:
+    """Issue the warnings kept by batch workers from the caller's thread (its line shown)."""
+    for sink in sinks:
+        for message, category in sink:
+            warnings.warn(message, category, stacklevel=stacklevel + 1)
 
 
 class Model(ModelCore[openai.OpenAI]):
@@ -130,9 +171,16 @@ class Model(ModelCore[openai.OpenAI]):
         """
         return self._text(Constraint.of(output_type), prompt, inference_kwargs, 2)
 
-    def _text(self, constraint: Constraint, prompt: object, kw: dict[str, Any], level: int) -> Any:
+    def _text(
+        self,
+        constraint: Constraint,
+        prompt: object,
+        kw: dict[str, Any],
+        level: int,
+        sink: Sink | None = None,
+    ) -> Any:
         call, completions = self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1)
+        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     def complete(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -172,7 +220,7 @@ class Model(ModelCore[openai.OpenAI]):
         call = self.prepare(prompt, Constraint.of(output_type), inference_kwargs, stream=True)
         return self._stream(call)
 
-    def _stream(self, call: Call) -> Iterator[str]:
+    def _stream(self, call: Call, level: int = 2) -> Iterator[str]:
         stream = self._send(call)
         view = self.stream_view(call)  # after sending: the model id is known by then
         with translate_errors():
@@ -185,7 +233,7 @@ class Model(ModelCore[openai.OpenAI]):
                 close = getattr(stream, "close", None)
                 if close is not None:
                     close()
-        tail = view.finish(stacklevel=2)
+        tail = view.finish(stacklevel=level)
         if tail:
             yield tail
 
@@ -200,7 +248,9 @@ class Model(ModelCore[openai.OpenAI]):
         """
         from outlines_like.streaming import iter_partial
 
-        return iter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
+        constraint = Constraint.of(output_type)
+        call = self.prepare(prompt, constraint, inference_kwargs, stream=True)
+        return iter_partial(self._stream(call, level=3), constraint.output_type)
 
     def batch(
         self,
@@ -240,25 +290,21 @@ class Model(ModelCore[openai.OpenAI]):
             return []
         self._ready(kw.get("model"))  # detect once, not once per thread
 
-        def one(prompt: object) -> Any:
-            return self._text(constraint, prompt, kw, 3)
+        sinks: list[Sink] = [[] for _ in items]
+
+        def one(i: int) -> Any:
+            return self._text(constraint, items[i], kw, 3, sinks[i])
 
         pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="outlines-batch")
         try:
-            futures = [pool.submit(one, p) for p in items]
-            if return_exceptions:
-                concurrent.futures.wait(futures)
-                return [f.exception() or f.result() for f in futures]
-            done, _ = concurrent.futures.wait(
-                futures, return_when=concurrent.futures.FIRST_EXCEPTION
-            )
-            for future in futures:  # the first failure in prompt order
-                error = future.exception() if future in done else None
-                if error is not None:
-                    raise error
-            return [f.result() for f in futures]
+            futures = [pool.submit(one, i) for i in range(len(items))]
+            stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
+            concurrent.futures.wait(futures, return_when=stop)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)  # running items finish; others stop
+        results = [_outcome(f) for f in futures]
+        _reissue(sinks, stacklevel=3)
+        return _results(results, return_exceptions)
 
 
 class AsyncModel(ModelCore[openai.AsyncOpenAI]):
@@ -317,10 +363,15 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return await self._text(Constraint.of(output_type), prompt, inference_kwargs, 2)
 
     async def _text(
-        self, constraint: Constraint, prompt: object, kw: dict[str, Any], level: int
+        self,
+        constraint: Constraint,
+        prompt: object,
+        kw: dict[str, Any],
+        level: int,
+        sink: Sink | None = None,
     ) -> Any:
         call, completions = await self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1)
+        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     async def complete(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -352,7 +403,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         call = self.prepare(prompt, Constraint.of(output_type), inference_kwargs, stream=True)
         return self._stream(call)
 
-    async def _stream(self, call: Call) -> AsyncIterator[str]:
+    async def _stream(self, call: Call, level: int = 2) -> AsyncIterator[str]:
         stream = await self._send(call)
         view = self.stream_view(call)  # after sending: the model id is known by then
         with translate_errors():
@@ -365,7 +416,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
                 close = getattr(stream, "close", None)
                 if close is not None:
                     await close()
-        tail = view.finish(stacklevel=2)
+        tail = view.finish(stacklevel=level)
         if tail:
             yield tail
 
@@ -375,7 +426,9 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         """Async twin of ``Model.stream_parse``: ``async for value in amodel.stream_parse(...)``."""
         from outlines_like.streaming import aiter_partial
 
-        return aiter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
+        constraint = Constraint.of(output_type)
+        call = self.prepare(prompt, constraint, inference_kwargs, stream=True)
+        return aiter_partial(self._stream(call, level=3), constraint.output_type)
 
     async def batch(
         self,
@@ -410,17 +463,22 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
             return []
         await self._ready(kw.get("model"))  # detect once, not once per task
 
-        async def one(prompt: object) -> Any:
-            async with limit:
-                return await self._text(constraint, prompt, kw, 3)
+        sinks: list[Sink] = [[] for _ in items]
 
-        tasks = [asyncio.ensure_future(one(p)) for p in items]
-        if return_exceptions:
-            return list(await asyncio.gather(*tasks, return_exceptions=True))
+        async def one(i: int) -> Any:
+            async with limit:
+                return await self._text(constraint, items[i], kw, 3, sinks[i])
+
+        tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
         try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
+            if return_exceptions:
+                await asyncio.wait(tasks)
+            else:
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        results = [_outcome(t) for t in tasks]
+        _reissue(sinks, stacklevel=3)
+        return _results(results, return_exceptions)

@@ -11,7 +11,7 @@ import functools
 import json
 import types as _pytypes
 import typing
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, Union
 
 import pydantic
@@ -120,6 +120,27 @@ def _partial_of(output_type: object, value: Any) -> Any:
     return value if got is _MISSING else got
 
 
+def _partial_type(output_type: object) -> tuple[bool, object]:
+    """Whether answers of ``output_type`` are JSON, and the type partial values take.
+
+    JSON answers (models, containers, ``dict``, ``JsonSchema``) grow into partial values;
+    any other answer (an int, a ``Literal``, a date, a ``Regex``, a grammar) has no partial
+    value: only the whole is parsed, at the end.
+    """
+    if output_type is None:
+        return True, None
+    from outlines_like.types import JsonObject, JsonSchema, to_term
+
+    term = to_term(output_type)
+    if isinstance(term, JsonSchema):
+        if isinstance(output_type, JsonSchema | Mapping):  # a schema: its Python type, if any
+            return True, term.python_type
+        return True, output_type
+    if isinstance(term, JsonObject):
+        return True, None
+    return False, None
+
+
 class _PartialReader:
     """The core of :func:`iter_partial` / :func:`aiter_partial`: chunks in, values out."""
 
@@ -127,7 +148,8 @@ class _PartialReader:
         from outlines_like.types import parse
 
         self._parse = parse
-        self._type = output_type
+        self._json, self._type = _partial_type(output_type)
+        self._output_type = output_type
         self._text = ""
         self._scanner = JsonPrefixScanner()
         self._end: int | None = None
@@ -142,6 +164,9 @@ class _PartialReader:
 
     def feed(self, chunk: str) -> list[Any]:
         if not chunk:
+            return []
+        if not self._json:
+            self._text += chunk
             return []
         start = len(self._text)
         self._text += chunk
@@ -160,7 +185,7 @@ class _PartialReader:
             self._end = end = start + taken
             if text[end:].strip():
                 raise ParseError(f"text after the JSON value: {text[end : end + 80]!r}", text=text)
-            return self._show(_final(self._parse, self._type, text[:end]))
+            return self._show(_final(self._parse, self._output_type, text[:end]))
         if not text.strip():
             return []
         try:
@@ -173,11 +198,13 @@ class _PartialReader:
         return self._show(_partial_of(self._type, value))
 
     def close(self) -> list[Any]:
+        if not self._json:
+            return [self._parse(self._output_type, self._text)]
         if self._end is not None:
             return []
         if not self._text.strip():
             raise ParseError("the stream ended before any JSON value", text=self._text)
-        return self._show(_final(self._parse, self._type, self._text))
+        return self._show(_final(self._parse, self._output_type, self._text))
 
 
 def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[Any]:
@@ -193,10 +220,14 @@ def iter_partial(chunks: Iterable[str], output_type: object = None) -> Iterator[
 
     A model's ``stream_parse(prompt, T)`` is ``iter_partial(model.stream(prompt, T), T)``.
 
+    Any output type ``parse`` takes works: JSON answers (a pydantic model, dataclass,
+    TypedDict, container type, ``dict``, ``JsonSchema``) yield partial values as they grow;
+    other answers (an int, a ``Literal``/``Enum``, a date, a ``Regex``, a ``CFG``) have no
+    partial value and yield their parsed value once, at the end.
+
     Args:
         chunks: Text deltas of the answer (e.g. ``model.stream(prompt, Character)``).
-        output_type: A pydantic model, dataclass, TypedDict, container type, ``dict``, or
-            ``None`` for plain JSON values.
+        output_type: What the answer is, or ``None`` for plain JSON values.
 
     Raises:
         ParseError: the text is not JSON, the stream ended inside the value, or the complete

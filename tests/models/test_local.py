@@ -139,12 +139,16 @@ def test_truncated_constrained_output(local: Any) -> None:
     from outlines_like.errors import GenerationError, TruncatedOutputWarning
     from outlines_like.types import Regex
 
+    # One rule for every method: cut and not fitting raises; cut but fitting warns.
     with pytest.raises(GenerationError) as info:
         local.parse("x", Regex("[a-z]{30}"), max_tokens=2)
     assert info.value.reason == "length"
-    with pytest.warns(TruncatedOutputWarning) as record:
+    with pytest.raises(GenerationError):
         local("x", Regex("[a-z]{30}"), max_tokens=2)
+    with pytest.warns(TruncatedOutputWarning) as record:
+        text = local("x", Regex("[a-z]{1,60}"), max_tokens=2, seed=1, temperature=1.0)
     assert record[0].filename == __file__  # points at the caller's line
+    assert 1 <= len(text) <= 60
 
 
 @pytest.mark.parametrize(

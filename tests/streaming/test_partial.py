@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import enum
 import json
 import pathlib
 from typing import Any, Literal
@@ -19,6 +21,7 @@ from outlines_like.streaming import (
     iter_partial,
     partial_json,
 )
+from outlines_like.types import CFG, JsonSchema, Regex
 
 RECORDINGS = pathlib.Path(__file__).parent / "recordings"
 
@@ -141,7 +144,28 @@ def test_iter_partial_nested_models_and_other_types() -> None:
     assert list(iter_partial(['{"w"', ": 3}"], Box))[-1] == Box(3)
     assert list(iter_partial(["[1, ", "2]"], list[int])) == [[1], [1, 2]]
     assert list(iter_partial(["[1, ", "2] "], None)) == [[1], [1, 2]]
-    assert list(iter_partial(["4", "2"], int)) == [4, 42]
+    assert list(iter_partial(["4", "2"], int)) == [42]  # no partial int: "4" may grow
+
+
+class Shade(enum.Enum):
+    BLUE = "blue"
+
+
+@pytest.mark.parametrize(
+    ("chunks", "output_type", "expected"),
+    [
+        (['{"a"', ": 1}"], JsonSchema({"type": "object"}), [{}, {"a": 1}]),
+        (["ab", "c-12"], Regex(r"[a-z]+-[0-9]+"), ["abc-12"]),
+        (["answer: ", "yes."], CFG('start: "answer: " ("yes" | "no") "."'), ["answer: yes."]),
+        (["gre", "en"], Literal["red", "green"], ["green"]),
+        (["2024-", "02-29"], dt.date, [dt.date(2024, 2, 29)]),
+        (["bl", "ue"], Shade, [Shade.BLUE]),
+    ],
+)
+def test_iter_partial_takes_every_type_parse_takes(
+    chunks: list[str], output_type: object, expected: list[Any]
+) -> None:
+    assert list(iter_partial(chunks, output_type)) == expected
 
 
 async def test_aiter_partial_matches_iter_partial() -> None:

@@ -1,4 +1,4 @@
-"""Tests for outlines_like.types.json_schema_grammar: JSON Schema -> a grammar linear in the schema.
+"""Tests for types.json_schema_grammar (JSON Schema -> a grammar linear in the schema) and _budget.
 
 The grammar is checked byte by byte (``CompiledGrammar.accepts_text``) against the regex path
 (same documents, same errors) and against ``jsonschema`` (what it accepts is valid).
@@ -24,13 +24,12 @@ from outlines_like.fsm.grammar import CompiledGrammar, compile_grammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG
 from outlines_like.types.json_schema import json_schema_to_regex
-from outlines_like.types.json_schema_grammar import (
+from outlines_like.types.json_schema_budget import (
     RegexBudgetExceeded,
     bounded_json_schema_regex,
-    json_schema_path,
-    json_schema_to_grammar,
     schema_is_recursive,
 )
+from outlines_like.types.json_schema_grammar import json_schema_path, json_schema_to_grammar
 from tests.types.test_json_schema import (
     ANY_DEPTH,
     CORPUS,

@@ -79,14 +79,12 @@ class OutlinesLikeEngine:
             return "outlines-like (source)"
 
     def prepare(self, vocab: Any) -> None:
-        from outlines_like.fsm import Vocabulary, token_table
-        from outlines_like.fsm._grammar_walk import token_table as grammar_token_table
+        from outlines_like.fsm import Vocabulary, prepare_vocabulary
 
         if vocab.name not in self._vocabs:
             v = Vocabulary(vocab.tokens, [vocab.eos_id], vocab.special_ids)
-            token_table(v)  # per-vocabulary tables, as the anchors build theirs in setup
-            grammar_token_table(v)
-            _ = v.hash  # computed once per vocabulary, like the table
+            # per-vocabulary tables and hash, as the anchors build theirs in setup
+            prepare_vocabulary(v)
             self._vocabs[vocab.name] = v
 
     def compile(self, kind: str, spec: str, vocab: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from outlines_like.server.app import ServerConfig
+from outlines_like.server.config import ServerConfig
 from outlines_like.server.run import ServerThread
 
 CONSTRAINT = r'(\{"id":[0-9]{1,4},"color":"(red|green|blue)","ok":(true|false)\} ?)+'

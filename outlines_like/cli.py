@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     if args.command == "serve":
-        from outlines_like.server.app import ServerConfig
+        from outlines_like.server.config import ServerConfig
         from outlines_like.server.run import serve
 
         config = ServerConfig(

@@ -16,6 +16,7 @@ OutlinesLikeError
 ├── UnsupportedConstraintError    (also TypeError) the server or engine cannot take this type
 ├── InvalidConstraintError        (also ValueError) the regex, schema or grammar is wrong
 ├── ParseError                    (also ValueError) text that does not fit the output type
+│   └── ConstraintViolationError  a server's answer breaks the constraint that was sent
 ├── RejectedTokenError            (also ValueError) a matcher was given a disallowed token
 └── MaxToolStepsError             (also RuntimeError) a tool loop hit its step limit
 ```
@@ -37,6 +38,7 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "ConstraintViolationError",
     "GenerationError",
     "InvalidConstraintError",
     "MaxToolStepsError",
@@ -180,6 +182,38 @@ class ParseError(OutlinesLikeError, ValueError):
     def __init__(self, message: str, *, text: str) -> None:
         super().__init__(message)
         self.text = text
+
+
+class ConstraintViolationError(ParseError):
+    """A server returned text that breaks the constraint it was sent.
+
+    Raised when the local check of an answer fails (``verify=True``, the default): the
+    server dropped or mis-enforced part of the constraint. It is a ``ParseError``, so code
+    that catches parse failures catches it too.
+
+    Attributes:
+        text: The answer as the server returned it.
+        reason: Why it does not fit (JSON pointer, regex or grammar position).
+        server: The server kind the request was built for (``"llamacpp"``, ``"vllm"``...).
+        server_version: The server's version when detection learnt it, else ``None``.
+        fields: The constraint fields that were sent (``response_format``, ``extra_body``...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str,
+        reason: str,
+        server: str | None = None,
+        server_version: str | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, text=text)
+        self.reason = reason
+        self.server = server
+        self.server_version = server_version
+        self.fields = fields or {}
 
 
 class MaxToolStepsError(OutlinesLikeError, RuntimeError):

@@ -1,4 +1,4 @@
-"""What a model takes as a prompt: text, text with images, or a chat; and how it becomes messages.
+"""What a model takes as a prompt (text, text with images, or a chat) and its one normal form.
 
 ```python
 model("Name a colour.")                                   # one user message
@@ -10,6 +10,7 @@ model(Chat([{"role": "system", "content": "Be terse."}]).add_user("Hi"))
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -17,7 +18,16 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
-__all__ = ["Chat", "Image", "Prompt", "to_messages", "to_prompt_text"]
+__all__ = [
+    "Chat",
+    "Image",
+    "NormalizedPrompt",
+    "Prompt",
+    "message_text",
+    "normalize_prompt",
+    "to_messages",
+    "to_prompt_text",
+]
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -186,31 +196,65 @@ Prompt: TypeAlias = "str | Chat | list[str | Image]"
 """What a model takes: text, a list of text and images (one user message), or a Chat."""
 
 
-def to_messages(prompt: object) -> list[dict[str, Any]]:
-    """Turn a prompt into chat messages.
+@dataclasses.dataclass(frozen=True)
+class NormalizedPrompt:
+    """A prompt in its one normal form (see :func:`normalize_prompt`).
+
+    Attributes:
+        messages: OpenAI-style chat messages: copies, images encoded as ``image_url`` parts.
+        text: The prompt's own text when it is a plain ``str`` (what a raw-text endpoint or
+            a model without a chat template takes as is); ``None`` for lists and chats.
+    """
+
+    messages: list[dict[str, Any]]
+    text: str | None = None
+
+
+def normalize_prompt(prompt: object) -> NormalizedPrompt:
+    """Turn any prompt into its normal form: the one place that says what a prompt means.
+
+    - a ``str`` is one user message with that text (and the raw text itself);
+    - a list (or tuple) is ONE user message whose content parts are its items, in order:
+      ``str`` items become text parts, :class:`Image` items ``image_url`` parts, and
+      OpenAI content-part dicts pass through (copied);
+    - a :class:`Chat` is its messages.
 
     Raises:
-        TypeError: the prompt is none of ``str``, ``list[str | Image]`` or ``Chat``.
+        TypeError: the prompt is none of ``str``, ``list[str | Image]`` or ``Chat``, or a list
+            item is not a content part.
         ValueError: the prompt is an empty list or an empty Chat.
     """
     if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
+        return NormalizedPrompt([{"role": "user", "content": prompt}], prompt)
     if isinstance(prompt, Chat):
         if not prompt.messages:
             raise ValueError("the Chat prompt has no messages")
-        return prompt.to_messages()
+        return NormalizedPrompt(prompt.to_messages())
     if isinstance(prompt, (list, tuple)):
         if not prompt:
             raise ValueError("the prompt is an empty list; give text and/or Images")
-        return [{"role": "user", "content": _content(prompt, "prompt")}]
+        return NormalizedPrompt([{"role": "user", "content": _content(prompt, "prompt")}])
     raise TypeError(
         f"the prompt is a {type(prompt).__name__}; expected a str, a list of str and "
         "outlines_like.Image, or an outlines_like.Chat"
     )
 
 
+def to_messages(prompt: object) -> list[dict[str, Any]]:
+    """Turn a prompt into chat messages (:func:`normalize_prompt`'s messages).
+
+    Raises:
+        TypeError: the prompt is none of ``str``, ``list[str | Image]`` or ``Chat``.
+        ValueError: the prompt is an empty list or an empty Chat.
+    """
+    return normalize_prompt(prompt).messages
+
+
 def to_prompt_text(prompt: object) -> str:
     """Turn a prompt into raw text for the ``completions`` endpoint.
+
+    Only a ``str`` has raw text (:attr:`NormalizedPrompt.text`); a list is a user message
+    with parts and a Chat is messages, and both need the chat endpoint.
 
     Raises:
         TypeError: the prompt is not a ``str`` (chats and images need the chat endpoint).
@@ -221,3 +265,36 @@ def to_prompt_text(prompt: object) -> str:
         f"the completions endpoint takes a str prompt, got a {type(prompt).__name__}; "
         "create the model with endpoint='chat' for Chat and Image prompts"
     )
+
+
+def message_text(content: object, where: str = "content") -> str:
+    """The text of one message's content, for text-only models and templates.
+
+    Content in normal form (:func:`normalize_prompt`, or an OpenAI request's messages): a
+    ``str`` is itself, ``None`` is ``""``, and a list of content parts is its text parts
+    joined in order.
+
+    Args:
+        content: A message's ``content``.
+        where: How to name the content in errors (``messages[2].content``).
+
+    Raises:
+        TypeError: a part is not a text part (an image, audio...), or the content is neither
+            a str, ``None`` nor a list of parts.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple)):
+        raise TypeError(f"{where} must be a string or a list of content parts")
+    texts: list[str] = []
+    for j, part in enumerate(content):
+        if not isinstance(part, Mapping) or part.get("type") != "text":
+            kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+            raise TypeError(
+                f"{where}[{j}] is a {kind!r} part; only text parts are supported here "
+                "(images need a server with a vision model)"
+            )
+        texts.append(str(part.get("text", "")))
+    return "".join(texts)

@@ -78,3 +78,37 @@ def test_importing_the_package_does_not_import_torch() -> None:
     code = "import sys, outlines_like; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_importing_types_loads_no_client_library() -> None:
+    """``outlines_like`` re-exports lazily: building types does not load openai or httpx."""
+    import subprocess
+    import sys
+
+    code = (
+        "import outlines_like.types, sys; "
+        "print(sorted(m for m in ('openai', 'httpx', 'httpx2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_lazy_names_are_the_real_objects() -> None:
+    from outlines_like.inputs import Chat
+    from outlines_like.models import from_server
+
+    assert outlines_like.from_server is from_server
+    assert outlines_like.Chat is Chat
+    assert set(outlines_like.__all__) <= set(dir(outlines_like))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = outlines_like.nope
+
+
+def test_one_version_source() -> None:
+    import importlib.metadata
+    import pathlib
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = pathlib.Path(__file__).parents[1] / "pyproject.toml"
+    written = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert outlines_like.__version__ == importlib.metadata.version("outlines-like") == written

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 from PIL import Image as PILImage
 
-from outlines_like.inputs import Chat, Image, to_messages, to_prompt_text
+from outlines_like.inputs import (
+    Chat,
+    Image,
+    NormalizedPrompt,
+    message_text,
+    normalize_prompt,
+    to_messages,
+    to_prompt_text,
+)
 
 
 def png(size: tuple[int, int] = (2, 2)) -> PILImage.Image:
@@ -103,3 +111,27 @@ def test_prompt_text_for_completions() -> None:
     assert to_prompt_text("Once upon") == "Once upon"
     with pytest.raises(TypeError, match="endpoint='chat'"):
         to_prompt_text(Chat([{"role": "user", "content": "x"}]))
+
+
+def test_one_normal_form() -> None:
+    assert normalize_prompt("hi") == NormalizedPrompt([{"role": "user", "content": "hi"}], "hi")
+    listed = normalize_prompt(["a", "b"])
+    assert listed.text is None  # a list is a message with parts, not raw text
+    assert listed.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ]
+    chat = Chat([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+    assert normalize_prompt(chat) == NormalizedPrompt(chat.to_messages())
+    assert to_messages(["a", "b"]) == listed.messages
+
+
+def test_message_text_for_text_only_models() -> None:
+    [message] = to_messages(["a", "b"])
+    assert message_text(message["content"]) == "ab"
+    assert message_text("x") == "x"
+    assert message_text(None) == ""
+    [with_image] = to_messages(["look", Image(png())])
+    with pytest.raises(TypeError, match=r"content\[1\] is a 'image_url' part"):
+        message_text(with_image["content"])
+    with pytest.raises(TypeError, match=r"messages\[0\]\.content must be a string"):
+        message_text(3, "messages[0].content")

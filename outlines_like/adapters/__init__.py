@@ -1,7 +1,10 @@
-"""Server adapters: one pure adapter per server dialect, and detection of the server kind.
+"""Server adapters: one pure adapter per server dialect, and the recognisers of probe answers.
+
+Nothing here performs I/O or imports a client: the probing is a step of the model's flow
+(``outlines_like.models.detection``), which reads the answers with ``adapters.detect``.
 
 ```python
-info = detect_server(client)                # ServerInfo(kind="vllm", version="0.32.0", ...)
+info = ServerInfo("vllm", "0.32.0")         # what detection found (or what you know)
 fields = get_adapter(info).constraint_fields(term, endpoint="chat")
 # {"extra_body": {"structured_outputs": {"regex": "..."}}}
 ```
@@ -18,7 +21,6 @@ from outlines_like.adapters.base import (
     ServerInfo,
     ServerKind,
 )
-from outlines_like.adapters.detect import adetect_server, clear_detection_cache, detect_server
 from outlines_like.adapters.generic import GenericAdapter
 from outlines_like.adapters.llamacpp import LlamaCppAdapter
 from outlines_like.adapters.ollama import OllamaAdapter
@@ -41,9 +43,6 @@ __all__ = [
     "ServerKind",
     "TGIAdapter",
     "VLLMAdapter",
-    "adetect_server",
-    "clear_detection_cache",
-    "detect_server",
     "get_adapter",
     "get_adapter_for",
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from outlines_like.adapters._schema import schema_name
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.capabilities import KeywordUse, Support, unenforced
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import (
     CFG,
@@ -64,6 +65,9 @@ class BaseAdapter:
     """
 
     kind: ServerKind
+    schema_engine: ClassVar[Mapping[str, Support] | None] = None
+    """What the server's own JSON Schema engine enforces (``adapters/capabilities.py``);
+    ``None`` when it enforces or refuses every keyword (or we do not know it to drop any)."""
 
     # --- what subclasses override -------------------------------------------------------
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
@@ -121,6 +125,9 @@ class BaseAdapter:
         if isinstance(term, _REGEX_TERMS):
             return self.regex(to_regex(term), term, endpoint)
         if isinstance(term, JsonSchema):
+            dropped = self.dropped_keywords(term)
+            if dropped:
+                return self._compiled_schema(term, endpoint, dropped)
             return self.json_schema(term, endpoint)
         if isinstance(term, JsonObject):
             return self.json_object(term, endpoint)
@@ -130,6 +137,43 @@ class BaseAdapter:
             f"{self.kind}: no request fields for the term {term!r}; expected a Regex, String, "
             "Choice, Sequence, Alternatives, Repeat, JsonSchema, JsonObject or CFG"
         )
+
+    def dropped_keywords(self, term: JsonSchema) -> list[KeywordUse]:
+        """The keyword uses of ``term`` this server's JSON Schema engine would drop.
+
+        Empty with ``lenient=True``: the schema then goes natively, and answers are checked
+        locally instead.
+        """
+        if self.schema_engine is None or term.lenient:
+            return []
+        return unenforced(self.schema_engine, term.schema)
+
+    def _compiled_schema(
+        self, term: JsonSchema, endpoint: Endpoint, dropped: list[KeywordUse]
+    ) -> ConstraintFields:
+        """The schema as our own compiled regex, in this server's regex or grammar field."""
+        names = ", ".join(f"{use.keyword!r} at {use.pointer}" for use in dropped[:5])
+        if len(dropped) > 5:
+            names += f" (and {len(dropped) - 5} more)"
+        label = self._label(endpoint)
+        try:
+            pattern = to_regex(term)
+        except InvalidConstraintError as exc:
+            raise UnsupportedConstraintError(
+                f"{label} does not enforce {names} (its JSON Schema engine drops them), and our "
+                f"compiler cannot enforce them either: {exc}. Use a server whose engine enforces "
+                "them, or pass JsonSchema(..., lenient=True) to send the schema as it is and have "
+                "each answer checked locally"
+            ) from exc
+        try:
+            return self.regex(pattern, term, endpoint)
+        except UnsupportedConstraintError as exc:
+            raise UnsupportedConstraintError(
+                f"{label} does not enforce {names} (its JSON Schema engine drops them) and takes "
+                "no regex field for our compiled form. Use a server that takes regex "
+                f"({REGEX_SERVERS}), or pass JsonSchema(..., lenient=True) to send the schema as "
+                "it is and have each answer checked locally"
+            ) from exc
 
     def convert(
         self, endpoint: Endpoint, what: str, converter: Callable[[str], str], text: str

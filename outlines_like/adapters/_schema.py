@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.types.json_schema.pointer import PointerError, resolve_pointer
 
 __all__ = ["close_objects", "schema_name", "to_openai_strict"]
 
@@ -104,14 +105,12 @@ def _resolve(root: dict[str, Any], ref: str, where: str) -> dict[str, Any]:
             f"OpenAI strict mode: $ref {ref!r} at {where} is not local; inline the schema "
             "or put it under $defs"
         )
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            raise UnsupportedConstraintError(
-                f"OpenAI strict mode: $ref {ref!r} at {where} points nowhere"
-            )
-        node = node[part]
+    try:
+        node = resolve_pointer(root, ref[1:])
+    except PointerError:
+        raise UnsupportedConstraintError(
+            f"OpenAI strict mode: $ref {ref!r} at {where} points nowhere"
+        ) from None
     if not isinstance(node, dict):
         raise UnsupportedConstraintError(
             f"OpenAI strict mode: $ref {ref!r} at {where} is not a schema object"

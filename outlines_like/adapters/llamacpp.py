@@ -4,14 +4,23 @@ The server ignores ``response_format`` on ``/v1/completions`` (HTTP 200, no cons
 schemas always go as the top-level ``json_schema`` field, which both endpoints read. On
 ``/v1/completions`` that field is compiled by LLGuidance with flexible whitespace; the compact
 default asks for ``x-guidance: {"whitespace_flexible": false}`` inside the schema.
+
+llama.cpp's JSON Schema converter drops what it does not know without a word (``number``
+bounds, ``multipleOf``, ``minProperties``, unanchored ``pattern``...: see
+``adapters/capabilities.py``). A schema that uses any of those is compiled here, by our own
+JSON Schema compiler, into GBNF and sent as ``grammar``; when our compiler cannot carry it
+either, the request is refused before it goes out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import ClassVar
 
 from outlines_like.adapters._common import BaseAdapter, grammars
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.capabilities import LLAMACPP_JSON_SCHEMA, Support
 from outlines_like.types import CFG, JsonObject, JsonSchema, Term
 
 __all__ = ["LlamaCppAdapter"]
@@ -22,6 +31,7 @@ class LlamaCppAdapter(BaseAdapter):
     """The llama.cpp server dialect."""
 
     kind: ServerKind = dataclasses.field(default="llamacpp", init=False)
+    schema_engine: ClassVar[Mapping[str, Support] | None] = LLAMACPP_JSON_SCHEMA
 
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
         """``grammar``: the regex converted to GBNF."""
@@ -29,7 +39,11 @@ class LlamaCppAdapter(BaseAdapter):
         return {"extra_body": {"grammar": gbnf}}
 
     def json_schema(self, term: JsonSchema, endpoint: Endpoint) -> ConstraintFields:
-        """``json_schema``; compact whitespace asked of LLGuidance on completions."""
+        """``json_schema``; compact whitespace asked of LLGuidance on completions.
+
+        Schemas with keywords llama.cpp would drop never reach here: ``BaseAdapter`` sends
+        them as our compiled regex, i.e. as GBNF ``grammar``.
+        """
         schema = term.schema
         if endpoint == "completions" and term.whitespace_pattern is None:
             schema = {"x-guidance": {"whitespace_flexible": False}, **schema}

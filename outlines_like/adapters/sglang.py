@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
+from typing import ClassVar
 
 from outlines_like.adapters._common import BaseAdapter, grammars
 from outlines_like.adapters._schema import close_objects, schema_name
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.capabilities import XGRAMMAR_JSON_SCHEMA, Support
 from outlines_like.types import CFG, JsonObject, JsonSchema, Term
 
 __all__ = ["SGLangAdapter"]
@@ -22,6 +25,7 @@ class SGLangAdapter(BaseAdapter):
     """The SGLang dialect (any version with ``regex``/``ebnf``/``response_format``)."""
 
     kind: ServerKind = dataclasses.field(default="sglang", init=False)
+    schema_engine: ClassVar[Mapping[str, Support] | None] = XGRAMMAR_JSON_SCHEMA
 
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
         """``extra_body.regex``."""

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
+from typing import ClassVar
 
 from outlines_like.adapters._common import BaseAdapter, grammars
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.capabilities import XGRAMMAR_JSON_SCHEMA, Support
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Term
 
 __all__ = ["STRUCTURED_OUTPUTS_SINCE", "VLLMAdapter", "parse_version"]
@@ -46,6 +49,7 @@ class VLLMAdapter(BaseAdapter):
 
     version: str | None = None
     kind: ServerKind = dataclasses.field(default="vllm", init=False)
+    schema_engine: ClassVar[Mapping[str, Support] | None] = XGRAMMAR_JSON_SCHEMA
 
     @property
     def legacy(self) -> bool:

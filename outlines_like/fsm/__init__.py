@@ -20,7 +20,13 @@ from outlines_like.fsm.grammar import (
     compile_grammar,
     compile_json_object,
 )
-from outlines_like.fsm.index import TokenIndex, TokenTable, token_table, walk_tokens
+from outlines_like.fsm.index import (
+    TokenIndex,
+    TokenTable,
+    prepare_vocabulary,
+    token_table,
+    walk_tokens,
+)
 from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled, RegexMatcher
 from outlines_like.fsm.processors import LogitsProcessor
 from outlines_like.fsm.regex_dfa import ByteDFA, compile_regex
@@ -46,6 +52,7 @@ __all__ = [
     "compile_grammar",
     "compile_json_object",
     "compile_regex",
+    "prepare_vocabulary",
     "token_table",
     "walk_tokens",
 ]

@@ -17,17 +17,21 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
 
-__all__ = ["TokenTable", "WalkResult", "token_table", "walk"]
+__all__ = ["ByteTable", "WalkResult", "byte_table", "walk"]
 
-_CACHE_KEY = "fsm.grammar.token_table"
+_CACHE_KEY = "fsm.grammar.byte_table"
 _MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the start state
 
 IntArray = npt.NDArray[np.int64]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class TokenTable:
-    """The vocabulary's bytes laid out for column-wise numpy walks.
+class ByteTable:
+    """The vocabulary's bytes laid out for column-wise numpy walks (the grammar masker's layout).
+
+    Token ids index it directly (one flat byte buffer with offsets), unlike
+    :class:`~outlines_like.fsm.index.TokenTable`, which keeps only the text tokens, sorted by
+    length, for the regex index's walks.
 
     Attributes:
         buf: Every token's bytes, concatenated (uint8).
@@ -49,10 +53,10 @@ class TokenTable:
     text_byte_sets: npt.NDArray[np.uint64]
 
 
-def token_table(vocab: Vocabulary) -> TokenTable:
-    """Return the :class:`TokenTable` of ``vocab`` (built once, cached on the vocabulary)."""
+def byte_table(vocab: Vocabulary) -> ByteTable:
+    """Return the :class:`ByteTable` of ``vocab`` (built once, cached on the vocabulary)."""
     cached = vocab._cache.get(_CACHE_KEY)
-    if isinstance(cached, TokenTable):
+    if isinstance(cached, ByteTable):
         return cached
     tokens = vocab.tokens
     lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
@@ -73,7 +77,7 @@ def token_table(vocab: Vocabulary) -> TokenTable:
         byte_sets, (owner, data >> 6), np.left_shift(np.uint64(1), (data & 63).astype(np.uint64))
     )
     text_byte_sets = np.ascontiguousarray(byte_sets[ids].T)
-    table = TokenTable(
+    table = ByteTable(
         buf, starts, walk_lengths, ids.astype(np.int64), len(tokens), byte_sets, text_byte_sets
     )
     vocab._cache[_CACHE_KEY] = table
@@ -103,7 +107,7 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 def walk(
-    table: TokenTable,
+    table: ByteTable,
     flat_transitions: npt.NDArray[np.int32],
     start: int,
     ids: npt.NDArray[np.integer[Any]],
@@ -114,7 +118,7 @@ def walk(
     """Walk each token ``ids[i]`` from byte ``offsets[i]`` through a DFA, starting in ``start``.
 
     Args:
-        table: The vocabulary's :class:`TokenTable`.
+        table: The vocabulary's :class:`ByteTable`.
         flat_transitions: The DFA's ``int32[n_states * 256]`` table (``-1`` = no transition).
         start: The state every item starts in.
         ids: Token ids (int64).

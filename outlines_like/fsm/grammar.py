@@ -61,7 +61,7 @@ from outlines_like.fsm._grammar_parser import (
     build_glr,
     hidden_left_recursion,
 )
-from outlines_like.fsm._grammar_walk import TokenTable, token_table, walk
+from outlines_like.fsm._grammar_walk import ByteTable, byte_table, walk
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.types import CFG
 
@@ -260,7 +260,7 @@ class _Lexed:
         cls,
         context: ContextDFA,
         lex: int,
-        table: TokenTable,
+        table: ByteTable,
         ids: npt.NDArray[np.integer[Any]] | None = None,
         offsets: npt.NDArray[np.int32] | None = None,
     ) -> _Lexed:
@@ -585,7 +585,7 @@ class CompiledGrammar(Compiled):
                     "must match at least one character"
                 )
             self._dfas.append(dfa)
-        self._table = token_table(vocab)
+        self._table = byte_table(vocab)
         self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
         self._eos_set = frozenset(vocab.eos_token_ids)
         self._classes: list[tuple[int, ...]] = []

@@ -1,11 +1,12 @@
-r"""Regex -> byte-level DFA: our own parser, UTF-8 expansion, byte classes, size limit.
+r"""Regex -> byte-level DFA: UTF-8 expansion, byte classes, size limit.
 
 The regex syntax is Python ``re`` without lookarounds, backreferences and inline flags. The
 language is the one ``re.fullmatch`` accepts, on UTF-8 bytes, except that ``\\d``, ``\\w`` and
 ``\\s`` are ASCII (``[0-9]``, ``[A-Za-z0-9_]``, ``[ \\t\\n\\r\\f\\v]``), as in xgrammar and
 interegular, so that a constrained model never emits, say, Arabic digits for ``\\d``. Lazy
 quantifiers (``*?``) accept the same language as greedy ones. Character classes become UTF-8
-byte sequences, so a multi-byte character may be split across tokens.
+byte sequences, so a multi-byte character may be split across tokens. The pattern is read by
+the package's one regex reader (:mod:`outlines_like.types._regex`, ASCII class table).
 """
 
 from __future__ import annotations
@@ -13,12 +14,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from typing import NamedTuple, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import InvalidConstraintError
+from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
+from outlines_like.types._regex import (
+    Alt,
+    Anchor,
+    Atomic,
+    Chars,
+    Concat,
+    Node,
+    parse_regex,
+)
 
 __all__ = [
     "DEFAULT_MAX_STATES",
@@ -27,37 +37,11 @@ __all__ = [
     "LazyByteDFA",
     "compile_regex",
     "compile_regex_auto",
-    "utf8_byte_ranges",
 ]
 
 DEFAULT_MAX_STATES = 20_000
 _MINIMIZE_LIMIT = 1_000
 _MAX_NFA_STATES = 400_000
-_MAX_CODEPOINT = 0x10FFFF
-_SURROGATES = (0xD800, 0xDFFF)
-
-Ranges = tuple[tuple[int, int], ...]
-
-
-class _Set(NamedTuple):
-    ranges: Ranges
-
-
-class _Cat(NamedTuple):
-    items: list[Node]
-
-
-class _Alt(NamedTuple):
-    items: list[Node]
-
-
-class _Rep(NamedTuple):
-    sub: Node
-    lo: int
-    hi: int | None
-
-
-Node = Union[_Set, _Cat, _Alt, _Rep]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -110,347 +94,6 @@ class ByteDFA:
         return s >= 0 and bool(self.accepting[s])
 
 
-# --------------------------------------------------------------------------- UTF-8 ranges
-
-
-def _utf8_encode(cp: int) -> bytes:
-    return chr(cp).encode("utf-8", "surrogatepass")
-
-
-def utf8_byte_ranges(lo: int, hi: int) -> list[list[tuple[int, int]]]:
-    """Return byte-range sequences whose concatenations are the UTF-8 encodings of ``lo..hi``.
-
-    Each sequence is a list of inclusive ``(low_byte, high_byte)`` pairs, one per byte.
-    """
-    out: list[list[tuple[int, int]]] = []
-    for a, b in ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, _MAX_CODEPOINT)):
-        la, hb = max(lo, a), min(hi, b)
-        if la <= hb:
-            _split_same_length(la, hb, out)
-    return out
-
-
-def _split_same_length(lo: int, hi: int, out: list[list[tuple[int, int]]]) -> None:
-    n = len(_utf8_encode(lo))
-    for i in range(1, n):
-        m = (1 << (6 * i)) - 1
-        if lo & ~m != hi & ~m:
-            if lo & m:
-                _split_same_length(lo, lo | m, out)
-                _split_same_length((lo | m) + 1, hi, out)
-                return
-            if hi & m != m:
-                _split_same_length(lo, (hi & ~m) - 1, out)
-                _split_same_length(hi & ~m, hi, out)
-                return
-    a, b = _utf8_encode(lo), _utf8_encode(hi)
-    out.append(list(zip(a, b, strict=True)))
-
-
-# --------------------------------------------------------------------------- parser
-
-
-def _normalize(ranges: list[tuple[int, int]]) -> Ranges:
-    """Sort, merge and drop the surrogates."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    res: list[tuple[int, int]] = []
-    s_lo, s_hi = _SURROGATES
-    for lo, hi in out:
-        if hi < s_lo or lo > s_hi:
-            res.append((lo, hi))
-            continue
-        if lo < s_lo:
-            res.append((lo, s_lo - 1))
-        if hi > s_hi:
-            res.append((s_hi + 1, hi))
-    return tuple(res)
-
-
-def _negate(ranges: Ranges) -> Ranges:
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for lo, hi in ranges:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= _MAX_CODEPOINT:
-        out.append((nxt, _MAX_CODEPOINT))
-    return _normalize(out)
-
-
-_DIGIT: Ranges = ((0x30, 0x39),)
-_WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-_SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20))
-_CLASS_ESCAPES: dict[str, Ranges] = {
-    "d": _DIGIT,
-    "w": _WORD,
-    "s": _SPACE,
-    "D": _negate(_DIGIT),
-    "W": _negate(_WORD),
-    "S": _negate(_SPACE),
-}
-_CHAR_ESCAPES = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
-_DOT: Ranges = _negate(((10, 10),))
-_EMPTY: Node = _Cat([])
-
-
-class _Parser:
-    def __init__(self, pattern: str) -> None:
-        self.p = pattern
-        self.i = 0
-
-    def error(self, msg: str, pos: int | None = None) -> InvalidConstraintError:
-        where = self.i if pos is None else pos
-        return InvalidConstraintError(f"invalid regex {self.p!r} at position {where}: {msg}")
-
-    def parse(self) -> Node:
-        node = self.alternation()
-        if self.i < len(self.p):
-            raise self.error("unbalanced parenthesis ')'")
-        return node
-
-    def alternation(self) -> Node:
-        branches = [self.sequence()]
-        while self.i < len(self.p) and self.p[self.i] == "|":
-            self.i += 1
-            branches.append(self.sequence())
-        return branches[0] if len(branches) == 1 else _Alt(branches)
-
-    def sequence(self) -> Node:
-        items: list[Node] = []
-        p = self.p
-        while self.i < len(p) and p[self.i] not in "|)":
-            start = self.i
-            c = p[self.i]
-            if c == "^" or (c == "\\" and p[self.i + 1 : self.i + 2] == "A"):
-                self.i += 1 if c == "^" else 2
-                if items:
-                    raise self.error("'^' is only supported at the start of the pattern", start)
-                continue
-            if c == "$" or (c == "\\" and p[self.i + 1 : self.i + 2] == "Z"):
-                self.i += 1 if c == "$" else 2
-                if self.i < len(p) and p[self.i] not in "|)":
-                    raise self.error("'$' is only supported at the end of the pattern", start)
-                continue
-            atom = self.atom()
-            items.append(self.quantified(atom, start))
-        if len(items) == 1:
-            return items[0]
-        return _Cat(items)
-
-    def quantified(self, atom: Node, start: int) -> Node:
-        p = self.p
-        if self.i >= len(p):
-            return atom
-        c = p[self.i]
-        qpos = self.i
-        if c == "*":
-            lo, hi = 0, None
-            self.i += 1
-        elif c == "+":
-            lo, hi = 1, None
-            self.i += 1
-        elif c == "?":
-            lo, hi = 0, 1
-            self.i += 1
-        elif c == "{":
-            bounds = self.braces()
-            if bounds is None:
-                return atom
-            lo, hi = bounds
-        else:
-            return atom
-        if self.i < len(p) and p[self.i] == "?":
-            self.i += 1  # lazy: same language
-        elif self.i < len(p) and p[self.i] == "+":
-            raise self.error("possessive quantifiers are not supported", self.i)
-        if self.i < len(p) and (
-            p[self.i] in "*+?" or (p[self.i] == "{" and self.braces_lookahead())
-        ):
-            raise self.error("multiple repeat", self.i)
-        if atom == _EMPTY and start == qpos:
-            raise self.error("nothing to repeat", qpos)
-        return _Rep(atom, lo, hi)
-
-    def braces(self) -> tuple[int, int | None] | None:
-        """Parse ``{n}``, ``{n,}``, ``{,m}``, ``{n,m}``; ``None`` (a literal '{') otherwise."""
-        p = self.p
-        j = p.find("}", self.i)
-        if j < 0:
-            return None
-        body = p[self.i + 1 : j]
-        lo_s, sep, hi_s = body.partition(",")
-        if not (lo_s.isdigit() or (sep and lo_s == "")) or not (hi_s == "" or hi_s.isdigit()):
-            return None
-        if not lo_s and not hi_s and sep:
-            return None
-        lo = int(lo_s) if lo_s else 0
-        hi = (int(hi_s) if hi_s else None) if sep else lo
-        if hi is not None and hi < lo:
-            raise self.error(f"min repeat greater than max repeat in {{{body}}}")
-        self.i = j + 1
-        return lo, hi
-
-    def atom(self) -> Node:
-        p = self.p
-        c = p[self.i]
-        if c == "(":
-            return self.group()
-        if c == "[":
-            return _Set(self.char_class())
-        if c == ".":
-            self.i += 1
-            return _Set(_DOT)
-        if c == "\\":
-            return _Set(self.escape(in_class=False))
-        if c in "*+?":
-            raise self.error("nothing to repeat")
-        if c == "{" and self.braces_lookahead():
-            raise self.error("nothing to repeat")
-        self.i += 1
-        cp = ord(c)
-        return _Set(((cp, cp),))
-
-    def braces_lookahead(self) -> bool:
-        save = self.i
-        try:
-            return self.braces() is not None
-        finally:
-            self.i = save
-
-    def group(self) -> Node:
-        p = self.p
-        start = self.i
-        self.i += 1
-        if p.startswith("?", self.i):
-            rest = p[self.i :]
-            if rest.startswith("?:"):
-                self.i += 2
-            elif rest.startswith("?P<") or (rest.startswith("?<") and rest[2:3] not in ("=", "!")):
-                j = p.find(">", self.i)
-                if j < 0:
-                    raise self.error("missing '>' after group name", start)
-                self.i = j + 1
-            elif rest.startswith("?#"):
-                j = p.find(")", self.i)
-                if j < 0:
-                    raise self.error("missing ')' after comment", start)
-                self.i = j + 1
-                return _EMPTY
-            elif rest[:2] in ("?=", "?!") or rest[:3] in ("?<=", "?<!"):
-                raise self.error("lookaround assertions are not supported", start)
-            elif rest.startswith("?P="):
-                raise self.error("backreferences are not supported", start)
-            elif rest.startswith("?>"):
-                raise self.error("atomic groups are not supported", start)
-            else:
-                raise self.error("inline flags and conditionals are not supported", start)
-        node = self.alternation()
-        if self.i >= len(p) or p[self.i] != ")":
-            raise self.error("missing ')', unterminated group", start)
-        self.i += 1
-        return node
-
-    def char_class(self) -> Ranges:
-        p = self.p
-        start = self.i
-        self.i += 1
-        negate = False
-        if self.i < len(p) and p[self.i] == "^":
-            negate = True
-            self.i += 1
-        ranges: list[tuple[int, int]] = []
-        first = True
-        while True:
-            if self.i >= len(p):
-                raise self.error("unterminated character set", start)
-            c = p[self.i]
-            if c == "]" and not first:
-                self.i += 1
-                break
-            first = False
-            lo_pos = self.i
-            lo_item = self.class_item()
-            if (
-                self.i + 1 < len(p)
-                and p[self.i] == "-"
-                and p[self.i + 1] != "]"
-                and isinstance(lo_item, int)
-            ):
-                self.i += 1
-                hi_item = self.class_item()
-                if not isinstance(hi_item, int):
-                    raise self.error("bad character range", lo_pos)
-                if hi_item < lo_item:
-                    raise self.error(f"bad character range {p[lo_pos : self.i]} (reversed)", lo_pos)
-                ranges.append((lo_item, hi_item))
-            elif isinstance(lo_item, int):
-                ranges.append((lo_item, lo_item))
-            else:
-                ranges.extend(lo_item)
-        norm = _normalize(ranges)
-        return _negate(norm) if negate else norm
-
-    def class_item(self) -> int | Ranges:
-        c = self.p[self.i]
-        if c == "\\":
-            r = self.escape(in_class=True)
-            if len(r) == 1 and r[0][0] == r[0][1] and self._last_escape_single:
-                return r[0][0]
-            return r
-        self.i += 1
-        return ord(c)
-
-    _last_escape_single = False
-
-    def escape(self, *, in_class: bool) -> Ranges:
-        p = self.p
-        start = self.i
-        if self.i + 1 >= len(p):
-            raise self.error("bad escape (end of pattern)", start)
-        c = p[self.i + 1]
-        self.i += 2
-        self._last_escape_single = True
-        if c in _CLASS_ESCAPES:
-            self._last_escape_single = False
-            return _CLASS_ESCAPES[c]
-        if c in _CHAR_ESCAPES:
-            cp = _CHAR_ESCAPES[c]
-        elif c == "b" and in_class:
-            cp = 8
-        elif c in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[c]
-            digits = p[self.i : self.i + width]
-            if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise self.error(f"incomplete escape \\{c}{digits}", start)
-            self.i += width
-            cp = int(digits, 16)
-            if cp > _MAX_CODEPOINT:
-                raise self.error(f"bad escape \\{c}{digits} (beyond U+10FFFF)", start)
-        elif c == "0":
-            j = self.i
-            while j < len(p) and j < self.i + 2 and p[j] in "01234567":
-                j += 1
-            cp = int("0" + p[self.i : j], 8)
-            self.i = j
-        elif c.isdigit():
-            raise self.error("backreferences are not supported", start)
-        elif c in "bB":
-            raise self.error(f"word boundary \\{c} is not supported", start)
-        elif c == "N":
-            raise self.error("named unicode escapes \\N{...} are not supported", start)
-        elif c.isascii() and c.isalnum():
-            raise self.error(f"bad escape \\{c}", start)
-        else:
-            cp = ord(c)
-        return ((cp, cp),)
-
-
 # --------------------------------------------------------------------------- NFA
 
 
@@ -491,18 +134,20 @@ class _NFA:
 
     def build_into(self, node: Node, s: int) -> int:
         """Add the paths of ``node`` leaving ``s``; return the end state."""
-        if isinstance(node, _Set):
-            return self.build_set(node.ranges, s)
-        if isinstance(node, _Cat):
+        if isinstance(node, Chars):
+            return self.build_set(_encodable(node.ranges), s)
+        if isinstance(node, Concat):
             for item in node.items:
                 s = self.build_into(item, s)
             return s
-        if isinstance(node, _Alt):
+        if isinstance(node, Alt):
             e = self.new()
             for item in node.items:
                 self.eps[self.build_into(item, s)].append(e)
             return e
-        sub, lo, hi = node
+        if isinstance(node, (Anchor, Atomic)):  # stripped / refused by the reader
+            raise AssertionError(f"unexpected {node!r} in the NFA build")
+        sub, lo, hi = node.item, node.low, node.high  # lazy: same language
         for _ in range(lo):
             s = self.build_into(sub, s)
         if hi is None:
@@ -542,6 +187,15 @@ class _NFA:
             edges[s if src == 0 else base + src].append((lo, hi, base + dst))
         self.ranges.update(used)
         return base + 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _encodable(ranges: Ranges) -> Ranges:
+    """``ranges`` less the surrogates (UTF-8 cannot encode them)."""
+    s_lo, s_hi = SURROGATES
+    if any(lo <= s_hi and hi >= s_lo for lo, hi in ranges):
+        return drop_surrogates(ranges)
+    return ranges
 
 
 @functools.lru_cache(maxsize=1024)
@@ -835,7 +489,7 @@ def _merge_classes(
 def _build(pattern: str, max_states: int) -> _SubsetBuilder:
     if not isinstance(pattern, str):
         raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
-    ast = _Parser(pattern).parse()
+    ast = parse_regex(pattern, strip_anchors=True)
     nfa = _NFA()
     start, final = nfa.build(ast)
     return _SubsetBuilder(nfa, start, final, max_states, pattern)

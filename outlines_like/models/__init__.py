@@ -5,9 +5,14 @@ import openai
 from outlines_like.models import from_server
 model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="-"))
 ```
+
+``Constraint.of(T)`` validates and compiles an output type once; a remote model's
+``__call__``, ``parse``, ``complete``, ``stream`` and ``batch`` take the result in place of
+``T`` (``Generator`` does this for you).
 """
 
 from outlines_like.errors import TruncatedOutputWarning
+from outlines_like.models._core import Constraint
 from outlines_like.models.factories import (
     from_llamacpp,
     from_ollama,
@@ -27,6 +32,7 @@ __all__ = [
     "AsyncModel",
     "AsyncModelGenerator",
     "Completion",
+    "Constraint",
     "Generator",
     "Model",
     "ModelGenerator",

@@ -4,8 +4,10 @@ Nothing here performs I/O. A call goes through four pure stages, and the models 
 the sending (blocking or awaited) between them:
 
 1. ``prepare``: prompt -> messages, output type -> term, kwargs checked (server-independent);
-2. ``resolve_flow``: a flow yielding ``Detect`` / ``ListModels`` steps until the server kind
-   and the model id are known (cached on the model; skipped afterwards);
+2. ``resolve_flow``: a flow yielding ``Probe`` (``models/detection.py``) / ``ListModels`` steps
+   until the server kind and the model id are known (kept on the model; skipped afterwards);
+   ``send_flow`` sends with retries and, when the server behind the URL seems to have
+   changed (connection refused, 404), detects it again once;
 3. ``build_request``: the adapter's constraint fields merged into a copy of the kwargs;
 4. ``read`` / ``StreamReader``: text, reasoning, tool calls, usage and finish reason, checked
    for refusals, content filters and truncation.
@@ -24,14 +26,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
 from outlines_like.errors import (
+    APIConnectionError,
     APIError,
     GenerationError,
+    NotFoundError,
     ProviderResponseError,
     TruncatedOutputWarning,
 )
 from outlines_like.inputs import to_messages, to_prompt_text
+from outlines_like.models.detection import detection_flow
 from outlines_like.models.result import Completion, Usage
-from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy
+from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
 from outlines_like.reasoning import (
     ReasoningStream,
     model_thinks,
@@ -53,7 +58,6 @@ __all__ = [
     "SERVER_KINDS",
     "Call",
     "Constraint",
-    "Detect",
     "ListModels",
     "ModelCore",
     "Request",
@@ -89,11 +93,6 @@ def check_truncated(
                 raise GenerationError(message, reason="length", text=completion.text)
             warnings.warn(message, TruncatedOutputWarning, stacklevel=stacklevel)
             return
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Detect:
-    """Flow step: ask the server what it is (``detect_server``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -275,19 +274,35 @@ class _UsageMeter:
                 self.total = self.total + usage
 
 
-def _pick_model(ids: Sequence[str], kind: str) -> str:
+def _shown(ids: Sequence[str]) -> str:
+    return ", ".join(repr(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
+
+
+def _server_name(kind: str, url: str) -> str:
+    """``the vllm server at URL`` (a ``generic`` kind is not named: it means "unknown")."""
+    return f"the server at {url}" if kind == "generic" else f"the {kind} server at {url}"
+
+
+def _pick_model(ids: Sequence[str], server: str) -> str:
     if len(ids) == 1:
         return ids[0]
     if not ids:
         raise ValueError(
-            f"the {kind} server lists no models; pass model_name=... when creating the model "
+            f"{server} lists no models; pass model_name=... when creating the model "
             "or model=... per call"
         )
-    shown = ", ".join(repr(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
     raise ValueError(
-        f"the {kind} server serves {len(ids)} models ({shown}); choose one with "
+        f"{server} serves {len(ids)} models ({_shown(ids)}); choose one with "
         "model_name=... when creating the model, or model=... per call"
     )
+
+
+def _unreachable(error: APIConnectionError, url: str) -> APIConnectionError:
+    """Name the URL in a connection error's message (the error itself is kept)."""
+    prefix = "could not reach the server"
+    rest = error.message[len(prefix) :] if error.message.startswith(prefix) else error.message
+    error.message = f"could not reach the server at {url}{rest}; is it running?"
+    return error
 
 
 class ModelCore(Generic[ClientT]):
@@ -305,6 +320,12 @@ class ModelCore(Generic[ClientT]):
             ``max_retries`` included.
         rate_limit: A ``RateLimiter``, or requests per minute, or ``None``.
         adapter: A custom adapter, for a dialect we do not ship (bypasses detection).
+
+    Detection: with ``server=None`` the server is probed at the first call (or at
+    ``detect()``) and what it said is kept on this model; with ``server="vllm"`` only vLLM's
+    version is asked (before 0.12 it reads ``guided_*`` fields). A model whose request
+    fails with a connection error or a 404 detects again, once, and when the server behind
+    the URL has changed, sends the request again in the new server's dialect.
     """
 
     def __init__(
@@ -351,10 +372,13 @@ class ModelCore(Generic[ClientT]):
         self._policy = retry if retry is not None else NO_RETRY
         self._info: ServerInfo | None = None
         self._target: Target | None = None
+        self._given: ServerKind | None = server
+        self._redetects = adapter is None and server in (None, "vllm")
         if adapter is not None:
             self._info = ServerInfo(kind=adapter.kind)
             self._target = Target(self._info, adapter)
-        elif server is not None:
+            self._given = adapter.kind
+        elif server is not None and server != "vllm":
             self._info = ServerInfo(kind=server)
         self._default_model: str | None = None
         self._meter = _UsageMeter()
@@ -367,12 +391,27 @@ class ModelCore(Generic[ClientT]):
     # -- state
 
     @property
+    def server(self) -> ServerKind | None:
+        """The server kind: the one given, or the one detected; ``None`` before detection.
+
+        Never sends a request (the same on ``Model`` and ``AsyncModel``): detection happens
+        at the first call, or at ``detect()`` (``await amodel.detect()``).
+        """
+        info = self._info
+        return info.kind if info is not None else self._given
+
+    @property
+    def base_url(self) -> str:
+        """The client's base URL, without its trailing slash."""
+        return str(self._client.base_url).rstrip("/")
+
+    @property
     def usage(self) -> Usage:
         """Token usage summed over every call this model made (thread-safe)."""
         return self._meter.total
 
     def __repr__(self) -> str:
-        kind = self._info.kind if self._info is not None else "not detected yet"
+        kind = self.server or "not detected yet"
         model = self.model_name or self._default_model
         return (
             f"{type(self).__name__}(server={kind!r}, model={model!r}, endpoint={self.endpoint!r})"
@@ -421,21 +460,25 @@ class ModelCore(Generic[ClientT]):
         model = model or self.model_name or self._default_model
         return None if model is None else (target, model)
 
-    def server_flow(self) -> Flow[ServerInfo]:
-        """Detect the server kind if it is not known yet.
+    def server_flow(self, *, refresh: bool = False) -> Flow[ServerInfo]:
+        """Detect the server if it is not known yet (``refresh``: probe again anyway).
 
-        The answer is kept for the model's life, except ``generic``, which may mean "not
-        reachable yet": detection is asked again next time (``detect_server`` caches per
-        base URL and retries failed probes after a while, so this costs no request).
+        A conclusive answer is kept for the model's life; when the server could not be
+        reached, the guess (``generic``) is used for this call only and the next one asks again.
         """
         info = self._info
-        if info is None:
-            info = yield Detect()
-            if not isinstance(info, ServerInfo):
-                raise TypeError(f"server detection returned {info!r}, not a ServerInfo")
-            if info.kind != "generic":
-                self._info = info
+        if info is None or (refresh and self._redetects):
+            info, conclusive = yield from detection_flow(self.base_url, self._given)
+            if conclusive:
+                self._forget(info)
         return info
+
+    def _forget(self, info: ServerInfo) -> None:
+        """Keep ``info`` as the server; drop what was derived from the previous one."""
+        if info != self._info:
+            self._info = info
+            self._target = None
+            self._default_model = None
 
     def resolve_flow(self, model: str | None) -> Flow[tuple[Target, str]]:
         """Find (detecting and listing models when needed) the target and the model id."""
@@ -444,21 +487,59 @@ class ModelCore(Generic[ClientT]):
         if target is None or target.info != info:
             from outlines_like.adapters import get_adapter
 
-            target = self._target = Target(info, get_adapter(info))
+            target = Target(info, get_adapter(info))
+            if info is self._info:
+                self._target = target
         model = model or self.model_name or self._default_model
         if model is None:
             ids: Sequence[str] = info.model_ids
             if not ids:
                 try:
                     ids = yield ListModels()
+                except APIConnectionError as exc:
+                    _unreachable(exc, self.base_url)
+                    raise
                 except APIError as exc:
+                    whose = "" if info.kind == "generic" else f"the {info.kind} server's "
                     exc.message = (
-                        f"could not list the {info.kind} server's models to pick one "
+                        f"could not list {whose}models at {self.base_url} to pick one "
                         f"({exc.message}); pass model_name=... or model=..."
                     )
                     raise
-            model = self._default_model = _pick_model(ids, info.kind)
+            model = _pick_model(ids, _server_name(info.kind, self.base_url))
+            if info is self._info:
+                self._default_model = model
         return target, model
+
+    def send_flow(self, call: Call, target: Target, model: str) -> Flow[Any]:
+        """Send ``call`` to ``target`` with retries; return the response.
+
+        When the final error is a connection error or a 404 and this model detects its
+        server (``server=None``, or ``"vllm"`` for its version), the server is probed again,
+        once: if another server now answers behind the URL, the call is rebuilt in its
+        dialect and sent again; otherwise the error goes to the caller.
+        """
+        request = self.build_request(call, target, model)
+        try:
+            return (yield from retry_flow(request, self._policy, self.rate_limiter))
+        except (APIConnectionError, NotFoundError) as error:
+            changed = False
+            if self._redetects:
+                changed = yield from self._redetect_flow(target)
+            if not changed:
+                if isinstance(error, APIConnectionError):
+                    _unreachable(error, self.base_url)
+                raise
+        target, model = yield from self.resolve_flow(call.model)
+        request = self.build_request(call, target, model)
+        return (yield from retry_flow(request, self._policy, self.rate_limiter))
+
+    def _redetect_flow(self, stale: Target) -> Flow[bool]:
+        """Probe again after a failure; True when another server than ``stale``'s now answers."""
+        if self._target is stale or self._info is None:  # nobody re-detected meanwhile
+            yield from self.server_flow(refresh=True)
+        info = self._info
+        return info is not None and info != stale.info
 
     # -- stage 3: build the request
 
@@ -485,6 +566,14 @@ class ModelCore(Generic[ClientT]):
             ValueError: the caller sets a constraint field of their own that ours would
                 overwrite (``response_format``, or an ``extra_body`` key).
         """
+        served = target.info.model_ids
+        if target.info.kind == "llamacpp" and served and model not in served:
+            # llama-server answers any model name with its own model: refuse it here.
+            raise NotFoundError(
+                f"model {model!r} is not served by {_server_name('llamacpp', self.base_url)}; "
+                f"it serves {_shown(served)}",
+                status_code=404,
+            )
         fields = self.constraint_fields(target, call.constraint.term)
         if fields:
             self._check_thinking(target.info.kind, model)

@@ -68,7 +68,11 @@ def from_server(
         client: The client you already have, pointed at the server (``base_url``).
         server: ``"sglang"``, ``"vllm"``, ``"llamacpp"``, ``"tgi"``, ``"ollama"``,
             ``"openai"`` or ``"generic"``; ``None`` detects it from the server at the
-            first call (probed once, cached).
+            first call (or at ``model.detect()``). The answer is kept on this model, not
+            in the process: a new ``from_server`` probes anew, and a model whose request
+            fails with a connection error or a 404 probes once more and follows the new
+            server. ``"vllm"`` asks the server's version (older than 0.12 reads
+            ``guided_*`` fields); other named kinds send no probe.
         model_name: The model id to request; ``None`` uses the server's single served model.
             A per-call ``model=`` wins over it.
         endpoint: ``"chat"`` (default) or ``"completions"`` for raw text prompts.
@@ -105,7 +109,8 @@ def from_server(
 class ServerFactory:
     """``from_<server>(client, model_name=None, **options)``: ``from_server`` with the kind fixed.
 
-    No detection probe is sent; the dialect is the one named.
+    The dialect is the one named; only ``from_vllm`` sends a probe (``GET /version``, once,
+    at the first call: vLLM's fields changed at 0.12).
     """
 
     def __init__(self, kind: ServerKind, title: str) -> None:

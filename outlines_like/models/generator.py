@@ -10,13 +10,35 @@ await Generator(amodel, int)("How many legs has a spider?")
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
+import functools
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, overload
 
-from outlines_like.models._core import Constraint
-from outlines_like.models.remote import DEFAULT_MAX_CONCURRENCY, AsyncModel, Model
+from outlines_like.models._core import Constraint, ModelCore
+from outlines_like.models.remote import AsyncModel
 
 __all__ = ["AsyncModelGenerator", "Generator", "ModelGenerator"]
+
+
+class _Bound:
+    """A generator method: the model's method of the same name with the output type bound.
+
+    ``functools.partial`` (C code) adds no Python frame, so the model's warnings still point
+    at the caller's line.
+    """
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, generator: Generator | None, owner: type | None = None) -> Any:
+        if generator is None:
+            return self
+        method = getattr(generator.model, self.name)
+        return functools.partial(method, output_type=generator._bound)
 
 
 class Generator:
@@ -24,11 +46,14 @@ class Generator:
 
     ``Generator(model, T)`` returns a ``ModelGenerator`` for a sync model and an
     ``AsyncModelGenerator`` (methods to ``await``) for an ``AsyncModel``. The type is turned
-    into a constraint once, here, so a bad type fails at construction; the server's
-    constraint fields are built at the first call and reused.
+    into a ``Constraint`` once, here, so a bad type fails at construction; the model's public
+    methods take that constraint in place of the type (no second compilation), and the
+    server's constraint fields are built at the first call and reused.
 
-    Other model objects (e.g. a local model) are wrapped by calling their public methods
-    with the output type.
+    Each method is the model's own public method with the output type bound
+    (``functools.partial``): no frame of ours sits between the caller and the model, so
+    warnings point at the caller's line. Other model objects (e.g. a local model) get the
+    output type itself.
 
     Raises:
         UnsupportedConstraintError: ``output_type`` cannot be constrained to.
@@ -37,7 +62,9 @@ class Generator:
 
     model: Any
     output_type: object
-    _constraint: Constraint
+    constraint: Constraint
+    """The output type, validated and compiled once (what the model's methods receive)."""
+    _bound: object
 
     @overload
     def __new__(  # type: ignore[overload-overlap]  # AsyncModel first: it wins
@@ -52,8 +79,23 @@ class Generator:
         self = object.__new__(cls)
         self.model = model
         self.output_type = output_type
-        self._constraint = Constraint.of(output_type)
+        self.constraint = Constraint.of(output_type)
+        self._bound = self.constraint if isinstance(model, ModelCore) else output_type
         return self
+
+    __call__ = _Bound(
+        "``gen(prompt, **inference_kwargs)``: the answer text; see ``Model.__call__``."
+    )
+    parse = _Bound(
+        "``gen.parse(prompt, **inference_kwargs)``: the typed value; see ``Model.parse``."
+    )
+    complete = _Bound("``gen.complete(prompt, **kw)``: the rich result; see ``Model.complete``.")
+    stream = _Bound("``gen.stream(prompt, **kw)``: answer text deltas; see ``Model.stream``.")
+    batch = _Bound(
+        "``gen.batch(prompts, *, max_concurrency=..., return_exceptions=False, **kw)``; see "
+        "``Model.batch``. Options not given are not passed on (a model that lacks them then "
+        "says so instead of ignoring them)."
+    )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, {self.output_type!r})"
@@ -62,60 +104,11 @@ class Generator:
 class ModelGenerator(Generator):
     """``Generator`` over a sync model."""
 
-    def __call__(self, prompt: object, **inference_kwargs: Any) -> Any:
-        """Generate the answer text; see ``Model.__call__``."""
-        if isinstance(self.model, Model):
-            return self.model._text(self._constraint, prompt, inference_kwargs, 2)
-        return self.model(prompt, self.output_type, **inference_kwargs)
-
-    def parse(self, prompt: object, **inference_kwargs: Any) -> Any:
-        """Generate and return the typed value; see ``Model.parse``."""
-        if isinstance(self.model, Model):
-            return self.model._parse(self._constraint, prompt, inference_kwargs)
-        return self.model.parse(prompt, self.output_type, **inference_kwargs)
-
-    def complete(self, prompt: object, **inference_kwargs: Any) -> Any:
-        """Generate and return the rich result; see ``Model.complete``."""
-        if isinstance(self.model, Model):
-            call, completions = self.model._completions(self._constraint, prompt, inference_kwargs)
-            return self.model.rich(call, completions)
-        return self.model.complete(prompt, self.output_type, **inference_kwargs)
-
-    def stream(self, prompt: object, **inference_kwargs: Any) -> Iterator[str]:
-        """Yield answer text deltas; see ``Model.stream``."""
-        if isinstance(self.model, Model):
-            call = self.model.prepare(prompt, self._constraint, inference_kwargs, stream=True)
-            return self.model._stream(call)
-        return self.model.stream(prompt, self.output_type, **inference_kwargs)  # type: ignore[no-any-return]
-
     def stream_parse(self, prompt: object, **inference_kwargs: Any) -> Iterator[Any]:
         """Yield partial values as the JSON grows, then the validated one; see ``Model``."""
         from outlines_like.streaming import iter_partial
 
         return iter_partial(self.stream(prompt, **inference_kwargs), self.output_type)
-
-    def batch(
-        self,
-        prompts: Iterable[object],
-        *,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        return_exceptions: bool = False,
-        **inference_kwargs: Any,
-    ) -> list[Any]:
-        """Generate for many prompts concurrently; see ``Model.batch``."""
-        if isinstance(self.model, Model):
-            return self.model._batch(
-                self._constraint,
-                prompts,
-                inference_kwargs,
-                max_concurrency=max_concurrency,
-                return_exceptions=return_exceptions,
-            )
-        if max_concurrency != DEFAULT_MAX_CONCURRENCY:  # passed on only when asked for: a
-            inference_kwargs["max_concurrency"] = max_concurrency  # model that lacks them
-        if return_exceptions:  # then says so instead of ignoring them
-            inference_kwargs["return_exceptions"] = return_exceptions
-        return self.model.batch(prompts, self.output_type, **inference_kwargs)  # type: ignore[no-any-return]
 
 
 class AsyncModelGenerator(Generator):
@@ -123,45 +116,8 @@ class AsyncModelGenerator(Generator):
 
     model: AsyncModel
 
-    async def __call__(self, prompt: object, **inference_kwargs: Any) -> Any:
-        """Generate the answer text; see ``AsyncModel.__call__``."""
-        return await self.model._text(self._constraint, prompt, inference_kwargs, 2)
-
-    async def parse(self, prompt: object, **inference_kwargs: Any) -> Any:
-        """Generate and return the typed value; see ``AsyncModel.parse``."""
-        return await self.model._parse(self._constraint, prompt, inference_kwargs)
-
-    async def complete(self, prompt: object, **inference_kwargs: Any) -> Any:
-        """Generate and return the rich result; see ``AsyncModel.complete``."""
-        call, completions = await self.model._completions(
-            self._constraint, prompt, inference_kwargs
-        )
-        return self.model.rich(call, completions)
-
-    def stream(self, prompt: object, **inference_kwargs: Any) -> AsyncIterator[str]:
-        """Yield answer text deltas: ``async for d in gen.stream(...)``."""
-        call = self.model.prepare(prompt, self._constraint, inference_kwargs, stream=True)
-        return self.model._stream(call)
-
     def stream_parse(self, prompt: object, **inference_kwargs: Any) -> AsyncIterator[Any]:
         """Async twin of ``ModelGenerator.stream_parse``."""
         from outlines_like.streaming import aiter_partial
 
         return aiter_partial(self.stream(prompt, **inference_kwargs), self.output_type)
-
-    async def batch(
-        self,
-        prompts: Iterable[object],
-        *,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        return_exceptions: bool = False,
-        **inference_kwargs: Any,
-    ) -> list[Any]:
-        """Generate for many prompts concurrently; see ``AsyncModel.batch``."""
-        return await self.model._batch(
-            self._constraint,
-            prompts,
-            inference_kwargs,
-            max_concurrency=max_concurrency,
-            return_exceptions=return_exceptions,
-        )

@@ -10,10 +10,11 @@ local.parse("Pick one", Literal["yes", "no"])        # "yes"
 ```
 
 The API is the remote models' (``__call__``, ``stream``, ``batch``, ``parse``, ``complete``).
-Generation runs on the reference server's batching pipeline
-(:class:`outlines_like.server.pipeline.TransformersPipeline`): prompts of one ``batch`` call
-(and the ``n`` choices of a call) share forward passes. ``str`` and ``Chat`` prompts go
-through the tokenizer's chat template when it has one. With ``reasoning=True`` the text inside
+Generation runs on the engine the reference server also uses
+(:class:`outlines_like.engine.pipeline.TransformersPipeline`): prompts of one ``batch`` call
+(and the ``n`` choices of a call) share forward passes. Prompts (a ``str``, a list of text
+parts, a ``Chat``) go through the tokenizer's chat template when it has one
+(:mod:`outlines_like.engine.prepare`). With ``reasoning=True`` the text inside
 ``<think>...</think>`` is left free and the constraint applies after ``</think>``.
 
 For ``transformers``' own ``generate()``, use :class:`outlines_like.fsm.processors.LogitsProcessor`.
@@ -21,7 +22,6 @@ For ``transformers``' own ``generate()``, use :class:`outlines_like.fsm.processo
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 from outlines_like.models.result import Completion, Usage
 
 if TYPE_CHECKING:
+    from outlines_like.engine.pipeline import TransformersPipeline
+    from outlines_like.engine.runs import Run
     from outlines_like.fsm._protocols import Compiled
     from outlines_like.fsm.vocabulary import Vocabulary
-    from outlines_like.server.pipeline import GenerationRequest, TransformersPipeline
 
 __all__ = ["TransformersModel", "from_transformers"]
 
@@ -48,7 +49,6 @@ _KWARGS = frozenset(
         "chat_template_kwargs",
     }
 )
-_THINK_END = "</think>"
 
 
 def from_transformers(model: Any, tokenizer: Any, *, reasoning: bool = False) -> TransformersModel:
@@ -68,20 +68,12 @@ def from_transformers(model: Any, tokenizer: Any, *, reasoning: bool = False) ->
     return TransformersModel(model, tokenizer, reasoning=reasoning)
 
 
-@dataclasses.dataclass
-class _Run:
-    request: GenerationRequest
-    text: str = ""
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
 class TransformersModel:
     """A local model; see :func:`from_transformers`. Calls are serialised by a lock."""
 
     def __init__(self, model: Any, tokenizer: Any, *, reasoning: bool = False) -> None:
-        from outlines_like.server.pipeline import TransformersPipeline
+        from outlines_like.engine.pipeline import TransformersPipeline
+        from outlines_like.engine.prepare import think_end_token_id
 
         self.model = model
         self.tokenizer = tokenizer
@@ -90,15 +82,9 @@ class TransformersModel:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._usage = Usage()
-        self.think_end_token_id: int | None = None
-        if reasoning:
-            ids = tokenizer.encode(_THINK_END, add_special_tokens=False)
-            if len(ids) != 1:
-                raise ValueError(
-                    f"reasoning=True needs {_THINK_END!r} to be one token; this tokenizer splits "
-                    f"it into {len(ids)}"
-                )
-            self.think_end_token_id = int(ids[0])
+        self.think_end_token_id: int | None = (
+            think_end_token_id(tokenizer, option="reasoning=True") if reasoning else None
+        )
 
     def __repr__(self) -> str:
         name = (
@@ -131,42 +117,11 @@ class TransformersModel:
             return None
         return compile_constraint(output_type, self.vocabulary)
 
-    def _prompt_ids(self, prompt: object, template_kwargs: Mapping[str, Any]) -> list[int]:
-        from outlines_like.inputs import Chat
-
-        messages: list[dict[str, Any]] | None = None
-        if isinstance(prompt, Chat):
-            messages = [dict(m) for m in prompt.messages]
-        elif isinstance(prompt, str):
-            text = prompt
-        elif isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
-            text = "".join(prompt)
-        else:
-            raise TypeError(
-                f"a local text model takes a str or a Chat prompt, got {type(prompt).__name__} "
-                "(images need a server with a vision model)"
-            )
-        template = getattr(self.tokenizer, "chat_template", None)
-        if messages is None:
-            if not template:
-                return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
-            messages = [{"role": "user", "content": text}]
-        elif not template:
-            raise ValueError(
-                "this tokenizer has no chat template; pass a str prompt instead of a Chat"
-            )
-        for message in messages:
-            if not isinstance(message.get("content"), str):
-                raise TypeError("local models take text message content only")
-        rendered: str = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False, **template_kwargs
-        )
-        return [int(t) for t in self.tokenizer.encode(rendered, add_special_tokens=False)]
-
     def _requests(
         self, prompts: Sequence[object], output_type: object, kwargs: Mapping[str, Any]
-    ) -> tuple[list[_Run], int]:
-        from outlines_like.server.pipeline import GenerationRequest, SamplingParams
+    ) -> tuple[list[Run], int]:
+        from outlines_like.engine.pipeline import SamplingParams
+        from outlines_like.engine.prepare import expand_runs, prepare_prompt
 
         unknown = sorted(set(kwargs) - _KWARGS)
         if unknown:
@@ -179,65 +134,52 @@ class TransformersModel:
             raise ValueError(f"n must be a positive int, got {n!r}")
         stop = kwargs.get("stop") or ()
         stop = (stop,) if isinstance(stop, str) else tuple(stop)
-        seed = kwargs.get("seed")
         max_tokens = kwargs.get("max_tokens", kwargs.get("max_new_tokens", 256))
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
-        base = SamplingParams(
+        params = SamplingParams(
             max_tokens=max_tokens,
             temperature=float(kwargs.get("temperature", 1.0)),
             top_p=float(kwargs.get("top_p", 1.0)),
-            seed=seed,
+            seed=kwargs.get("seed"),
             stop=stop,
         )
         compiled = self._compile(output_type)
         template_kwargs = dict(kwargs.get("chat_template_kwargs") or {})
-        runs: list[_Run] = []
-        for prompt in prompts:
-            ids = self._prompt_ids(prompt, template_kwargs)
-            for j in range(n):
-                params = dataclasses.replace(base, seed=None if seed is None else seed + j)
-                request = GenerationRequest(
-                    f"local-{next(self._ids)}",
-                    ids,
-                    params,
-                    compiled,
-                    self.think_end_token_id if compiled is not None else None,
-                )
-                runs.append(_Run(request, prompt_tokens=len(ids)))
-        return runs, n
+        prepared = [
+            prepare_prompt(
+                self.tokenizer,
+                prompt,
+                template_kwargs=template_kwargs,
+                think_end_token_id=self.think_end_token_id,
+            )
+            for prompt in prompts
+        ]
+        return expand_runs(prepared, params, n, compiled, lambda: f"local-{next(self._ids)}"), n
 
     # -- running ---------------------------------------------------------------------------
 
-    def _steps(self, runs: list[_Run]) -> Iterator[tuple[_Run, str]]:
+    def _deltas(self, runs: list[Run]) -> Iterator[tuple[Run, str]]:
         """Step the pipeline until every run finishes, yielding text deltas."""
-        active = {r.request.request_id: r for r in runs}
-        try:
-            while active:
-                outputs = self._pipeline.execute([r.request for r in active.values()])
-                for rid, out in outputs.items():
-                    run = active[rid]
-                    run.text += out.text
-                    run.completion_tokens = out.completion_tokens
-                    if out.finished:
-                        run.finish_reason = out.finish_reason
-                        del active[rid]
-                        self._pipeline.release(rid)
-                    if out.text:
-                        yield run, out.text
-        finally:
-            for rid in active:
-                self._pipeline.release(rid)
+        from outlines_like.engine.runs import step_until_done
 
-    def _completions(self, runs: list[_Run]) -> list[Completion]:
+        for run, out in step_until_done(self._pipeline, runs):
+            if out.text:
+                yield run, out.text
+
+    def _completions(self, runs: list[Run]) -> list[Completion]:
         from outlines_like.reasoning import split_reasoning
 
         with self._lock:
-            for _ in self._steps(runs):
+            for _ in self._deltas(runs):
                 pass
         out: list[Completion] = []
         for run in runs:
-            reasoning, answer = split_reasoning(run.text) if self._splits(run) else (None, run.text)
+            reasoning, answer = (
+                split_reasoning(run.text, think_open=run.think_open)
+                if self._splits(run)
+                else (None, run.text)
+            )
             usage = Usage(
                 run.prompt_tokens, run.completion_tokens, run.prompt_tokens + run.completion_tokens
             )
@@ -245,8 +187,9 @@ class TransformersModel:
             out.append(Completion(answer, reasoning, (), run.finish_reason, usage, raw=run.text))
         return out
 
-    def _splits(self, run: _Run) -> bool:
-        return self.think_end_token_id is not None or "<think>" in run.text[:32]
+    @staticmethod
+    def _splits(run: Run) -> bool:
+        return run.think_open or "<think>" in run.text[:32]
 
     @staticmethod
     def _check_length(
@@ -333,12 +276,12 @@ class TransformersModel:
 
         return iter_partial(self.stream(prompt, output_type, **inference_kwargs), output_type)
 
-    def _stream(self, runs: list[_Run], output_type: object) -> Iterator[str]:
+    def _stream(self, runs: list[Run], output_type: object) -> Iterator[str]:
         from outlines_like.reasoning import ReasoningStream
 
-        splitter = ReasoningStream()
+        splitter = ReasoningStream(think_open=runs[0].think_open)
         with self._lock:
-            for _, delta in self._steps(runs):
+            for _, delta in self._deltas(runs):
                 _, answer = splitter.feed(delta)
                 if answer:
                     yield answer

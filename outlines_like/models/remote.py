@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from outlines_like.adapters.base import ServerInfo, ServerKind
+from outlines_like.adapters.base import ServerInfo
 from outlines_like.models._core import (
     Call,
     Constraint,
-    Detect,
     ListModels,
     ModelCore,
     Request,
     Target,
 )
 from outlines_like.models._errors import translate_errors
-from outlines_like.models.retry import Send, adrive, drive, retry_flow
+from outlines_like.models.detection import Probe, aprobe, probe
+from outlines_like.models.retry import Send, adrive, drive
 
 if TYPE_CHECKING:
     from outlines_like.models.result import Completion
@@ -59,6 +59,12 @@ class Model(ModelCore[openai.OpenAI]):
 
     Create it with ``from_server(openai.OpenAI(...))`` (or ``from_vllm``, ``from_sglang``...).
     Thread-safe: one model may serve many threads.
+
+    ``__call__``, ``parse``, ``complete``, ``stream`` and ``batch`` also take a ``Constraint``
+    (``Constraint.of(T)``) as ``output_type``: the type is then not validated and compiled
+    again (``Generator`` passes one).
+    ``model.server`` is the kind given or detected (``None`` before detection; never a
+    request); ``model.detect()`` probes now (see ``ModelCore`` for when detection runs).
     """
 
     # -- I/O (the twinned part)
@@ -70,10 +76,8 @@ class Model(ModelCore[openai.OpenAI]):
                 if request.endpoint == "chat":
                     return self._client.chat.completions.create(**request.params)
                 return self._client.completions.create(**request.params)
-            if isinstance(step, Detect):
-                from outlines_like.adapters.detect import detect_server
-
-                return detect_server(self._client)
+            if isinstance(step, Probe):
+                return probe(self._client, step)
             if isinstance(step, ListModels):
                 return _model_ids(self._client.models.list())
         raise TypeError(f"unknown flow step {step!r}")
@@ -86,10 +90,7 @@ class Model(ModelCore[openai.OpenAI]):
         return ready
 
     def _send(self, call: Call) -> Any:
-        request = self.build_request(call, *self._ready(call.model))
-        return drive(
-            retry_flow(request, self._policy, self.rate_limiter), self._execute, self._policy
-        )
+        return drive(self.send_flow(call, *self._ready(call.model)), self._execute, self._policy)
 
     def _completions(
         self, constraint: Constraint, prompt: object, kw: dict[str, Any]
@@ -99,17 +100,19 @@ class Model(ModelCore[openai.OpenAI]):
 
     # -- the public face
 
-    @property
-    def server(self) -> ServerKind:
-        """The server kind (``"vllm"``, ``"sglang"``...), detected at first use when not given."""
-        return self.detect().kind
+    def detect(self, *, refresh: bool = False) -> ServerInfo:
+        """What the server is (kind, version, served models), probed now if not known yet.
 
-    def detect(self) -> ServerInfo:
-        """What the server is (kind, version, served models); probed once, then cached."""
+        The answer is kept on this model (``model.server`` then gives its kind).
+
+        Args:
+            refresh: Probe again even when the server is known (a server detected, not
+                named, may have been replaced behind the same URL).
+        """
         info = self._info
-        if info is None:
+        if info is None or refresh:
             with self._lock:
-                info = drive(self.server_flow(), self._execute, self._policy)
+                info = drive(self.server_flow(refresh=refresh), self._execute, self._policy)
         return info
 
     def __call__(self, prompt: object, output_type: object = None, **inference_kwargs: Any) -> Any:
@@ -262,6 +265,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible server, called with ``await``.
 
     Create it with ``from_server(openai.AsyncOpenAI(...))``. Safe to share between tasks.
+    ``amodel.server`` and ``await amodel.detect()`` behave as on ``Model``.
     """
 
     # -- I/O (the twinned part)
@@ -273,10 +277,8 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
                 if request.endpoint == "chat":
                     return await self._client.chat.completions.create(**request.params)
                 return await self._client.completions.create(**request.params)
-            if isinstance(step, Detect):
-                from outlines_like.adapters.detect import adetect_server
-
-                return await adetect_server(self._client)
+            if isinstance(step, Probe):
+                return await aprobe(self._client, step)
             if isinstance(step, ListModels):
                 return _model_ids(await self._client.models.list())
         raise TypeError(f"unknown flow step {step!r}")
@@ -289,10 +291,8 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return ready
 
     async def _send(self, call: Call) -> Any:
-        request = self.build_request(call, *(await self._ready(call.model)))
-        return await adrive(
-            retry_flow(request, self._policy, self.rate_limiter), self._execute, self._policy
-        )
+        flow = self.send_flow(call, *(await self._ready(call.model)))
+        return await adrive(flow, self._execute, self._policy)
 
     async def _completions(
         self, constraint: Constraint, prompt: object, kw: dict[str, Any]
@@ -302,17 +302,12 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
 
     # -- the public face
 
-    @property
-    def server(self) -> ServerKind | None:
-        """The server kind; ``None`` until detected (at the first call, or ``await detect()``)."""
-        return self._info.kind if self._info is not None else None
-
-    async def detect(self) -> ServerInfo:
-        """What the server is (kind, version, served models); probed once, then cached."""
+    async def detect(self, *, refresh: bool = False) -> ServerInfo:
+        """What the server is, probed now if not known yet; see ``Model.detect``."""
         info = self._info
-        if info is None:
+        if info is None or refresh:
             async with self._alock:
-                info = await adrive(self.server_flow(), self._execute, self._policy)
+                info = await adrive(self.server_flow(refresh=refresh), self._execute, self._policy)
         return info
 
     async def __call__(

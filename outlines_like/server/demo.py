@@ -74,7 +74,7 @@ def run_demo(*, model: str = "tiny", out: TextIO | None = None) -> int:
     import openai
 
     from outlines_like.models.factories import from_server
-    from outlines_like.server.app import ServerConfig
+    from outlines_like.server.config import ServerConfig
     from outlines_like.server.run import ServerThread
 
     stream = out or sys.stdout

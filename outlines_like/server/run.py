@@ -14,7 +14,9 @@ import time
 from types import TracebackType
 from typing import Any
 
-from outlines_like.server.app import Engine, ServerConfig, create_app
+from outlines_like.server.app import create_app
+from outlines_like.server.config import ServerConfig
+from outlines_like.server.service import GenerationService
 
 __all__ = ["ServerThread", "serve"]
 
@@ -40,8 +42,8 @@ class ServerThread:
     """The server on a background thread, bound to a free port on 127.0.0.1.
 
     Args:
-        config: What to serve (ignored for the model when ``engine`` is given).
-        engine: An engine already loaded (tests share one).
+        config: What to serve (ignored for the model when ``service`` is given).
+        service: A generation service already loaded (tests share one).
         host: Interface to bind.
         startup_timeout: Seconds to wait for the model to load and the socket to answer.
     """
@@ -50,12 +52,12 @@ class ServerThread:
         self,
         config: ServerConfig | None = None,
         *,
-        engine: Engine | None = None,
+        service: GenerationService | None = None,
         host: str = "127.0.0.1",
         startup_timeout: float = 120.0,
     ) -> None:
         self.config = config or ServerConfig()
-        self.engine = engine
+        self.service = service
         self.host = host
         self.startup_timeout = startup_timeout
         self.port = 0
@@ -77,7 +79,7 @@ class ServerThread:
         sock.bind((self.host, 0))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        app = create_app(self.engine, self.config)
+        app = create_app(self.service, self.config)
         config = uvicorn.Config(
             app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
         )

@@ -9,7 +9,8 @@ answer = "Answer: " + (integer | "none")
 
 from outlines_like.errors import UnenforcedKeywordWarning
 from outlines_like.types._parse import parse
-from outlines_like.types._python import json_schema_of, to_regex, to_term
+from outlines_like.types._python import to_regex, to_term
+from outlines_like.types._schema_of import json_schema_of
 from outlines_like.types._terms import (
     CFG,
     Alternatives,

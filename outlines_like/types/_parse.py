@@ -9,11 +9,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
-import jsonschema
 import pydantic
 
 from outlines_like.errors import ParseError
-from outlines_like.types._python import _is_model_like, _is_union, to_term
+from outlines_like.types._python import to_term
+from outlines_like.types._schema_of import is_model_like, is_union
 from outlines_like.types._terms import JsonObject, JsonSchema, Term
 
 __all__ = ["parse"]
@@ -116,8 +116,8 @@ def parse(output_type: object, text: str) -> Any:
             raise _fail(output_type, text, f"does not match the regex {pattern!r}")
         return text
     if (
-        _is_model_like(output_type)
-        or _is_union(output_type)
+        is_model_like(output_type)
+        or is_union(output_type)
         or origin is not None
         or (isinstance(output_type, type) and output_type in (list, tuple, set, frozenset))
     ):
@@ -149,6 +149,8 @@ def _short_errors(exc: pydantic.ValidationError) -> str:
 
 
 def _parse_json_schema(term: JsonSchema, text: str) -> Any:
+    import jsonschema  # loaded on first use: importing the package stays light
+
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

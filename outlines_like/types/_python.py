@@ -12,22 +12,18 @@ So ``bool`` is always JSON-style (``true``/``false``), and a top-level ``str`` i
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import enum
 import functools
 import inspect
 import json
-import types as _pytypes
 import typing
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, Union, cast, get_args, get_origin
-
-import pydantic
-from typing_extensions import is_typeddict
+from collections.abc import Mapping
+from typing import Literal, get_args, get_origin
 
 from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.types import predefined
+from outlines_like.types._schema_of import is_model_like, is_union, json_schema_of
 from outlines_like.types._terms import (
     CFG,
     Alternatives,
@@ -42,7 +38,7 @@ from outlines_like.types._terms import (
     escape_regex,
 )
 
-__all__ = ["json_schema_of", "to_regex", "to_term"]
+__all__ = ["to_regex", "to_term"]
 
 _SCALARS: dict[object, Regex] = {
     int: predefined.integer,
@@ -58,50 +54,6 @@ _ACCEPTED = (
     "Union/Optional, list/tuple/dict/set, a pydantic model, a dataclass, a TypedDict, a "
     "function, or a term (Regex, JsonSchema, CFG, Choice, ...)"
 )
-
-
-def _is_union(tp: object) -> bool:
-    return get_origin(tp) is Union or isinstance(tp, _pytypes.UnionType)
-
-
-def _is_model_like(tp: object) -> bool:
-    return isinstance(tp, type) and (
-        issubclass(tp, pydantic.BaseModel) or dataclasses.is_dataclass(tp) or is_typeddict(tp)
-    )
-
-
-def _function_schema(fn: Callable[..., object]) -> dict[str, Any]:
-    sig = inspect.signature(fn)
-    hints = typing.get_type_hints(fn)
-    fields: dict[str, Any] = {}
-    for name, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise UnsupportedConstraintError(
-                f"cannot build a JSON Schema from {fn.__name__}(): *args/**kwargs have no schema"
-            )
-        annotation = hints.get(name, Any)
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[name] = (annotation, default)
-    model = pydantic.create_model(fn.__name__, **fields)
-    schema: dict[str, Any] = model.model_json_schema()
-    return schema
-
-
-def json_schema_of(source: object) -> dict[str, Any] | None:
-    """Return the JSON Schema of a pydantic model, dataclass, TypedDict, type or function.
-
-    Returns ``None`` when ``source`` has no JSON Schema.
-    """
-    if _is_model_like(source):
-        if isinstance(source, type) and issubclass(source, pydantic.BaseModel):
-            return source.model_json_schema()
-        return pydantic.TypeAdapter(cast(Any, source)).json_schema()
-    if inspect.isfunction(source) or inspect.ismethod(source):
-        return _function_schema(source)
-    try:
-        return pydantic.TypeAdapter(cast(Any, source)).json_schema()
-    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
-        return None
 
 
 def _literal_term(values: tuple[object, ...]) -> Term:
@@ -160,7 +112,7 @@ def _to_term(tp: object) -> Term | None:
         # Metadata such as Field(ge=0, max_length=5) changes the valid values: pydantic's
         # schema carries it, so the value is JSON-style (a constrained str is quoted).
         return _schema_term(tp) if getattr(tp, "__metadata__", ()) else _to_term(get_args(tp)[0])
-    if _is_union(tp):
+    if is_union(tp):
         args = get_args(tp)
         if any(isinstance(a, Term) for a in args):
             terms = [_to_term(a) for a in args]
@@ -168,7 +120,7 @@ def _to_term(tp: object) -> Term | None:
                 raise UnsupportedConstraintError("a union with a term cannot contain free text")
             return Alternatives(typing.cast(list[Term], terms))
         return _schema_term(tp)
-    if _is_model_like(tp) or origin in (list, tuple, dict, set, frozenset):
+    if is_model_like(tp) or origin in (list, tuple, dict, set, frozenset):
         return _schema_term(tp)
     if tp in (list, tuple, set, frozenset):
         return _schema_term(tp)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.types._schema_of import json_schema_of
 
 __all__ = [
     "CFG",
@@ -236,8 +237,6 @@ def _schema_from(source: object) -> tuple[dict[str, Any], object]:
             raise InvalidConstraintError("a JSON Schema must be a JSON object or a boolean")
         return (value if isinstance(value, dict) else ({} if value else {"not": {}})), None
     if isinstance(source, type) or callable(source):
-        from outlines_like.types._python import json_schema_of
-
         schema = json_schema_of(source)
         if schema is None:
             raise UnsupportedConstraintError(

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from outlines_like.errors import InvalidConstraintError
-from outlines_like.types.json_schema import _check_against_metaschema, _Converter, _Rx
+from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
+from outlines_like.types.json_schema._text import Rx
 
 __all__ = ["RegexBudgetExceeded", "bounded_json_schema_regex", "schema_is_recursive"]
 
@@ -90,7 +91,7 @@ class _BudgetedConverter(_Converter):
         for keyword, path, why in deferred:
             self.unenforced(keyword, path, why)
 
-    def convert(self, schema: Any, path: str) -> _Rx:
+    def convert(self, schema: Any, path: str) -> Rx:
         regex = super().convert(schema, path)
         if regex is not None and len(regex) > self.budget:
             raise RegexBudgetExceeded(path, len(regex), self.budget)

@@ -37,18 +37,10 @@ import json
 from typing import Any, Final
 
 from outlines_like.errors import InvalidConstraintError
-from outlines_like.types.json_schema import (
-    _ANNOTATIONS,
-    _NEVER,
-    _NUMBER,
-    _REGEX_SPECIALS,
-    _STRING,
-    _UNENFORCED,
-    _alt,
-    _Converter,
-    _esc,
-    _Rx,
-)
+from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER, UNENFORCED
+from outlines_like.types.json_schema._driver import _Converter
+from outlines_like.types.json_schema._text import NUMBER, REGEX_SPECIALS, STRING, Rx, esc
+from outlines_like.types.json_schema._text import alt as regex_alt
 from outlines_like.types.json_schema_budget import (
     RegexBudgetExceeded,
     _bounded_regex,
@@ -100,10 +92,10 @@ def _literal_text(regex: str) -> str | None:
     i = 0
     while i < len(regex):
         c = regex[i]
-        if c == "\\" and i + 1 < len(regex) and regex[i + 1] in _REGEX_SPECIALS:
+        if c == "\\" and i + 1 < len(regex) and regex[i + 1] in REGEX_SPECIALS:
             out.append(regex[i + 1])
             i += 2
-        elif c in _REGEX_SPECIALS:
+        elif c in REGEX_SPECIALS:
             return None
         else:
             out.append(c)
@@ -239,7 +231,7 @@ class _GrammarConverter(_Converter):
 
     def symbol(self, schema: Any, path: str) -> _Seq:
         """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
-        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= _ANNOTATIONS | {"$ref"}:
+        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
             target, target_path = self.resolve(schema["$ref"], path)
             return self.shared(target_path, target, target_path)
         if isinstance(schema, dict) and "allOf" in schema:
@@ -265,11 +257,11 @@ class _GrammarConverter(_Converter):
         return [name]
 
     def symbol_flat(self, s: dict[str, Any], path: str) -> _Seq:
-        if s.get(_NEVER):
+        if s.get(NEVER):
             return None
         if not s:
             return self.any_value_rule()
-        for keyword in _UNENFORCED:
+        for keyword in UNENFORCED:
             if keyword in s:
                 self.unenforced(keyword, path)
                 del s[keyword]
@@ -284,7 +276,7 @@ class _GrammarConverter(_Converter):
         types = self.types_of(s, path)
         if "number" in types and "integer" in types:
             types.remove("integer")
-        scalars: list[_Rx] = []
+        scalars: list[Rx] = []
         alternatives: list[_Seq] = []
         for t in types:
             if t == "null":
@@ -301,7 +293,7 @@ class _GrammarConverter(_Converter):
                 alternatives.append(self.array(s, path))
             else:
                 alternatives.append(self.object(s, path))
-        alternatives.insert(0, self.lexeme(_alt(scalars), path))
+        alternatives.insert(0, self.lexeme(regex_alt(scalars), path))
         return self.rule(alternatives, path)
 
     def enum(self, s: dict[str, Any], path: str) -> _Seq:
@@ -315,7 +307,7 @@ class _GrammarConverter(_Converter):
             path,
         )
 
-    def lexeme(self, regex: _Rx, path: str) -> _Seq:
+    def lexeme(self, regex: Rx, path: str) -> _Seq:
         """The terminal of a lexeme regex as a sequence (``None``: the empty language)."""
         return None if regex is None else [self.terminal(regex, path)]
 
@@ -358,8 +350,8 @@ class _GrammarConverter(_Converter):
         if self._any is None:
             value = self._any = f"r{len(self.rules)}"
             members, values = value + "m", value + "v"  # left-recursive lists of the value
-            key = self.terminal(_STRING, "#")
-            scalar = self.terminal(f"(?:null|true|false|{_NUMBER}|{_STRING})", "#")
+            key = self.terminal(STRING, "#")
+            scalar = self.terminal(f"(?:null|true|false|{NUMBER}|{STRING})", "#")
             member = [key, self.colon, value]
             self.rules[members] = [member, [members, self.comma, *member]]
             self.rules[values] = [[value], [values, self.comma, value]]
@@ -433,7 +425,7 @@ class _GrammarConverter(_Converter):
                 if is_required:
                     return None
                 continue
-            key = self.terminal(_esc(json.dumps(name, ensure_ascii=False)), path)
+            key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
             members.append(([key, self.colon, *value], is_required))
         extra: _Seq = None
         if additional is not False and (additional is not None or not properties):

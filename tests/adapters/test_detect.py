@@ -1,30 +1,27 @@
-"""Server detection through the user's own client, with transports that answer like each server."""
+"""Server detection through the user's own client, with transports that answer like each server.
+
+The recognisers (``adapters.detect``) are pure; the probes are a flow the model drives
+(``models.detection``); the fake server is ``tests.conftest.FakeServer``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx2
-import openai
 import pytest
 
-from outlines_like.adapters import ServerInfo, adetect_server, clear_detection_cache, detect_server
-from outlines_like.adapters import detect as detect_module
-
-Handler = Callable[[httpx2.Request], httpx2.Response]
+import outlines_like.models as m
+from outlines_like.adapters import ServerInfo
+from outlines_like.adapters.detect import ProbeAnswer, read_listing, root_url, vllm_version
+from outlines_like.models.detection import adetect_server, detect_server
+from tests.conftest import FakeServer, models_listing
 
 
 def models(*ids: str, owned_by: str) -> dict[str, Any]:
-    return {
-        "object": "list",
-        "data": [
-            {"id": i, "object": "model", "created": 1796017439, "owned_by": owned_by} for i in ids
-        ],
-    }
+    return models_listing(*ids, owned_by=owned_by)
 
 
 # What each server answers (shapes from the recordings in ../shared/servers and the servers'
@@ -118,60 +115,12 @@ GENERIC = {"/v1/models": models("local-model", owned_by="organization_owner")}
 VLLM_KEYED = {"/version": {"version": "0.11.0"}}  # /v1/* needs a key we do not have
 
 
-class FakeServer:
-    """A transport handler that answers fixed JSON per path and records every request."""
-
-    def __init__(
-        self, routes: Mapping[str, object], delay: float = 0.0, v1_needs_key: bool = False
-    ) -> None:
-        self.routes = routes
-        self.delay = delay
-        self.v1_needs_key = v1_needs_key or routes is VLLM_KEYED or routes is REFERENCE_KEYED
-        self.requests: list[httpx2.Request] = []
-        self._lock = threading.Lock()
-
-    @property
-    def paths(self) -> list[str]:
-        return [r.url.path for r in self.requests]
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        with self._lock:
-            self.requests.append(request)
-        if self.delay:
-            time.sleep(self.delay)
-        path = request.url.path
-        if self.v1_needs_key and path.startswith("/v1/"):
-            return httpx2.Response(401, json={"error": "Unauthorized"})
-        if path in self.routes:
-            return httpx2.Response(200, json=self.routes[path])
-        return httpx2.Response(404, json={"detail": "Not Found"})
+KEYED = (VLLM_KEYED, REFERENCE_KEYED)  # /v1/* needs a key we do not have
 
 
-def sync_client(handler: Handler, base_url: str = "http://127.0.0.1:8000/v1") -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=base_url,
-        api_key="sk-test",
-        default_headers={"X-Team": "blue"},
-        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
-    )
-
-
-def async_client(
-    handler: Handler, base_url: str = "http://127.0.0.1:8000/v1"
-) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=base_url,
-        api_key="sk-test",
-        default_headers={"X-Team": "blue"},
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
-    )
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache() -> Iterator[None]:
-    clear_detection_cache()
-    yield
-    clear_detection_cache()
+def fake(routes: dict[str, Any], delay: float = 0.0) -> FakeServer:
+    """A server answering ``routes`` only (``/v1/models`` included when listed)."""
+    return FakeServer(models=None, routes=routes, delay=delay, v1_needs_key=routes in KEYED)
 
 
 CASES = [
@@ -280,8 +229,8 @@ CASES = [
 
 @pytest.mark.parametrize(("routes", "info", "paths"), CASES)
 def test_detect_sync(routes: dict[str, object], info: ServerInfo, paths: list[str]) -> None:
-    server = FakeServer(routes)
-    assert detect_server(sync_client(server)) == info
+    server = fake(routes)
+    assert detect_server(server.client()) == info
     assert server.paths == paths
     for request in server.requests:  # the user's auth and headers reach every probe
         assert request.headers["authorization"] == "Bearer sk-test"
@@ -291,49 +240,59 @@ def test_detect_sync(routes: dict[str, object], info: ServerInfo, paths: list[st
 
 @pytest.mark.parametrize(("routes", "info", "paths"), CASES)
 async def test_detect_async(routes: dict[str, object], info: ServerInfo, paths: list[str]) -> None:
-    server = FakeServer(routes)
-    assert await adetect_server(async_client(server)) == info
+    server = fake(routes)
+    assert await adetect_server(server.aclient()) == info
     assert server.paths == paths
     assert all(r.headers["authorization"] == "Bearer sk-test" for r in server.requests)
+
+
+@pytest.mark.parametrize(("routes", "info", "paths"), CASES)
+def test_a_model_detects_the_same(
+    routes: dict[str, object], info: ServerInfo, paths: list[str]
+) -> None:
+    server = fake(routes)
+    model = m.from_server(server.client())
+    assert model.detect() == info
+    assert (model.server, server.paths) == (info.kind, paths)
 
 
 @pytest.mark.parametrize(
     "base_url", ["https://api.openai.com/v1", "https://myorg.openai.azure.com/openai/v1"]
 )
 def test_openai_by_host_without_probes(base_url: str) -> None:
-    server = FakeServer({})
-    assert detect_server(sync_client(server, base_url)) == ServerInfo("openai")
+    server = fake({})
+    assert detect_server(server.client(base_url)) == ServerInfo("openai")
     assert server.requests == []
 
 
 def test_root_paths_sit_beside_the_base_path() -> None:
-    server = FakeServer(
+    server = fake(
         {"/proxy/v1/models": models("m", owned_by="x"), "/proxy/version": {"version": "0.12.1"}}
     )
-    info = detect_server(sync_client(server, "http://gw.local/proxy/v1/"))
+    info = detect_server(server.client("http://gw.local/proxy/v1/"))
     assert info == ServerInfo("vllm", "0.12.1", ("m",))
     assert server.paths[0] == "/proxy/v1/models"
     assert all(p.startswith("/proxy/") for p in server.paths)
 
 
-def test_one_probe_per_base_url_across_calls_and_clients() -> None:
-    server = FakeServer(VLLM)
-    first = detect_server(sync_client(server))
-    second = detect_server(sync_client(server))  # another client, same base URL
-    assert first is second
+def test_no_process_cache_each_model_asks() -> None:
+    server = fake(VLLM)
+    first = m.from_server(server.client())
+    assert first.detect() == first.detect()  # kept on the model: probed once
     assert server.paths == ["/v1/models", "/version"]
-    other = detect_server(sync_client(server, "http://127.0.0.1:8001/v1"))
-    assert other == first
-    assert len(server.requests) == 4
+    server.routes = LLAMACPP  # another server behind the same URL
+    assert m.from_server(server.client()).detect() == ServerInfo("llamacpp", None, ("tiny",))
+    kinds = [first.server]  # the old kind, until it asks again
+    assert first.detect(refresh=True).kind == "llamacpp"
+    kinds.append(first.server)
+    assert kinds == ["vllm", "llamacpp"]
 
 
 def test_one_probe_across_threads() -> None:
-    server = FakeServer(VLLM, delay=0.02)
-    client = sync_client(server)
+    server = fake(VLLM, delay=0.02)
+    model = m.from_server(server.client())
     results: list[ServerInfo] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(detect_server(client))) for _ in range(8)
-    ]
+    threads = [threading.Thread(target=lambda: results.append(model.detect())) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -343,83 +302,72 @@ def test_one_probe_across_threads() -> None:
 
 
 async def test_one_probe_across_tasks() -> None:
-    server = FakeServer(LLAMACPP, delay=0.01)
-    client = async_client(server)
-    results = await asyncio.gather(*(adetect_server(client) for _ in range(10)))
+    server = fake(LLAMACPP, delay=0.01)
+    amodel = m.from_server(server.aclient())
+    results = await asyncio.gather(*(amodel.detect() for _ in range(10)))
     assert set(results) == {ServerInfo("llamacpp", None, ("tiny",))}
     assert server.paths == ["/v1/models"]
-    # the sync and async callers share the cache
-    assert detect_server(sync_client(server)) == results[0]
-    assert server.paths == ["/v1/models"]
+    assert amodel.server == "llamacpp"
 
 
-def test_refresh_probes_again() -> None:
-    server = FakeServer(SGLANG)
-    client = sync_client(server)
-    detect_server(client)
-    detect_server(client, refresh=True)
+def test_unreachable_is_generic_and_asked_again() -> None:
+    server = fake(VLLM)
+    server.down = True
+    model = m.from_server(server.client())
+    assert detect_server(server.client()) == ServerInfo("generic")
+    assert model.detect() == ServerInfo("generic")
+    assert model.server is None  # no answer is not an answer: not kept
     assert server.paths == ["/v1/models", "/v1/models"]
-
-
-def _unreachable(request: httpx2.Request) -> httpx2.Response:
-    raise httpx2.ConnectError("connection refused", request=request)
-
-
-def test_unreachable_is_generic_and_not_cached_for_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        calls.append(request.url.path)
-        if len(calls) == 1:
-            return _unreachable(request)
-        return FakeServer(VLLM)(request)
-
-    client = sync_client(handler)
-    assert detect_server(client) == ServerInfo("generic")
-    assert detect_server(client) == ServerInfo("generic")  # within FAILURE_TTL: no new probe
-    assert calls == ["/v1/models"]
-    monkeypatch.setattr(detect_module, "FAILURE_TTL", 0.0)
-    clear_detection_cache()
-    assert detect_server(client) == ServerInfo("vllm", "0.32.0", ("tiny",))
-    assert detect_server(client).kind == "vllm"  # a success is cached
-    assert calls == ["/v1/models", "/v1/models", "/version"]
-
-
-def test_failure_expires(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(detect_module, "FAILURE_TTL", 0.0)
-    calls: list[str] = []
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        calls.append(request.url.path)
-        return _unreachable(request)
-
-    client = sync_client(handler)
-    assert detect_server(client).kind == "generic"
-    assert detect_server(client).kind == "generic"
-    assert calls == ["/v1/models", "/v1/models"]
+    server.down = False
+    assert model.detect() == ServerInfo("vllm", "0.32.0", ("tiny",))
+    assert model.detect().kind == "vllm"  # a success is kept
+    assert server.paths == ["/v1/models"] * 3 + ["/version"]
 
 
 async def test_async_unreachable_is_generic() -> None:
-    assert await adetect_server(async_client(_unreachable)) == ServerInfo("generic")
+    server = fake({})
+    server.down = True
+    assert await adetect_server(server.aclient()) == ServerInfo("generic")
 
 
 def test_non_json_answers_are_not_conclusive() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == "/api/version":
-            return httpx2.Response(200, text="Ollama is running")
-        if request.url.path == "/version":
-            return httpx2.Response(200, json={"version": "1.2.3", "commit": "x", "extra": 1})
-        return httpx2.Response(500, text="boom")
-
-    assert detect_server(sync_client(handler)) == ServerInfo("generic")
+    server = fake(
+        {
+            "/api/version": httpx2.Response(200, text="Ollama is running"),
+            "/version": {"version": "1.2.3", "commit": "x", "extra": 1},
+        }
+    )
+    assert detect_server(server.client()) == ServerInfo("generic")
 
 
 def test_probes_do_not_retry() -> None:
-    server = FakeServer({})
-
-    def flaky(request: httpx2.Request) -> httpx2.Response:
-        server(request)
-        return httpx2.Response(503, json={"error": "loading"})
-
-    detect_server(sync_client(flaky))
+    server = fake({"/v1/models": httpx2.Response(503, json={"error": "loading"})})
+    detect_server(server.client())
     assert server.paths.count("/v1/models") == 1
+
+
+# ----------------------------------------------------------------------------- pure readers
+
+
+def test_recognisers_are_pure_functions_of_answers() -> None:
+    listing = read_listing(ProbeAnswer(200, models("a", "b", owned_by="sglang")))
+    assert (listing.model_ids, listing.kind, listing.reference) == (("a", "b"), "sglang", False)
+    assert read_listing(ProbeAnswer(200, models("t", owned_by="outlines-like"))).reference
+    assert read_listing(ProbeAnswer(404)).model_ids == ()
+    assert read_listing(ProbeAnswer(200, "not json")).kind is None
+    assert vllm_version(ProbeAnswer(200, {"version": "0.8.5"})) == "0.8.5"
+    assert vllm_version(ProbeAnswer(200, {"version": "0.1.0", "server": "outlines-like"})) is None
+    assert vllm_version(ProbeAnswer(None)) is None
+    assert root_url("http://h:1/a/v1/") == "http://h:1/a"
+
+
+def test_adapters_import_no_client_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, outlines_like.adapters, outlines_like.adapters.detect; "
+        "print(sorted(m for m in ('openai', 'httpx', 'httpx2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

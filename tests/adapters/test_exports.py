@@ -22,9 +22,6 @@ def test_adapters_exports() -> None:
             "ServerKind",
             "TGIAdapter",
             "VLLMAdapter",
-            "adetect_server",
-            "clear_detection_cache",
-            "detect_server",
             "get_adapter",
             "get_adapter_for",
         ]
@@ -35,12 +32,14 @@ def test_adapters_exports() -> None:
 
 def test_base_and_detect_exports() -> None:
     assert set(base.__all__) >= {"Adapter", "ConstraintFields", "ServerInfo", "ServerKind"}
-    assert set(detect.__all__) == {
-        "FAILURE_TTL",
-        "PROBE_TIMEOUT",
-        "adetect_server",
-        "clear_detection_cache",
-        "detect_server",
+    assert set(detect.__all__) == {  # pure recognisers: the probing is in models.detection
+        "ROOT_PROBES",
+        "Listing",
+        "ProbeAnswer",
+        "is_openai_host",
+        "read_listing",
+        "root_url",
+        "vllm_version",
     }
     assert adapters.SERVER_KINDS == (
         "sglang",

@@ -444,14 +444,14 @@ def test_matcher_is_independent_of_mask_order(json_grammar: CompiledGrammar) -> 
 @pytest.mark.parametrize("lex", [0, 1, 2, 3])
 def test_lexical_walk_is_independent_of_item_order(order: str, lex: int) -> None:
     """The whole-vocabulary shortcut and the unsorted fallback give the same walk."""
-    from outlines_like.fsm._grammar_walk import token_table, walk
+    from outlines_like.fsm._grammar_walk import byte_table, walk
 
     compiled = compile_grammar(CFG(JSON_LARK), VOCAB)
     m = compiled.matcher()
     for token in (TOKEN_ID[b'{"'], TOKEN_ID[b"a"]):  # inside a string: self-looping bytes
         m.advance(token)
     context = compiled._context(m._stack)
-    table = token_table(VOCAB)
+    table = byte_table(VOCAB)
     ids = {
         "table": table.text_ids,
         "copy": table.text_ids.copy(),

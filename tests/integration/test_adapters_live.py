@@ -15,7 +15,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from outlines_like.adapters import clear_detection_cache, detect_server, get_adapter
+from outlines_like.adapters import get_adapter
+from outlines_like.models.detection import detect_server
 from outlines_like.types import CFG, JsonSchema, Regex, boolean, to_term
 
 pytestmark = [pytest.mark.realservers, pytest.mark.timeout(1500)]
@@ -73,7 +74,6 @@ def test_constraint_is_enforced(
     check: Any,
 ) -> None:
     kind, client = server
-    clear_detection_cache()
     info = detect_server(client)
     assert info.kind == kind
     assert info.model_ids

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.detect import ProbeAnswer
 from outlines_like.errors import (
     APIConnectionError,
     APITimeoutError,
@@ -22,13 +23,13 @@ from outlines_like.errors import (
 from outlines_like.models._core import (
     Call,
     Constraint,
-    Detect,
     ListModels,
     ModelCore,
     Target,
     read_usage,
 )
 from outlines_like.models._errors import parse_retry_after, translate, translate_errors
+from outlines_like.models.detection import Probe
 from outlines_like.models.result import Usage
 from outlines_like.models.retry import RateLimiter
 from outlines_like.types import Regex, Term
@@ -53,6 +54,8 @@ class FakeAdapter:
 
 
 class DummyClient:
+    base_url = "http://test/v1"
+
     def with_options(self, **kw: Any) -> DummyClient:
         return self
 
@@ -148,25 +151,24 @@ def test_resolve_flow_detects_and_lists_once() -> None:
     from outlines_like.adapters.base import ServerInfo
 
     c: ModelCore[DummyClient] = ModelCore(DummyClient())
-    answers = {Detect: ServerInfo("vllm", "0.32.0"), ListModels: ("only",)}
+    listing = {"data": [{"owned_by": "vllm"}], "version": "0.32.0"}  # also read as /version
+    answers = {Probe: ProbeAnswer(200, listing), ListModels: ("only",)}
     (tgt, model), steps = run(c.resolve_flow(None), answers)
-    assert (tgt.info.kind, model, steps) == ("vllm", "only", [Detect, ListModels])
+    assert (tgt.info, model) == (ServerInfo("vllm", "0.32.0"), "only")
+    assert steps == [Probe, Probe, ListModels]  # /v1/models, /version, then the model list
     assert c.ready_now(None) == (tgt, "only")
     (_, model), steps = run(c.resolve_flow("other"), answers)
     assert (model, steps) == ("other", [])
 
 
-def test_generic_detection_is_asked_again() -> None:
-    from outlines_like.adapters.base import ServerInfo
-
+def test_unreachable_detection_is_asked_again() -> None:
     c: ModelCore[DummyClient] = ModelCore(DummyClient(), model_name="m")
-    answers = {Detect: ServerInfo("generic", None, ("m",))}
-    _, steps = run(c.resolve_flow(None), answers)
-    assert steps == [Detect]
-    assert c.ready_now(None) is None  # may have been "unreachable": ask detection again
-    answers = {Detect: ServerInfo("sglang")}
-    (tgt, _), steps = run(c.resolve_flow(None), answers)
-    assert (tgt.info.kind, steps) == ("sglang", [Detect])
+    (tgt, _), steps = run(c.resolve_flow(None), {Probe: ProbeAnswer(None)})
+    assert (tgt.info.kind, steps) == ("generic", [Probe])
+    assert c.ready_now(None) is None  # "unreachable" is no answer: ask detection again
+    sglang = ProbeAnswer(200, {"data": [{"id": "m", "owned_by": "sglang"}]})
+    (tgt, _), steps = run(c.resolve_flow(None), {Probe: sglang})
+    assert (tgt.info.kind, steps) == ("sglang", [Probe])
     assert c.ready_now(None) is not None
 
 

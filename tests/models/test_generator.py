@@ -2,73 +2,43 @@
 
 from __future__ import annotations
 
-import json
+import warnings
 from typing import Any, Literal
 
 import httpx2
-import openai
 import pytest
 
 import outlines_like.models as m
-from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.errors import TruncatedOutputWarning, UnsupportedConstraintError
 from outlines_like.types import JsonSchema, Regex
+from tests.conftest import FakeServer, chat_body, chunk, sse
 
 
-def answer(*texts: str) -> dict[str, Any]:
-    return {
-        "id": "c",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "tiny",
-        "choices": [
-            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-            for i, t in enumerate(texts)
-        ],
-    }
+def stream_of(text: str) -> httpx2.Response:
+    return sse(*(chunk(ch) for ch in text))
 
 
-class Server:
-    def __init__(self, *texts: str) -> None:
-        self.texts = list(texts)
-        self.bodies: list[dict[str, Any]] = []
+def sglang(fake: FakeServer) -> m.Model:
+    return m.from_sglang(fake.client(), "tiny")
 
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content)
-        self.bodies.append(body)
-        if body.get("stream"):
-            text = self.texts.pop(0)
-            chunks = [
-                {
-                    "id": "c",
-                    "object": "chat.completion.chunk",
-                    "created": 0,
-                    "model": "t",
-                    "choices": [{"index": 0, "delta": {"content": ch}, "finish_reason": None}],
-                }
-                for ch in text
-            ]
-            sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=sse)
-        return httpx2.Response(200, json=answer(self.texts.pop(0)))
 
-    def model(self) -> m.Model:
-        http = httpx2.Client(transport=httpx2.MockTransport(self))
-        return m.from_sglang(
-            openai.OpenAI(base_url="http://t/v1", api_key="x", http_client=http), "tiny"
-        )
-
-    def amodel(self) -> m.AsyncModel:
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
-        client = openai.AsyncOpenAI(base_url="http://t/v1", api_key="x", http_client=http)
-        return m.from_sglang(client, "tiny")
+def asglang(fake: FakeServer) -> m.AsyncModel:
+    return m.from_sglang(fake.aclient(), "tiny")
 
 
 Colour = Literal["red", "green"]
 
 
 def test_sync_generator_methods() -> None:
-    server = Server("red", "green", "red", "gr", "green", "red")
-    gen = m.Generator(server.model(), Colour)
+    server = FakeServer(
+        chat_body("red"),
+        chat_body("green"),
+        chat_body("red"),
+        stream_of("gr"),
+        chat_body("green"),
+        chat_body("red"),
+    )
+    gen = m.Generator(sglang(server), Colour)
     assert isinstance(gen, m.ModelGenerator)
     assert gen("Colour?") == "red"
     assert gen.parse("Colour?") == "green"
@@ -82,8 +52,15 @@ def test_sync_generator_methods() -> None:
 
 
 async def test_async_generator_methods() -> None:
-    server = Server("7", "8", "9", "12", "1", "2")
-    gen = m.Generator(server.amodel(), int)
+    server = FakeServer(
+        chat_body("7"),
+        chat_body("8"),
+        chat_body("9"),
+        stream_of("12"),
+        chat_body("1"),
+        chat_body("2"),
+    )
+    gen = m.Generator(asglang(server), int)
     assert isinstance(gen, m.AsyncModelGenerator)
     assert await gen("n?") == "7"
     assert await gen.parse("n?") == 8
@@ -97,21 +74,41 @@ async def test_async_generator_methods() -> None:
 
 def test_bad_type_fails_at_construction() -> None:
     with pytest.raises(UnsupportedConstraintError):
-        m.Generator(Server().model(), object())
+        m.Generator(sglang(FakeServer()), object())
     with pytest.raises(ValueError, match=r"regex|pattern|Regex"):
-        m.Generator(Server().model(), Regex("(unclosed"))
+        m.Generator(sglang(FakeServer()), Regex("(unclosed"))
 
 
-def test_term_is_built_once() -> None:
+def test_term_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import outlines_like.models._core as core
+    from outlines_like.types import Term, to_term
+
+    built: list[object] = []
+
+    def counting(output_type: object) -> Term | None:
+        built.append(output_type)
+        return to_term(output_type)
+
+    monkeypatch.setattr(core, "to_term", counting)
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    server = Server('{"a": 1}', '{"a": 2}')
-    gen = m.Generator(server.model(), JsonSchema(schema))
-    assert gen._constraint.term is not None
-    term = gen._constraint.term
+    server = FakeServer(chat_body('{"a": 1}'), chat_body('{"a": 2}'), chat_body("{}"))
+    gen = m.Generator(sglang(server), JsonSchema(schema))
+    assert len(built) == 1  # compiled here, at construction
     assert gen.parse("x") == {"a": 1}
     assert gen.parse("x") == {"a": 2}
-    assert gen._constraint.term is term
+    gen.complete("x")
+    assert len(built) == 1  # and never again: the model's methods got the constraint
     assert server.bodies[0]["response_format"] == server.bodies[1]["response_format"]
+
+
+def test_warnings_point_at_the_callers_line() -> None:
+    cut = chat_body("12", finish="length")
+    gen = m.Generator(sglang(FakeServer(cut)), int)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        gen("x")
+    assert [w.category for w in record] == [TruncatedOutputWarning]
+    assert record[0].filename == __file__
 
 
 class LocalLike:
@@ -152,7 +149,7 @@ def test_other_models_are_called_through_their_methods() -> None:
 def test_generator_stream_parse() -> None:
     import pydantic
 
-    from tests.models.test_remote import FakeServer, _hero_stream
+    from tests.models.test_remote import _hero_stream
 
     class Adventurer(pydantic.BaseModel):
         name: str

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import pydantic
 import pytest
+from PIL import Image as PILImage
 
 pytestmark = pytest.mark.torch
 
@@ -119,10 +120,19 @@ def test_batch_keeps_prompt_order(local: Any) -> None:
 
 
 def test_chat_prompts_use_the_chat_template(local: Any) -> None:
+    from outlines_like.engine.prepare import prepare_prompt
     from outlines_like.inputs import Chat
 
-    chat = Chat([{"role": "system", "content": "be brief"}, {"role": "user", "content": "n?"}])
-    assert local.parse(chat, int, max_tokens=12, seed=4) is not None
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "n?"}]
+    tok = local.tokenizer
+    rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert "be brief" in rendered
+    assert rendered != "be briefn?"
+    expected = tuple(tok.encode(rendered, add_special_tokens=False))
+    assert prepare_prompt(tok, Chat(messages)).ids == expected
+    result = local.complete(Chat(messages), int, max_tokens=12, seed=4)
+    assert result.usage.prompt_tokens == len(expected)  # the templated prompt was generated from
+    assert isinstance(local.parse(Chat(messages), int, max_tokens=12, seed=4), int)
 
 
 def test_truncated_constrained_output(local: Any) -> None:
@@ -147,8 +157,22 @@ def test_bad_arguments(local: Any, kwargs: dict[str, Any], error: type[Exception
 
 
 def test_image_prompts_are_refused(local: Any) -> None:
-    with pytest.raises(TypeError, match="str or a Chat"):
+    from outlines_like.inputs import Image
+
+    with pytest.raises(TypeError, match="vision model"):
+        local(["What is this?", Image(PILImage.new("RGB", (2, 2)))], int)
+    with pytest.raises(TypeError, match=r"prompt\[0\] is a object"):
         local([object()], int)
+
+
+def test_a_list_prompt_is_one_user_message(local: Any) -> None:
+    from outlines_like.inputs import Chat
+
+    as_list = local(["Answer ", "me."], Literal["x", "y"], temperature=0)
+    as_chat = local(
+        Chat([{"role": "user", "content": "Answer me."}]), Literal["x", "y"], temperature=0
+    )
+    assert as_list == as_chat
 
 
 def test_reasoning_mode_leaves_thinking_free(local: Any) -> None:
@@ -167,6 +191,8 @@ def test_reasoning_mode_leaves_thinking_free(local: Any) -> None:
 
 
 def _greedy_first(local: Any) -> int:
-    ids = local._prompt_ids("q", {})
+    from outlines_like.engine.prepare import prepare_prompt
+
+    ids = list(prepare_prompt(local.tokenizer, "q").ids)
     logits = local.model(__import__("torch").tensor([ids])).logits[0, -1]
     return int(logits.argmax())

@@ -8,8 +8,6 @@ import datetime as dt
 import json
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from typing import Any, Literal
 
 import httpx2
@@ -18,7 +16,7 @@ import pydantic
 import pytest
 
 import outlines_like.models as m
-from outlines_like.adapters import get_adapter_for
+from outlines_like.adapters import ServerInfo, get_adapter_for
 from outlines_like.adapters.base import ServerKind
 from outlines_like.errors import (
     APIConnectionError,
@@ -36,103 +34,7 @@ from outlines_like.errors import (
 )
 from outlines_like.inputs import Chat
 from outlines_like.types import Regex, to_term
-
-Handler = Callable[[httpx2.Request], httpx2.Response]
-
-
-def chat_body(
-    *contents: str | None,
-    finish: str = "stop",
-    usage: dict[str, Any] | None = None,
-    **message_fields: Any,
-) -> dict[str, Any]:
-    contents = contents or ("ok",)
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "tiny",
-        "choices": [
-            {
-                "index": i,
-                "message": {"role": "assistant", "content": c, **message_fields},
-                "finish_reason": finish,
-            }
-            for i, c in enumerate(contents)
-        ],
-        "usage": usage or {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-    }
-
-
-def sse(*chunks: dict[str, Any]) -> httpx2.Response:
-    text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=text)
-
-
-def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
-    if content is not None:
-        delta["content"] = content
-    return {
-        "id": "c",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": "tiny",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
-class FakeServer:
-    """Answers /v1/models and completions from a queue; records every request."""
-
-    def __init__(
-        self,
-        *answers: httpx2.Response | dict[str, Any] | Exception | Handler,
-        models: tuple[str, ...] = ("tiny",),
-        owned_by: str = "someone",
-    ) -> None:
-        self.answers = list(answers)
-        self.models = models
-        self.owned_by = owned_by
-        self.requests: list[httpx2.Request] = []
-        self.bodies: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        with self.lock:
-            self.requests.append(request)
-            path = request.url.path
-            if path.endswith("/models"):
-                data = [
-                    {"id": i, "object": "model", "created": 0, "owned_by": self.owned_by}
-                    for i in self.models
-                ]
-                return httpx2.Response(200, json={"object": "list", "data": data})
-            if not path.endswith("/completions"):
-                return httpx2.Response(404, json={"error": {"message": "no route"}})
-            self.bodies.append(json.loads(request.content))
-            answer = self.answers.pop(0) if self.answers else chat_body("ok")
-        if isinstance(answer, Exception):
-            raise answer
-        if isinstance(answer, dict):
-            return httpx2.Response(200, json=answer)
-        if isinstance(answer, httpx2.Response):
-            return answer
-        return answer(request)
-
-    @property
-    def sent(self) -> dict[str, Any]:
-        return self.bodies[-1]
-
-    def url(self) -> str:
-        return f"http://test-{uuid.uuid4().hex[:8]}/v1"
-
-    def client(self, **kw: Any) -> openai.OpenAI:
-        http = httpx2.Client(transport=httpx2.MockTransport(self))
-        return openai.OpenAI(base_url=self.url(), api_key="x", http_client=http, **kw)
-
-    def aclient(self, **kw: Any) -> openai.AsyncOpenAI:
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
-        return openai.AsyncOpenAI(base_url=self.url(), api_key="x", http_client=http, **kw)
+from tests.conftest import FakeServer, chat_body, chunk, sse
 
 
 class Sleeps:
@@ -344,20 +246,13 @@ def test_several_models_and_none_chosen_is_an_error() -> None:
 
 
 def test_unlistable_models_say_what_to_do() -> None:
-    fake = FakeServer()
-    fake.models = ()
-
-    def no_route(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(404, json={"error": {"message": "no route"}})
-
-    http = httpx2.Client(transport=httpx2.MockTransport(no_route))
-    client = openai.OpenAI(base_url=fake.url(), api_key="x", http_client=http)
+    unlisted = FakeServer(models=None)  # GET /v1/models is a 404
     with pytest.raises(
-        NotFoundError, match=r"could not list the vllm server's models.*model_name="
+        NotFoundError, match=r"could not list the vllm server's models at http://.*model_name="
     ):
-        m.from_vllm(client)("x")
+        m.from_vllm(unlisted.client())("x")
     with pytest.raises(ValueError, match="lists no models"):
-        m.from_vllm(fake.client())("x")
+        m.from_vllm(FakeServer(models=()).client())("x")
 
 
 def test_detection_is_lazy_and_cached() -> None:
@@ -365,12 +260,11 @@ def test_detection_is_lazy_and_cached() -> None:
     model = m.from_server(fake.client())
     assert fake.requests == []
     assert model(f"x{1}", int) == "7"
-    probes = len(fake.requests) - 1
-    assert probes >= 1
     assert model.server == "vllm"
     assert model("x", int) == "8"
-    assert len(fake.requests) == probes + 2  # no probe the second time
-    assert "structured_outputs" in fake.sent or "guided_regex" in fake.sent
+    chat = "/v1/chat/completions"
+    assert fake.paths == ["/v1/models", "/version", chat, chat]  # no probe the second time
+    assert "structured_outputs" in fake.sent  # /version unknown: vLLM's newest dialect
 
 
 async def test_async_detection() -> None:
@@ -866,10 +760,125 @@ def test_parse_values() -> None:
 
 def test_repr_and_detect_with_fixed_server() -> None:
     fake = FakeServer()
+    model = m.from_sglang(fake.client(), "tiny")
+    assert repr(model) == "Model(server='sglang', model='tiny', endpoint='chat')"
+    assert model.detect().kind == "sglang"
+    assert fake.requests == []  # a named kind other than vLLM: nothing to ask
+
+
+@pytest.mark.parametrize(
+    ("version", "field"), [("0.8.5", "guided_regex"), ("0.12.0", "structured_outputs")]
+)
+def test_named_vllm_without_version_probes_the_version(version: str, field: str) -> None:
+    fake = FakeServer(chat_body("7"), chat_body("8"), routes={"/version": {"version": version}})
     model = m.from_vllm(fake.client(), "tiny")
-    assert repr(model) == "Model(server='vllm', model='tiny', endpoint='chat')"
-    assert model.detect().kind == "vllm"
+    assert model.server == "vllm"  # known before any request
     assert fake.requests == []
+    assert model("x", int) == "7"
+    assert field in fake.sent
+    assert model.detect() == ServerInfo("vllm", version)
+    assert model("x", int) == "8"
+    assert fake.paths == ["/version", "/v1/chat/completions", "/v1/chat/completions"]
+
+
+# ----------------------------------------------------------------------------- detection
+# The answer belongs to the model; a server replaced behind the same URL is followed.
+
+VLLM_ROUTES = {"/version": {"version": "0.32.0"}}
+LLAMACPP_ROUTES = {"/props": {"default_generation_settings": {}, "total_slots": 1}}
+
+
+def become_llamacpp(fake: FakeServer) -> None:
+    fake.owned_by, fake.routes = "llamacpp", LLAMACPP_ROUTES
+
+
+def test_server_is_none_before_detection_and_never_probes() -> None:
+    fake = FakeServer(models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    model, amodel = m.from_server(fake.client()), m.from_server(fake.aclient())
+    assert (model.server, amodel.server) == (None, None)
+    assert fake.requests == []
+    assert model.detect() == ServerInfo("vllm", "0.32.0", ("tiny",))
+    assert model.server == "vllm"
+    assert amodel.server is None  # each model asks for itself
+
+
+def test_a_new_from_server_probes_anew() -> None:
+    fake = FakeServer(models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    assert m.from_server(fake.client()).detect().kind == "vllm"
+    become_llamacpp(fake)
+    fresh = m.from_server(fake.client())
+    assert fresh.detect() == ServerInfo("llamacpp", None, ("tiny",))
+    fresh("x", int)
+    assert "grammar" in fake.sent or "json_schema" in fake.sent
+    assert "structured_outputs" not in fake.sent
+
+
+@pytest.mark.parametrize("failure", ["connection", "404"])
+def test_existing_model_follows_a_replaced_server(failure: str) -> None:
+    fake = FakeServer(chat_body("1"), models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    model = m.from_server(fake.client(), retry=m.RetryPolicy(max_attempts=1))
+    assert model("x", int) == "1"
+    assert "structured_outputs" in fake.sent
+    become_llamacpp(fake)
+    if failure == "404":
+        gone: Any = httpx2.Response(404, json={"error": {"message": "Not Found"}})
+    else:
+        gone = httpx2.ConnectError("connection refused")
+    fake.answers = [gone, chat_body("2")]
+    assert model("x", int) == "2"  # detected again once, then sent in llama.cpp's dialect
+    assert model.server == "llamacpp"
+    assert "structured_outputs" not in fake.sent
+    assert "grammar" in fake.sent or "json_schema" in fake.sent
+
+
+async def test_existing_async_model_follows_a_replaced_server() -> None:
+    fake = FakeServer(chat_body("1"), models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    amodel = m.from_server(fake.aclient(), retry=m.RetryPolicy(max_attempts=1))
+    assert await amodel("x", int) == "1"
+    become_llamacpp(fake)
+    fake.answers = [httpx2.ConnectError("connection refused"), chat_body("2")]
+    assert await amodel("x", int) == "2"
+    assert amodel.server == "llamacpp"
+    assert "structured_outputs" not in fake.sent
+
+
+def test_same_server_after_a_failure_gives_the_error_after_one_probe() -> None:
+    fake = FakeServer(models=("tiny",), owned_by="sglang")
+    model = m.from_server(fake.client(), retry=None)
+    model.detect()
+    fake.answers = [httpx2.Response(404, json={"error": {"message": "no such model"}})]
+    probes = len(fake.requests)
+    with pytest.raises(NotFoundError, match="no such model"):
+        model("x")
+    assert fake.paths[probes:] == ["/v1/chat/completions", "/v1/models"]  # one new probe
+    named = m.from_sglang(fake.client(), "tiny", retry=None)  # named: never re-detected
+    fake.answers = [httpx2.Response(404, json={"error": {"message": "no such model"}})]
+    probes = len(fake.requests)
+    with pytest.raises(NotFoundError):
+        named("x")
+    assert fake.paths[probes:] == ["/v1/chat/completions"]
+
+
+def test_server_down_names_its_url() -> None:
+    fake = FakeServer()
+    fake.down = True
+    model = m.from_server(fake.client(), retry=m.RetryPolicy(max_attempts=1))
+    with pytest.raises(APIConnectionError, match=r"could not reach the server at http://127") as e:
+        model("x")
+    assert "generic" not in str(e.value)
+    assert "model_name" not in str(e.value)
+    named = m.from_server(fake.client(), model_name="tiny", retry=m.RetryPolicy(max_attempts=1))
+    with pytest.raises(APIConnectionError, match=r"server at http://127\.0\.0\.1:8000/v1"):
+        named("x")
+
+
+def test_llamacpp_refuses_a_model_it_does_not_serve() -> None:
+    fake = FakeServer(models=("tiny",), owned_by="llamacpp")
+    model = m.from_server(fake.client())
+    with pytest.raises(NotFoundError, match=r"'gpt-4o' is not served .* it serves 'tiny'"):
+        model("x", model="gpt-4o")
+    assert fake.bodies == []  # refused before sending
+    assert model("x", model="tiny") == "ok"
 
 
 class Adventurer(pydantic.BaseModel):
@@ -911,3 +920,18 @@ def test_thinking_model_constrained_from_token_zero_warns() -> None:
     model("x")  # free text: nothing to warn about
     quiet = m.from_vllm(fake.client(), "deepseek-r1-distill-qwen-7b", reasoning_parser=True)
     quiet("x", int)
+
+
+def test_re_detection_happens_once_per_failing_call() -> None:
+    fake = FakeServer(chat_body("1"), models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    model = m.from_server(fake.client(), retry=m.RetryPolicy(max_attempts=1))
+    model("x", int)
+    become_llamacpp(fake)
+    gone = httpx2.Response(404, json={"error": {"message": "Not Found"}})
+    fake.answers = [gone, gone, gone]
+    start = len(fake.requests)
+    with pytest.raises(NotFoundError):
+        model("x", int)
+    # the request, one detection (the listing says llamacpp), the request in the new dialect
+    assert fake.paths[start:] == ["/v1/chat/completions", "/v1/models", "/v1/chat/completions"]
+    assert model.server == "llamacpp"

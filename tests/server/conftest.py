@@ -1,52 +1,24 @@
-"""Reference-server fixtures: the tiny model (built once per session), an engine, a server."""
+"""Reference-server fixtures: the tiny model (built once per session), a service, a server."""
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests import _tiny
 
-@pytest.fixture(scope="session")
-def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from outlines_like.server.tiny import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """The tiny model runs ~10x faster on one thread than on two busy cores (see docs)."""
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# the tiny model's session fixtures, shared with tests/engine
+tiny_path = _tiny.tiny_path
+tiny_model = _tiny.tiny_model
+one_torch_thread = _tiny.one_torch_thread
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tiny_path: pathlib.Path) -> tuple[Any, Any]:
-    import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_path))
-    model: Any = AutoModelForCausalLM.from_pretrained(str(tiny_path))
-    model.eval()
-    return model, tokenizer
-
-
-@pytest.fixture(scope="session")
-def engine(tiny_model: tuple[Any, Any]) -> Any:
-    from outlines_like.server.app import Engine, ServerConfig
+def service(tiny_model: tuple[Any, Any]) -> Any:
+    from outlines_like.server.config import ServerConfig
+    from outlines_like.server.service import GenerationService
 
     model, tokenizer = tiny_model
     config = ServerConfig(
@@ -55,16 +27,16 @@ def engine(tiny_model: tuple[Any, Any]) -> Any:
         max_body_bytes=200_000,
         max_constraint_bytes=20_000,
     )
-    return Engine(model, tokenizer, config, "tiny")
+    return GenerationService(model, tokenizer, config, "tiny")
 
 
 @pytest.fixture(scope="session")
-def server(engine: Any) -> Iterator[Any]:
+def server(service: Any) -> Iterator[Any]:
     from outlines_like.server.run import ServerThread
 
-    with ServerThread(engine=engine) as running:
+    with ServerThread(service=service) as running:
         yield running
-    engine.stop()
+    service.stop()
 
 
 @pytest.fixture

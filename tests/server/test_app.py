@@ -354,18 +354,18 @@ def test_concurrent_clients_share_forward_passes(server: Any, client: Any) -> No
     assert max(grown) >= 5, grown  # several requests rode in one forward pass
 
 
-def test_api_key(engine: Any) -> None:
+def test_api_key(service: Any) -> None:
     import dataclasses
 
     import openai
 
-    from outlines_like.server.app import Engine
     from outlines_like.server.run import ServerThread
+    from outlines_like.server.service import GenerationService
 
-    keyed = Engine.__new__(Engine)
-    keyed.__dict__.update(engine.__dict__)
-    keyed.config = dataclasses.replace(engine.config, api_key="sekret")
-    with ServerThread(engine=keyed) as srv:
+    keyed = GenerationService.__new__(GenerationService)
+    keyed.__dict__.update(service.__dict__)
+    keyed.config = dataclasses.replace(service.config, api_key="sekret")
+    with ServerThread(service=keyed) as srv:
         url = srv.base_url + "/v1/models"
         assert httpx.get(url).status_code == 401
         assert (
@@ -437,7 +437,7 @@ def test_bad_tool_requests(server: Any, extra: dict[str, Any], param: str) -> No
     assert r.json()["error"]["param"] == param
 
 
-def test_completions_with_several_prompts_and_token_ids(client: Any, engine: Any) -> None:
+def test_completions_with_several_prompts_and_token_ids(client: Any, service: Any) -> None:
     r = client.completions.create(
         model="tiny",
         prompt=["a", "b"],
@@ -449,37 +449,38 @@ def test_completions_with_several_prompts_and_token_ids(client: Any, engine: Any
     )
     assert sorted(c.index for c in r.choices) == [0, 1, 2, 3]
     assert all(re.fullmatch("[0-9]{2}", c.text) for c in r.choices)
-    ids = engine.tokenizer.encode("hello")
+    ids = service.tokenizer.encode("hello")
     r = client.completions.create(model="tiny", prompt=ids, max_tokens=3, temperature=0)
     assert r.usage.prompt_tokens == len(ids)
 
 
 def test_a_model_folder_is_served_under_its_name(tiny_path: Any) -> None:
-    from outlines_like.server.app import ServerConfig, load_engine
+    from outlines_like.server.config import ServerConfig
+    from outlines_like.server.loading import load_service
 
-    engine = load_engine(ServerConfig(model=str(tiny_path)))
-    assert engine.model_name == tiny_path.name
-    assert engine.pipeline.vocab_size == len(engine.vocabulary)
+    service = load_service(ServerConfig(model=str(tiny_path)))
+    assert service.model_name == tiny_path.name
+    assert service.pipeline.vocab_size == len(service.vocabulary)
 
 
-def test_reasoning_mode_constrains_after_think(engine: Any) -> None:
+def test_reasoning_mode_constrains_after_think(service: Any) -> None:
     import dataclasses
 
     import openai
 
-    from outlines_like.server.app import Engine
     from outlines_like.server.run import ServerThread
+    from outlines_like.server.service import GenerationService
 
-    thinking = Engine.__new__(Engine)
-    thinking.__dict__.update(engine.__dict__)
-    thinking.config = dataclasses.replace(engine.config, reasoning=True)
+    thinking = GenerationService.__new__(GenerationService)
+    thinking.__dict__.update(service.__dict__)
+    thinking.config = dataclasses.replace(service.config, reasoning=True)
     # A random model never writes </think>; its greedy first answer token stands in for it.
-    prompt = engine.tokenizer.apply_chat_template(
+    prompt = service.tokenizer.apply_chat_template(
         MESSAGES, add_generation_prompt=True, tokenize=False
     )
-    first = _greedy_first_token(engine, prompt)
+    first = _greedy_first_token(service, prompt)
     thinking.think_end_token_id = first
-    with ServerThread(engine=thinking) as srv:
+    with ServerThread(service=thinking) as srv:
         client: Any = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="-", max_retries=0)
         r = client.chat.completions.create(
             model="tiny",
@@ -490,7 +491,7 @@ def test_reasoning_mode_constrains_after_think(engine: Any) -> None:
         )
         # the think-end token was free (the regex alone forbids it), then the regex held
         # the stand-in is not the text "</think>", so the whole output reads as reasoning
-        head = engine.tokenizer.decode([first]).strip()
+        head = service.tokenizer.decode([first]).strip()
         reasoning = r.choices[0].message.model_extra["reasoning_content"]
         assert re.fullmatch(re.escape(head) + "[0-9]{3}", reasoning), reasoning
         assert r.choices[0].message.content == ""
@@ -505,12 +506,12 @@ def test_reasoning_mode_constrains_after_think(engine: Any) -> None:
         assert re.fullmatch("[0-9]{3}", r.choices[0].message.content)
 
 
-def _greedy_first_token(engine: Any, prompt: str) -> int:
+def _greedy_first_token(service: Any, prompt: str) -> int:
     import torch
 
-    ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+    ids = service.tokenizer.encode(prompt, add_special_tokens=False)
     with torch.inference_mode():
-        logits = engine.pipeline.model(torch.tensor([ids])).logits[0, -1]
+        logits = service.pipeline.model(torch.tensor([ids])).logits[0, -1]
     return int(logits.argmax())
 
 

@@ -24,10 +24,11 @@ def test_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.torch
 def test_serve_refuses_a_missing_model_folder(tmp_path: pathlib.Path) -> None:
-    from outlines_like.server.app import ServerConfig, load_engine
+    from outlines_like.server.config import ServerConfig
+    from outlines_like.server.loading import load_service
 
     with pytest.raises(FileNotFoundError, match="not 'tiny'"):
-        load_engine(ServerConfig(model=str(tmp_path / "nope")))
+        load_service(ServerConfig(model=str(tmp_path / "nope")))
 
 
 @pytest.mark.server

@@ -1,4 +1,4 @@
-"""The model side of the reference server: a ``Pipeline`` that runs one step for a whole batch.
+"""The local generation engine's model side: a ``Pipeline`` that runs one step for a whole batch.
 
 The contract is the one serving engines use (MAX's pipeline types are the model):
 ``execute(batch)`` takes every active request, runs *one* forward pass for all of them
@@ -31,7 +31,7 @@ from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, imp
 if TYPE_CHECKING:
     from outlines_like.fsm._protocols import Compiled, Matcher
 
-_log = logging.getLogger("outlines_like.server")
+_log = logging.getLogger("outlines_like.engine")
 
 __all__ = [
     "GenerationRequest",

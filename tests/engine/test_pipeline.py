@@ -1,8 +1,7 @@
-"""The batching pipeline and scheduler on the tiny model: batched == one by one, stops, seeds."""
+"""The batching pipeline on the tiny model: batched == one by one, stops, seeds."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -27,7 +26,7 @@ def _run(pipeline: Any, requests: list[Any]) -> dict[str, tuple[list[int], str, 
 
 @pytest.fixture(scope="module")
 def pipeline(tiny_model: tuple[Any, Any]) -> Any:
-    from outlines_like.server.pipeline import TransformersPipeline
+    from outlines_like.engine.pipeline import TransformersPipeline
 
     model, tokenizer = tiny_model
     return TransformersPipeline(model, tokenizer)
@@ -37,7 +36,7 @@ PROMPTS = ["hello world the", "a", "json schema name age city true false null va
 
 
 def test_a_batch_generates_what_each_request_generates_alone(pipeline: Any) -> None:
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams
 
     tok = pipeline.tokenizer
     params = SamplingParams(max_tokens=12, temperature=0)
@@ -53,7 +52,7 @@ def test_a_batch_generates_what_each_request_generates_alone(pipeline: Any) -> N
 
 
 def test_requests_admitted_mid_generation_are_unaffected(pipeline: Any) -> None:
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams
 
     tok = pipeline.tokenizer
     params = SamplingParams(max_tokens=8, temperature=0)
@@ -68,7 +67,7 @@ def test_requests_admitted_mid_generation_are_unaffected(pipeline: Any) -> None:
 
 @pytest.mark.parametrize(("seed", "same"), [(7, True), (None, False)])
 def test_seeded_sampling_is_reproducible(pipeline: Any, seed: int | None, same: bool) -> None:
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams
 
     ids = pipeline.tokenizer.encode("the")
     params = SamplingParams(max_tokens=16, temperature=1.0, seed=seed)
@@ -78,8 +77,8 @@ def test_seeded_sampling_is_reproducible(pipeline: Any, seed: int | None, same: 
 
 
 def test_max_tokens_and_length(pipeline: Any) -> None:
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams
     from outlines_like.fsm import Vocabulary, compile_constraint
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
     from outlines_like.types import Regex
 
     vocab = Vocabulary.from_transformers(pipeline.tokenizer)
@@ -92,8 +91,8 @@ def test_max_tokens_and_length(pipeline: Any) -> None:
 
 
 def test_stop_string_cuts_the_text(pipeline: Any) -> None:
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams
     from outlines_like.fsm import Vocabulary, compile_constraint
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
     from outlines_like.types import Regex
 
     vocab = Vocabulary.from_transformers(pipeline.tokenizer)
@@ -106,8 +105,8 @@ def test_stop_string_cuts_the_text(pipeline: Any) -> None:
 
 @pytest.mark.parametrize("pattern", [r"[a-z]{3}-[0-9]{2}", r"(yes|no|maybe)", r"-?[1-9][0-9]{0,3}"])
 def test_constrained_rows_beside_free_rows(pipeline: Any, pattern: str) -> None:
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams
     from outlines_like.fsm import Vocabulary, compile_constraint
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
     from outlines_like.types import Regex
 
     vocab = Vocabulary.from_transformers(pipeline.tokenizer)
@@ -125,32 +124,6 @@ def test_constrained_rows_beside_free_rows(pipeline: Any, pattern: str) -> None:
         assert re.fullmatch(pattern, text), text
 
 
-def test_scheduler_batches_concurrent_requests(pipeline: Any) -> None:
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams
-    from outlines_like.server.scheduler import Scheduler
-
-    scheduler = Scheduler(pipeline, max_batch_size=8)
-    scheduler.start()
-
-    async def one(i: int) -> int:
-        req = GenerationRequest(f"q{i}", [3 + i], SamplingParams(max_tokens=6, temperature=0))
-        count = 0
-        async for out in scheduler.generate(req):
-            count += len(out.token_ids)
-        return count
-
-    async def main() -> list[int]:
-        return await asyncio.gather(*(one(i) for i in range(12)))
-
-    try:
-        counts = asyncio.run(main())
-    finally:
-        scheduler.stop()
-    assert all(1 <= c <= 6 for c in counts)
-    assert max(scheduler.batch_sizes) == 8  # never more than max_batch_size, and filled
-    assert pipeline._sequences == {}
-
-
 class _ZeroNoise:
     """A generator whose exponentials are all 0.0 (float32 can draw exact zeros)."""
 
@@ -161,7 +134,7 @@ class _ZeroNoise:
 def test_sampling_never_picks_a_masked_token_even_with_zero_noise(pipeline: Any) -> None:
     import torch
 
-    from outlines_like.server.pipeline import GenerationRequest, SamplingParams, _Sequence
+    from outlines_like.engine.pipeline import GenerationRequest, SamplingParams, _Sequence
 
     seq = _Sequence(GenerationRequest("z", [1], SamplingParams()), [], [], None, _ZeroNoise())
     logits = torch.full((1, 16), float("-inf"))

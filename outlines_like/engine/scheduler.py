@@ -1,6 +1,6 @@
-"""The scheduler: admits requests between decode steps and batches them into shared forward passes.
+"""The scheduler: admits requests between decode steps, batching them into shared forward passes.
 
-One engine thread owns the :class:`~outlines_like.server.pipeline.Pipeline`. Each loop turn it
+One engine thread owns the :class:`~outlines_like.engine.pipeline.Pipeline`. Each loop turn it
 admits waiting requests (up to ``max_batch_size`` active), runs ``pipeline.execute`` once for
 every active request (new ones are prefilled in the same pass as the others decode), hands
 each output to its request's consumer, and releases finished or cancelled requests. Consumers
@@ -16,11 +16,11 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 
-from outlines_like.server.pipeline import GenerationRequest, Pipeline, StepOutput
+from outlines_like.engine.pipeline import GenerationRequest, Pipeline, StepOutput
 
 __all__ = ["Scheduler"]
 
-_log = logging.getLogger("outlines_like.server")
+_log = logging.getLogger("outlines_like.engine")
 
 
 @dataclasses.dataclass

@@ -1,0 +1,49 @@
+"""The reference server's options: model, limits, reasoning mode, threads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["SERVER_VERSION", "ServerConfig"]
+
+SERVER_VERSION = "0.1.0"
+"""What ``/version`` reports."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Limits and options of the reference server.
+
+    Attributes:
+        model: ``"tiny"`` or a local transformers model folder.
+        model_name: The id served in ``/v1/models`` (default: ``tiny`` or the folder's name).
+        api_key: When set, ``/v1/*`` requires ``Authorization: Bearer <api_key>``.
+        max_body_bytes: Largest request body.
+        max_tokens_limit: Largest ``max_tokens`` a request may ask for.
+        default_max_tokens: ``max_tokens`` when a request gives none.
+        max_n: Largest ``n``.
+        max_constraint_bytes: Largest constraint (regex, schema or grammar text).
+        max_states: DFA state limit when compiling a regex or schema.
+        compile_timeout: Seconds a constraint may take to compile before a 400.
+        max_batch_size: Most sequences in one forward pass.
+        reasoning: Reasoning-aware constraints (as vLLM's ``--reasoning-parser``): a chat
+            request's constraint applies after the model's ``</think>``, the reasoning before
+            it is free. Needs ``</think>`` to be one token.
+        torch_threads: torch's intra-op threads (process-wide). ``None``: 1 for the tiny
+            model, where more threads only add synchronisation (10x slower on 2 busy
+            cores, measured), and torch's default for other models.
+    """
+
+    model: str = "tiny"
+    model_name: str | None = None
+    api_key: str | None = None
+    max_body_bytes: int = 2_000_000
+    max_tokens_limit: int = 2048
+    default_max_tokens: int = 256
+    max_n: int = 16
+    max_constraint_bytes: int = 200_000
+    max_states: int = 20_000
+    compile_timeout: float = 10.0
+    max_batch_size: int = 64
+    reasoning: bool = False
+    torch_threads: int | None = None

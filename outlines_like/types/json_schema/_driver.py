@@ -1,0 +1,307 @@
+"""The driver: dispatch on type, unions, enums, and ``json_schema_to_regex``."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from outlines_like.errors import InvalidConstraintError
+from outlines_like.types.json_schema._base import (
+    ANNOTATIONS,
+    KINDS,
+    NEVER,
+    TYPE_HINTS,
+    TYPES,
+    UNENFORCED,
+    canonical,
+    kind_of_value,
+)
+from outlines_like.types.json_schema._containers import ContainersMixin
+from outlines_like.types.json_schema._numbers import NumbersMixin
+from outlines_like.types.json_schema._refs import RefsMixin
+from outlines_like.types.json_schema._strings import StringsMixin
+from outlines_like.types.json_schema._text import Rx, alt, esc
+
+
+class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
+    """The whole converter: the passes' mixins and the dispatch that joins them."""
+
+    def convert(self, schema: Any, path: str) -> Rx:
+        """Regex for the documents ``schema`` accepts (``None``: none)."""
+        refs: list[str] = []
+        flat = self.flatten(schema, path, refs, ())
+        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
+            path = self.resolve(schema["$ref"], path)[1]  # report errors where the target is
+        for ref in refs:
+            if self.ref_stack.count(ref) > self.max_recursion_depth:
+                return None  # recursion unrolled as deep as allowed: stop here
+        self.ref_stack.extend(refs)
+        try:
+            return self.convert_flat(flat, path)
+        finally:
+            del self.ref_stack[len(self.ref_stack) - len(refs) :]
+
+    def convert_flat(self, s: dict[str, Any], path: str) -> Rx:
+        if s.get(NEVER):
+            return None
+        if not s:
+            return self.any_value(self.max_any_depth)
+        for keyword in UNENFORCED:
+            if keyword in s:
+                self.unenforced(keyword, path)
+                del s[keyword]
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                branches = s.pop(key)
+                if not isinstance(branches, list) or not branches:
+                    raise self.invalid(path, f"{key} must be a non-empty list")
+                return self.convert_union(s, key, branches, path)
+        if "enum" in s:
+            return self.convert_enum(s, path)
+        types = self.types_of(s, path)
+        builders: dict[str, Callable[[dict[str, Any], str], Rx]] = {
+            "null": lambda s, p: "null",
+            "boolean": lambda s, p: "(?:true|false)",
+            "string": self.convert_string,
+            "integer": self.convert_integer,
+            "number": self.convert_number,
+            "array": self.convert_array,
+            "object": self.convert_object,
+        }
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        return alt(builders[t](s, path) for t in types)
+
+    def types_of(self, s: dict[str, Any], path: str) -> list[str]:
+        declared = s.get("type")
+        if declared is None:
+            implied = {TYPE_HINTS[k] for k in s if k in TYPE_HINTS}
+            return [t for t in TYPES if t in implied] if implied else list(TYPES)
+        names = [declared] if isinstance(declared, str) else declared
+        if not isinstance(names, list):
+            raise self.invalid(path + "/type", f"type must be a string or a list, not {declared!r}")
+        for name in names:
+            if name not in TYPES:
+                raise self.invalid(
+                    path + "/type", f"unknown type {name!r} (expected one of {', '.join(TYPES)})"
+                )
+        return [t for t in TYPES if t in names]
+
+    def convert_union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> Rx:
+        plain = not base  # nothing beside the union: convert the branches as they are
+        regexes: list[Rx] = []
+        subs: list[Any] = []
+        for i, branch in enumerate(branches):
+            sub = branch if plain else {"allOf": [dict(base), branch]}
+            subs.append(sub)
+            regexes.append(self.convert(sub, f"{path}/{key}/{i}"))
+        if key == "oneOf":
+            live = [(s, r) for s, r in zip(subs, regexes, strict=True) if r is not None]
+            flats = [self.flatten(s, path, [], ()) for s, _ in live]
+            self.check_disjoint(flats, [r for _, r in live], path)
+        return alt(regexes)
+
+    def kinds_of(self, flat: dict[str, Any], path: str) -> set[str]:
+        """The JSON kinds (first characters) the documents of a flattened schema can have."""
+        if "anyOf" in flat or "oneOf" in flat:
+            return set(KINDS.values())
+        if "enum" in flat:
+            return {kind_of_value(v) for v in flat["enum"]}
+        return {KINDS[t] for t in self.types_of(flat, path)}
+
+    @staticmethod
+    def enums_differ(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        """Whether both are enums (or consts) with no value in common."""
+        if "enum" not in a or "enum" not in b:
+            return False
+        return not {canonical(v) for v in a["enum"]} & {canonical(v) for v in b["enum"]}
+
+    def discriminated(self, a: dict[str, Any], b: dict[str, Any], path: str) -> bool:
+        """Whether a property both objects require takes disjoint const/enum values."""
+        both = set(a.get("required", [])) & set(b.get("required", []))
+        for name in sorted(both):
+            left = a.get("properties", {}).get(name)
+            right = b.get("properties", {}).get(name)
+            if left is None or right is None:
+                continue
+            if self.enums_differ(
+                self.flatten(left, path, [], ()), self.flatten(right, path, [], ())
+            ):
+                return True
+        return False
+
+    def check_disjoint(self, flats: list[dict[str, Any]], regexes: list[str], path: str) -> None:
+        """``oneOf`` is enforced as ``anyOf``: exact only when no document fits two branches.
+
+        Branches are disjoint when their JSON kinds differ, when a property both require has
+        disjoint const/enum values (a discriminator), or, failing those, when the
+        intersection of their regexes is empty (interegular, for regexes of moderate size).
+        """
+        import interegular
+
+        kinds = [self.kinds_of(flat, path) for flat in flats]
+        fsms: dict[int, Any] = {}
+        for i in range(len(regexes)):
+            for j in range(i + 1, len(regexes)):
+                if (
+                    not kinds[i] & kinds[j]
+                    or self.enums_differ(flats[i], flats[j])
+                    or self.discriminated(flats[i], flats[j], path)
+                ):
+                    continue
+                overlap = True
+                if regexes[i] != regexes[j] and max(len(regexes[i]), len(regexes[j])) < 5000:
+                    try:
+                        for k in (i, j):
+                            if k not in fsms:
+                                fsms[k] = interegular.parse_pattern(regexes[k]).to_fsm()
+                        overlap = not (fsms[i] & fsms[j]).empty()
+                    except Exception:  # interegular failed on it: assume the branches overlap
+                        overlap = True
+                if overlap:
+                    self.unenforced(
+                        "oneOf",
+                        path,
+                        f"branches {i} and {j} may both accept a document, and a regex cannot "
+                        "exclude documents that fit more than one branch (use anyOf)",
+                    )
+                    return
+
+    def convert_enum(self, s: dict[str, Any], path: str) -> Rx:
+        values = s.pop("enum")
+        if not isinstance(values, list):
+            raise self.invalid(path + "/enum", "enum must be a list")
+        if s:
+            fits = self.validator(s)
+            values = [v for v in values if fits(v)]
+        return alt(self.literal(v, path) for v in values)
+
+    def validator(self, rest: dict[str, Any]) -> Callable[[Any], bool]:
+        """A check that a value passes ``rest`` (the keywords beside ``enum``/``const``)."""
+        import jsonschema
+
+        document = {k: v for k, v in rest.items() if not k.startswith("x-outlines-like")}
+        for defs in ("$defs", "definitions"):
+            if defs in self.root:
+                document[defs] = self.root[defs]
+        validator_class = jsonschema.validators.validator_for(
+            self.root, default=jsonschema.Draft202012Validator
+        )
+        return validator_class(document).is_valid  # type: ignore[no-any-return]
+
+    def literal(self, value: Any, path: str) -> str:
+        """Regex for exactly ``value``, written in the whitespace policy."""
+        ws = self.ws
+        if isinstance(value, dict):
+            items = [
+                f"{esc(json.dumps(k, ensure_ascii=False))}{ws}:{ws}{self.literal(v, path)}"
+                for k, v in value.items()
+            ]
+            return "\\{" + ws + f"{ws},{ws}".join(items) + ws + "\\}"
+        if isinstance(value, list):
+            inner = f"{ws},{ws}".join(self.literal(v, path) for v in value)
+            return "\\[" + ws + inner + ws + "\\]"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.invalid(path, f"{value!r} is not a JSON value")
+        return esc(json.dumps(value, ensure_ascii=False))
+
+    def sub(self, schema: Any, path: str) -> Rx:
+        """Regex for a sub-schema; ``True``/``{}`` is any value up to ``max_any_depth``."""
+        return self.convert(schema, path)
+
+
+def json_schema_to_regex(
+    schema: dict[str, Any],
+    *,
+    whitespace_pattern: str | None = None,
+    lenient: bool = False,
+    max_recursion_depth: int = 3,
+    max_any_depth: int = 2,
+) -> str:
+    """Return a regex matching exactly the JSON documents valid under ``schema``.
+
+    Documents are written in one whitespace policy: compact (``json.dumps`` with
+    ``separators=(",", ":")``) by default, object properties in schema order.
+
+    Args:
+        schema: The JSON Schema (draft 2020-12; drafts 4-7 spellings are read too).
+        whitespace_pattern: Regex for the whitespace allowed between JSON tokens (e.g.
+            ``"[ ]?"``); ``None`` allows none.
+        lenient: Warn (:class:`UnenforcedKeywordWarning`) instead of raising when a keyword
+            cannot be enforced, and ignore it.
+        max_recursion_depth: How many times a recursive ``$ref`` is followed inside itself;
+            deeper documents are excluded.
+        max_any_depth: How deeply a value of the empty schema (``{}``/``true``, free
+            ``additionalProperties`` or ``items``) may nest arrays and objects.
+
+    Returns:
+        A regex for ``re.fullmatch`` (also readable by ``interegular``).
+
+    Raises:
+        InvalidConstraintError: The schema is invalid, accepts no document, or uses a keyword
+            the regex cannot enforce (unless ``lenient``); the message says where.
+    """
+    if not isinstance(schema, Mapping):
+        raise InvalidConstraintError(
+            f"a JSON Schema must be a dict (or a boolean), not {type(schema).__name__}"
+        )
+    schema = dict(schema)
+    for name, value in (
+        ("max_recursion_depth", max_recursion_depth),
+        ("max_any_depth", max_any_depth),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidConstraintError(f"{name} must be a non-negative int, not {value!r}")
+    if whitespace_pattern is not None:
+        try:
+            re.compile(whitespace_pattern)
+        except re.error as exc:
+            raise InvalidConstraintError(
+                f"whitespace_pattern {whitespace_pattern!r} is not a valid regex: {exc}"
+            ) from exc
+    _check_against_metaschema(schema)
+    converter = _Converter(
+        schema,
+        whitespace_pattern=whitespace_pattern,
+        lenient=lenient,
+        max_recursion_depth=max_recursion_depth,
+        max_any_depth=max_any_depth,
+    )
+    regex = converter.sub(schema, "#")
+    if regex is None:
+        raise InvalidConstraintError("the JSON Schema accepts no document (within the bounds)")
+    return regex
+
+
+def _check_against_metaschema(schema: dict[str, Any]) -> None:
+    """Raise ``InvalidConstraintError`` naming where ``schema`` breaks its metaschema.
+
+    Without ``$schema``, a schema valid under draft 2020-12, 7 or 4 passes (the converter reads
+    the older spellings: tuple ``items``, boolean ``exclusiveMinimum``).
+    """
+    import jsonschema
+
+    declared = jsonschema.validators.validator_for(schema, default=None)
+    candidates = (
+        [declared]
+        if declared is not None
+        else [
+            jsonschema.Draft202012Validator,
+            jsonschema.Draft7Validator,
+            jsonschema.Draft4Validator,
+        ]
+    )
+    first_error = None
+    for validator_class in candidates:
+        error = jsonschema.exceptions.best_match(
+            validator_class(validator_class.META_SCHEMA).iter_errors(schema)
+        )
+        if error is None:
+            return
+        first_error = first_error or error
+    assert first_error is not None
+    where = "#" + "".join(f"/{p}" for p in first_error.absolute_path)
+    raise InvalidConstraintError(f"invalid JSON Schema at {where}: {first_error.message}")

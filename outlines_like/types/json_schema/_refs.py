@@ -1,0 +1,184 @@
+"""``$ref`` resolution and ``allOf`` merging: a schema flattened into one dict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from outlines_like.errors import InvalidConstraintError
+from outlines_like.types.json_schema._base import (
+    ANNOTATIONS,
+    EXTRA_FORMATS,
+    EXTRA_PATTERNS,
+    NEVER,
+    TYPES,
+    ConverterBase,
+    canonical,
+)
+from outlines_like.types.json_schema.pointer import PointerError, resolve_pointer
+
+
+class RefsMixin(ConverterBase):
+    """Follows ``$ref`` and merges ``allOf`` into the schema that holds them."""
+
+    def resolve(self, ref: str, path: str) -> tuple[Any, str]:
+        """Return the schema a local JSON pointer names, and its path."""
+        if not isinstance(ref, str) or not (ref == "" or ref.startswith("#")):
+            raise self.invalid(
+                path, f"$ref {ref!r} is not a local JSON pointer (only '#...' refs resolve)"
+            )
+        pointer = ref[1:] if ref.startswith("#") else ref
+        if pointer and not pointer.startswith("/"):
+            raise self.invalid(path, f"$ref {ref!r}: anchors are not supported, use '#/...'")
+        try:
+            node = resolve_pointer(self.root, pointer)
+        except PointerError as exc:
+            raise self.invalid(
+                path, f"$ref {ref!r} points to nothing (no {exc.args[0]!r})"
+            ) from None
+        return node, "#" + pointer
+
+    def flatten(
+        self, schema: Any, path: str, refs: list[str], seen: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Inline ``$ref`` and ``allOf`` at the top of ``schema`` into one dict.
+
+        The refs followed are appended to ``refs`` (for the recursion bound).
+        """
+        if schema is True:
+            return {}
+        if schema is False:
+            return {NEVER: True}
+        if not isinstance(schema, dict):
+            raise self.invalid(path, f"a schema must be an object or a boolean, not {schema!r}")
+        node = self.upgrade(schema, path)
+        parts: list[dict[str, Any]] = []
+        if "$ref" in node:
+            ref = node.pop("$ref")
+            key = "#" + (ref[1:] if isinstance(ref, str) and ref.startswith("#") else str(ref))
+            if key in seen:
+                raise self.invalid(path, f"$ref {ref!r} refers to itself without nesting")
+            target, target_path = self.resolve(ref, path)
+            refs.append(key)
+            parts.append(self.flatten(target, target_path, refs, (*seen, key)))
+        if "allOf" in node:
+            subs = node.pop("allOf")
+            if not isinstance(subs, list) or not subs:
+                raise self.invalid(path, "allOf must be a non-empty list")
+            for i, sub in enumerate(subs):
+                parts.append(self.flatten(sub, f"{path}/allOf/{i}", refs, seen))
+        result = node
+        for part in parts:
+            result = self.merge(result, part, path)
+        return result
+
+    def upgrade(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
+        """Copy ``schema`` without annotations, older-draft spellings rewritten to 2020-12."""
+        node = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+        for bound in ("Minimum", "Maximum"):
+            flag = node.get("exclusive" + bound)
+            if isinstance(flag, bool):  # draft 4: a flag on minimum/maximum
+                del node["exclusive" + bound]
+                if flag and bound.lower() in node:
+                    node["exclusive" + bound] = node.pop(bound.lower())
+        items = node.get("items")
+        if isinstance(items, list):  # draft 4-7 tuples
+            node["prefixItems"] = items
+            node.pop("items")
+            if "additionalItems" in node:
+                node["items"] = node.pop("additionalItems")
+        else:
+            node.pop("additionalItems", None)  # without tuple items it has no effect
+        if "const" in node:
+            const = node.pop("const")
+            node["enum"] = self.intersect_enums(node.get("enum"), [const], path)
+        if node.get("uniqueItems") is False:
+            del node["uniqueItems"]
+        if "not" in node and node["not"] in ({}, True):
+            del node["not"]
+            node[NEVER] = True
+        return node
+
+    @staticmethod
+    def intersect_enums(a: Any, b: list[Any], path: str) -> list[Any]:
+        if a is None:
+            return b
+        if not isinstance(a, list):
+            raise InvalidConstraintError(f"invalid JSON Schema at {path}: enum must be a list")
+        keys = {canonical(v) for v in b}
+        return [v for v in a if canonical(v) in keys]
+
+    def merge(self, a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
+        """The schema that both ``a`` and ``b`` accept (``allOf: [a, b]`` as one dict)."""
+        out = dict(a)
+        for key, value in b.items():
+            if key not in out:
+                out[key] = value
+                continue
+            mine = out[key]
+            if key == "type":
+                out[key] = self.intersect_types(mine, value, path)
+            elif key == "enum":
+                out[key] = self.intersect_enums(mine, value, path)
+            elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+                out[key] = max(mine, value)
+            elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+                out[key] = min(mine, value)
+            elif key == "required":
+                out[key] = list(dict.fromkeys([*mine, *value]))
+            elif key in ("pattern", "format"):
+                if mine != value:
+                    extra = EXTRA_PATTERNS if key == "pattern" else EXTRA_FORMATS
+                    out[extra] = [*out.get(extra, []), value]
+            elif key in (EXTRA_PATTERNS, EXTRA_FORMATS):
+                out[key] = [*mine, *value]
+            elif key in ("items", "additionalProperties"):
+                out[key] = {"allOf": [mine, value]}
+            elif key in ("anyOf", "oneOf"):
+                out[key] = [{"allOf": [x, y]} for x in mine for y in value]
+            elif key == "properties":
+                continue  # merged below, with additionalProperties in view
+            elif key == "prefixItems":
+                continue
+            else:
+                out[key] = mine  # unenforced keywords: the first one is reported
+        # A property declared on one side is also checked by the other's additionalProperties.
+        if ("properties" in a or "properties" in b) and (
+            ("properties" in a and "properties" in b)
+            or "additionalProperties" in a
+            or "additionalProperties" in b
+        ):
+            out["properties"] = self.merge_properties(a, b)
+        if "prefixItems" in a or "prefixItems" in b:
+            out["prefixItems"] = self.merge_prefix(a, b)
+        return out
+
+    @staticmethod
+    def merge_properties(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        pa: dict[str, Any] = a.get("properties", {})
+        pb: dict[str, Any] = b.get("properties", {})
+        merged: dict[str, Any] = {}
+        for name in dict.fromkeys([*pa, *pb]):
+            left = pa.get(name, a.get("additionalProperties", True))
+            right = pb.get(name, b.get("additionalProperties", True))
+            merged[name] = {"allOf": [left, right]}
+        return merged
+
+    @staticmethod
+    def merge_prefix(a: dict[str, Any], b: dict[str, Any]) -> list[Any]:
+        xa: list[Any] = a.get("prefixItems", [])
+        xb: list[Any] = b.get("prefixItems", [])
+        out = []
+        for i in range(max(len(xa), len(xb))):
+            left = xa[i] if i < len(xa) else a.get("items", True)
+            right = xb[i] if i < len(xb) else b.get("items", True)
+            out.append({"allOf": [left, right]})
+        return out
+
+    @staticmethod
+    def intersect_types(a: Any, b: Any, path: str) -> list[str]:
+        sa = {a} if isinstance(a, str) else set(a)
+        sb = {b} if isinstance(b, str) else set(b)
+        both = sa & sb
+        if ("number" in sa and "integer" in sb) or ("integer" in sa and "number" in sb):
+            both.add("integer")
+        return [t for t in TYPES if t in both]

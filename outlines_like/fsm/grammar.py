@@ -149,10 +149,12 @@ def compile_json_object(vocab: Vocabulary) -> CompiledGrammar:
 
 
 def _build_lark(text: str) -> tuple[Any, bool]:
-    """Build the Lark parser; return it and whether its LALR(1) table could be built.
+    """Build the Lark parser; return it and whether its LALR(1) table has no conflict.
 
-    A reduce/reduce conflict makes Lark refuse LALR; the grammar is then loaded with Earley
-    (for its rules and terminals only) and matched with the GLR parser.
+    Lark runs in strict mode, so any conflict (shift/reduce included) makes it refuse LALR;
+    the grammar is then loaded with Earley (for its rules and terminals only) and matched with
+    the GLR parser. A grammar Lark accepts needs no second LALR analysis to find conflicts
+    (that analysis is most of the compile time of a large grammar).
     """
     import lark
 
@@ -174,9 +176,11 @@ def _build_lark(text: str) -> tuple[Any, bool]:
         lark.lexer.has_interegular = False
         try:
             try:
-                return lark.Lark(text, parser="lalr", lexer=_Unused, start="start"), True
+                parser = lark.Lark(text, parser="lalr", lexer=_Unused, start="start", strict=True)
+                return parser, True
             except lark.exceptions.GrammarError as exc:
-                if "collision" not in str(exc).lower():
+                message = str(exc).lower()
+                if "collision" not in message and "conflict" not in message:
                     raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
             except lark.exceptions.LarkError as exc:
                 raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
@@ -537,9 +541,8 @@ class CompiledGrammar(Compiled):
             rules = list(parser.rules)
             lark_terminals = list(parser.terminals)
             ignore = set(parser.ignore_tokens)
-            glr, conflict = build_glr(rules)
             self._parser: LALRParser | GLRParser
-            if lalr_ok and not conflict:
+            if lalr_ok:  # strict LALR: no conflict
                 self._parser = LALRParser(parser.parser.parser._parse_table)
                 self._contextual: Any = _contextual_lexer(parser)
             else:
@@ -551,7 +554,7 @@ class CompiledGrammar(Compiled):
                         "optional); the token masker cannot run it. Move the optional part "
                         "after the recursion (`a: a ws x`) or make it non-empty."
                     )
-                self._parser = glr
+                self._parser = build_glr(rules)[0]
                 self._contextual = None
         except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
             raise UnsupportedConstraintError(

@@ -1,0 +1,195 @@
+"""JSON Schema -> regex under a size budget, and ``$ref`` cycle detection: what routing measures.
+
+:func:`bounded_json_schema_regex` is the regex path (``json_schema_to_regex``) with the regex's
+size checked after every sub-schema, so a schema whose regex would run to megabytes stops at
+the first construct past the budget (:class:`RegexBudgetExceeded` names it), in about the time
+it takes to write that many characters. :func:`schema_is_recursive` tells, in time linear in the
+schema, whether a ``$ref`` cycle is reachable from the root.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from outlines_like.errors import InvalidConstraintError
+from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
+from outlines_like.types.json_schema._text import Rx
+
+__all__ = ["RegexBudgetExceeded", "bounded_json_schema_regex", "schema_is_recursive"]
+
+
+class RegexBudgetExceeded(InvalidConstraintError):
+    """The regex of a schema grew past the budget (``path`` is where it crossed it)."""
+
+    def __init__(self, path: str, size: int, budget: int) -> None:
+        super().__init__(
+            f"the regex of the JSON Schema at {path} is {size:,} characters, over the budget "
+            f"of {budget:,}"
+        )
+        self.path = path
+        self.size = size
+
+
+def _options_checked(schema: Any, whitespace_pattern: str | None) -> dict[str, Any]:
+    """Validate the arguments shared by both converters; return the schema as a dict."""
+    if not isinstance(schema, Mapping):
+        raise InvalidConstraintError(
+            f"a JSON Schema must be a dict (or a boolean), not {type(schema).__name__}"
+        )
+    if whitespace_pattern is not None:
+        try:
+            re.compile(whitespace_pattern)
+        except re.error as exc:
+            raise InvalidConstraintError(
+                f"whitespace_pattern {whitespace_pattern!r} is not a valid regex: {exc}"
+            ) from exc
+    checked: dict[str, Any] = dict(schema)
+    if "$schema" in checked or not _passes_draft7(checked):
+        _check_against_metaschema(checked)  # the full check, which says where it fails
+    return checked
+
+
+def _passes_draft7(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` is valid under draft 7's metaschema.
+
+    Without ``$schema``, the metaschema check passes a schema valid under draft 2020-12, 7 or
+    4; draft 7's validator is fast (milliseconds where 2020-12's ``$dynamicRef`` walk takes
+    a second on a 200 KB schema), so trying it first gives the same verdict sooner.
+    """
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(jsonschema.Draft7Validator.META_SCHEMA)
+    return bool(validator.is_valid(schema))
+
+
+# ------------------------------------------------------------------ the regex, under a budget
+
+
+class _BudgetedConverter(_Converter):
+    """The regex path, stopping as soon as a sub-schema's regex passes ``budget`` characters.
+
+    With ``defer=True``, lenient warnings are kept in ``deferred`` (emitted by :meth:`emit`)
+    rather than issued, so that a conversion that is abandoned warns nothing.
+    """
+
+    def __init__(self, root: dict[str, Any], budget: int, defer: bool = False, **options: Any):
+        super().__init__(root, **options)
+        self.budget = budget
+        self.deferred: list[tuple[str, str, str]] | None = [] if defer else None
+
+    def unenforced(self, keyword: str, path: str, why: str = "") -> None:
+        if self.deferred is not None and self.lenient:
+            self.deferred.append((keyword, path, why))
+        else:
+            super().unenforced(keyword, path, why)
+
+    def emit(self) -> None:
+        """Issue the deferred warnings."""
+        deferred, self.deferred = self.deferred or [], None
+        for keyword, path, why in deferred:
+            self.unenforced(keyword, path, why)
+
+    def convert(self, schema: Any, path: str) -> Rx:
+        regex = super().convert(schema, path)
+        if regex is not None and len(regex) > self.budget:
+            raise RegexBudgetExceeded(path, len(regex), self.budget)
+        return regex
+
+
+def bounded_json_schema_regex(
+    schema: dict[str, Any],
+    *,
+    budget: int,
+    whitespace_pattern: str | None = None,
+    lenient: bool = False,
+) -> str:
+    """:func:`~outlines_like.types.json_schema.json_schema_to_regex`, within a size budget.
+
+    The size is checked after every sub-schema, bottom-up, so a schema whose regex would be
+    megabytes long stops at the first construct past the budget, in about the time it takes
+    to write ``budget`` characters.
+
+    Raises:
+        RegexBudgetExceeded: The regex passed ``budget`` characters (an
+            :class:`InvalidConstraintError` naming where).
+        InvalidConstraintError: As ``json_schema_to_regex``.
+    """
+    schema = _options_checked(schema, whitespace_pattern)
+    return _bounded_regex(schema, budget, whitespace_pattern, lenient, defer=False)[0]
+
+
+def _bounded_regex(
+    schema: dict[str, Any],
+    budget: int,
+    whitespace_pattern: str | None,
+    lenient: bool,
+    defer: bool,
+) -> tuple[str, _BudgetedConverter]:
+    """The bounded regex of a checked schema, and its converter (deferred warnings)."""
+    converter = _BudgetedConverter(
+        schema,
+        budget,
+        defer,
+        whitespace_pattern=whitespace_pattern,
+        lenient=lenient,
+        max_recursion_depth=3,
+        max_any_depth=2,
+    )
+    regex = converter.sub(schema, "#")
+    if regex is None:
+        raise InvalidConstraintError("the JSON Schema accepts no document (within the bounds)")
+    return regex, converter
+
+
+def schema_is_recursive(schema: Mapping[str, Any]) -> bool:
+    """Whether a ``$ref`` cycle is reachable from the root of ``schema``.
+
+    Each ``$ref`` target is a node; its edges are the ``$ref``s written inside it (outside
+    nested ``$defs``/``definitions``, which only references reach). Linear in the schema.
+    """
+    edges: dict[str, list[str]] = {}
+
+    def refs_in(node: Any, out: list[str]) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and (ref == "" or ref.startswith("#")):
+                out.append("#" + ref.lstrip("#"))
+            for key, value in node.items():
+                if key not in ("$defs", "definitions", "enum", "const", "examples", "default"):
+                    refs_in(value, out)
+        elif isinstance(node, list):
+            for value in node:
+                refs_in(value, out)
+
+    resolver = _Converter(
+        dict(schema),
+        whitespace_pattern=None,
+        lenient=True,
+        max_recursion_depth=0,
+        max_any_depth=0,
+    )
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[tuple[str, int]] = [("#", 0)]
+    while stack:
+        node, index = stack.pop()
+        if node not in edges:
+            try:
+                target = resolver.resolve(node, "#")[0]
+            except InvalidConstraintError:
+                target = None
+            found: list[str] = []
+            refs_in(target, found)
+            edges[node] = found
+            state[node] = 1
+        if index < len(edges[node]):
+            stack.append((node, index + 1))
+            child = edges[node][index]
+            if state.get(child) == 1:
+                return True
+            if child not in state:
+                stack.append((child, 0))
+        else:
+            state[node] = 2
+    return False

@@ -1,0 +1,564 @@
+r"""JSON Schema -> a context-free grammar (Lark text) whose size is linear in the schema.
+
+The grammar accepts the same documents as
+:func:`~outlines_like.types.json_schema.json_schema_to_regex` (same whitespace policy,
+properties in schema order, same keywords enforced or refused with the same errors), with two
+differences that only widen it towards the schema: a recursive ``$ref`` is a rule reference,
+followed as deep as the document goes (no ``max_recursion_depth``), and a free value
+(``{}``/``true``) nests without ``max_any_depth``.
+
+How the schema maps:
+
+* every ``$ref`` target (``$defs``, ``definitions``, ``#``, any local pointer) is one rule,
+  converted once however often it is referenced; ``anyOf``/``oneOf`` are alternatives;
+* objects are a chain of rules, one per member position: ``first_i`` (nothing written yet,
+  member ``i`` is next or, when optional, skipped) and ``tail_i`` (something written, so member
+  ``i`` comes after a comma), so optional members never multiply; extra members
+  (``additionalProperties``) are a left-recursive list after the declared ones;
+* arrays are ``prefixItems`` positions, then a bounded chain or a left-recursive list;
+* strings, numbers, integers with bounds, enums and consts, ``null`` and booleans are
+  terminals (lexemes) whose regexes come from the regex path's own builders;
+* punctuation carries the whitespace: ``{`` is ``\{ws``, ``}`` is ``ws\}``, ``,`` is
+  ``ws,ws``, ``:`` is ``ws:ws`` (with ``ws`` the whitespace pattern), which writes exactly the
+  whitespace the regex path allows between two JSON tokens.
+
+Rules and terminals are deduplicated, rules no document can complete are pruned (a schema that
+can only recurse accepts no document and raises), and the grammar's size is checked as it
+grows: past ``max_size`` symbols the conversion stops with
+:class:`~outlines_like.errors.InvalidConstraintError` naming the construct (a JSON pointer).
+
+:func:`json_schema_path` chooses between this grammar and the regex path for the token masker,
+by measured size (:mod:`outlines_like.types.json_schema_budget`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from outlines_like.errors import InvalidConstraintError
+from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER, UNENFORCED
+from outlines_like.types.json_schema._driver import _Converter
+from outlines_like.types.json_schema._text import NUMBER, REGEX_SPECIALS, STRING, Rx, esc
+from outlines_like.types.json_schema._text import alt as regex_alt
+from outlines_like.types.json_schema_budget import (
+    RegexBudgetExceeded,
+    _bounded_regex,
+    _BudgetedConverter,
+    _options_checked,
+    schema_is_recursive,
+)
+
+__all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_grammar"]
+
+DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
+"""Most grammar symbols (rule references and terminal uses) a schema may become."""
+
+# A sequence of grammar symbols (rule or terminal names); None: the empty language.
+_Seq = list[str] | None
+
+
+# ------------------------------------------------------------------------- the grammar
+
+
+def _lark_regex(regex: str) -> str:
+    r"""Write ``regex`` as a Lark ``/.../`` literal that Lark reads back as the same regex.
+
+    Lark evaluates ``\xNN``, ``\uNNNN``, ``\n``... escapes into raw characters (harmless: the
+    regex builders escape only control characters that way) and keeps every other escape;
+    a raw ``/`` must be escaped and raw control characters written as escapes.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex):
+            out.append(regex[i : i + 2])
+            i += 2
+            continue
+        if c == "/":
+            out.append("\\/")
+        elif ord(c) < 0x20 or c == "\x7f":
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+        i += 1
+    return "/" + "".join(out) + "/"
+
+
+def _literal_text(regex: str) -> str | None:
+    """The text ``regex`` matches when it is a plain literal (only escaped metacharacters)."""
+    out: list[str] = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex) and regex[i + 1] in REGEX_SPECIALS:
+            out.append(regex[i + 1])
+            i += 2
+        elif c in REGEX_SPECIALS:
+            return None
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _lark_terminal(regex: str) -> str:
+    """A Lark terminal definition: a string literal when ``regex`` is one, else ``/.../``.
+
+    A literal's DFA is a chain of states, built without the regex compiler.
+    """
+    text = _literal_text(regex)
+    if text is None or any(ord(c) < 0x20 for c in text):
+        return _lark_regex(regex)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class _GrammarConverter(_Converter):
+    """Walks one schema and writes its grammar: rules by name, terminals by regex."""
+
+    def __init__(
+        self, root: dict[str, Any], *, whitespace_pattern: str | None, lenient: bool, max_size: int
+    ) -> None:
+        super().__init__(
+            root,
+            whitespace_pattern=whitespace_pattern,
+            lenient=lenient,
+            max_recursion_depth=3,
+            max_any_depth=2,
+        )
+        self.whitespace_pattern = whitespace_pattern
+        self.max_size = max_size
+        self.size = 0
+        self.rules: dict[str, list[list[str]]] = {}
+        self._rule_by_body: dict[tuple[tuple[str, ...], ...], str] = {}
+        self.terminals: dict[str, str] = {}  # name -> regex
+        self._terminal_by_regex: dict[str, str] = {}
+        self._ref_rules: dict[str, str] = {}
+        self._any: str | None = None
+        ws = self.ws
+        self.lbrace = self.terminal("\\{" + ws, "#")
+        self.rbrace = self.terminal(ws + "\\}", "#")
+        self.lbrack = self.terminal("\\[" + ws, "#")
+        self.rbrack = self.terminal(ws + "\\]", "#")
+        self.comma = self.terminal(f"{ws},{ws}", "#")
+        self.colon = self.terminal(f"{ws}:{ws}", "#")
+
+    # ------------------------------------------------------------------ building blocks
+
+    def grow(self, amount: int, path: str) -> None:
+        """Count ``amount`` more symbols; raise past the budget, naming ``path``."""
+        self.size += amount
+        if self.size > self.max_size:
+            raise InvalidConstraintError(
+                f"the JSON Schema's grammar grows past {self.max_size:,} symbols at {path} "
+                "(a very large minItems/maxItems or a schema this size cannot be compiled)"
+            )
+
+    def terminal(self, regex: str, path: str) -> str:
+        """The terminal of a lexeme regex."""
+        name = self._terminal_by_regex.get(regex)
+        if name is None:
+            self.grow(1 + len(regex) // 64, path)
+            name = f"T{len(self.terminals)}"
+            self.terminals[name] = regex
+            self._terminal_by_regex[regex] = name
+        return name
+
+    def rule(self, alternatives: list[_Seq], path: str) -> _Seq:
+        """A rule for the alternatives that are not empty languages, as a one-symbol sequence.
+
+        One alternative of one symbol is returned as it is; an identical rule is reused.
+        """
+        kept: list[list[str]] = []
+        for alt in alternatives:
+            if alt is not None and alt not in kept:
+                kept.append(alt)
+        if not kept:
+            return None
+        if len(kept) == 1 and len(kept[0]) == 1:
+            return kept[0]
+        key = tuple(tuple(alt) for alt in kept)
+        name = self._rule_by_body.get(key)
+        if name is None:
+            self.grow(sum(len(alt) + 1 for alt in kept), path)
+            name = f"r{len(self.rules)}"
+            self.rules[name] = kept
+            self._rule_by_body[key] = name
+        return [name]
+
+    @staticmethod
+    def cat(*parts: _Seq) -> _Seq:
+        if any(p is None for p in parts):
+            return None
+        return [sym for p in parts if p is not None for sym in p]
+
+    def optional(self, seq: _Seq, path: str) -> list[str]:
+        if not seq:
+            return []
+        result = self.rule([seq, []], path)
+        assert result is not None
+        return result
+
+    def star(self, seq: list[str], path: str) -> list[str]:
+        """Zero or more ``seq``, as a left-recursive list (the parser stack stays flat)."""
+        key = (("*",), tuple(seq))
+        name = self._rule_by_body.get(key)
+        if name is None:
+            name = self._rule_by_body[key] = f"r{len(self.rules)}"
+            self.grow(len(seq) + 3, path)
+            self.rules[name] = [[], [name, *seq]]
+        return [name]
+
+    def repeat(self, seq: _Seq, low: int, high: int | None, path: str) -> _Seq:
+        """``seq`` ``low`` to ``high`` times (``None``: unbounded); optional ones as a chain."""
+        if high is not None and high < low:
+            return None
+        if high == 0:
+            return []
+        if seq is None:
+            return [] if low == 0 else None
+        self.grow(low * len(seq), path)
+        out = seq * low
+        if high is None:
+            return out + self.star(seq, path)
+        rest: list[str] = []
+        for _ in range(high - low):
+            rest = self.optional(seq + rest, path)
+        return out + rest
+
+    # ---------------------------------------------------------------------- conversion
+
+    def symbol(self, schema: Any, path: str) -> _Seq:
+        """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
+        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
+            target, target_path = self.resolve(schema["$ref"], path)
+            return self.shared(target_path, target, target_path)
+        if isinstance(schema, dict) and "allOf" in schema:
+            # merged schemas (allOf, properties merged with each other) can combine two
+            # recursive ones into the same combination again: one rule per combination
+            key = "allOf " + json.dumps(schema, sort_keys=True, default=repr)
+            return self.shared(key, schema, path, inline=True)
+        flat = self.flatten(schema, path, [], ())
+        return self.symbol_flat(flat, path)
+
+    def shared(self, key: str, schema: Any, path: str, inline: bool = False) -> list[str]:
+        """One rule per ``key``, reserved before its body is converted (for recursion)."""
+        name = self._ref_rules.get(key)
+        if name is None:
+            name = self._ref_rules[key] = f"r{len(self.rules)}"
+            self.rules[name] = []
+            if inline:
+                body = self.symbol_flat(self.flatten(schema, path, [], ()), path)
+            else:
+                body = self.symbol(schema, path)
+            self.rules[name] = [] if body is None else [body]
+            self.grow(2, path)
+        return [name]
+
+    def symbol_flat(self, s: dict[str, Any], path: str) -> _Seq:
+        if s.get(NEVER):
+            return None
+        if not s:
+            return self.any_value_rule()
+        for keyword in UNENFORCED:
+            if keyword in s:
+                self.unenforced(keyword, path)
+                del s[keyword]
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                branches = s.pop(key)
+                if not isinstance(branches, list) or not branches:
+                    raise self.invalid(path, f"{key} must be a non-empty list")
+                return self.union(s, key, branches, path)
+        if "enum" in s:
+            return self.enum(s, path)
+        types = self.types_of(s, path)
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        scalars: list[Rx] = []
+        alternatives: list[_Seq] = []
+        for t in types:
+            if t == "null":
+                scalars.append("null")
+            elif t == "boolean":
+                scalars.append("(?:true|false)")
+            elif t == "string":
+                scalars.append(self.convert_string(s, path))
+            elif t == "integer":
+                scalars.append(self.convert_integer(s, path))
+            elif t == "number":
+                scalars.append(self.convert_number(s, path))
+            elif t == "array":
+                alternatives.append(self.array(s, path))
+            else:
+                alternatives.append(self.object(s, path))
+        alternatives.insert(0, self.lexeme(regex_alt(scalars), path))
+        return self.rule(alternatives, path)
+
+    def enum(self, s: dict[str, Any], path: str) -> _Seq:
+        """One terminal per value (literals: cheap DFAs), filtered by the keywords beside."""
+        values = s.pop("enum")
+        if not isinstance(values, list):
+            raise self.invalid(path + "/enum", "enum must be a list")
+        fits = self.validator(s) if s else None
+        return self.rule(
+            [self.lexeme(self.literal(v, path), path) for v in values if fits is None or fits(v)],
+            path,
+        )
+
+    def lexeme(self, regex: Rx, path: str) -> _Seq:
+        """The terminal of a lexeme regex as a sequence (``None``: the empty language)."""
+        return None if regex is None else [self.terminal(regex, path)]
+
+    def union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> _Seq:
+        subs = [branch if not base else {"allOf": [dict(base), branch]} for branch in branches]
+        symbols = [self.symbol(sub, f"{path}/{key}/{i}") for i, sub in enumerate(subs)]
+        if key == "oneOf":
+            self.check_one_of(subs, path)
+        return self.rule(symbols, path)
+
+    def check_one_of(self, subs: list[Any], path: str) -> None:
+        """The regex path's ``oneOf`` check, on the branches' regexes under a budget.
+
+        A branch whose regex is past the budget (a recursive one, say) counts as overlapping
+        unless kinds, enums or a discriminator already tell the branches apart.
+        """
+        regexes: list[str] = []
+        live: list[Any] = []
+        for i, sub in enumerate(subs):
+            converter = _BudgetedConverter(
+                self.root,
+                5_000,
+                True,
+                whitespace_pattern=self.whitespace_pattern,
+                lenient=True,
+                max_recursion_depth=self.max_recursion_depth,
+                max_any_depth=self.max_any_depth,
+            )
+            try:
+                regex = converter.convert(sub, path)
+            except RegexBudgetExceeded:
+                regex = "\x00" * 5_000 + str(i)  # too large to compare: assume it overlaps
+            if regex is not None:
+                regexes.append(regex)
+                live.append(sub)
+        self.check_disjoint([self.flatten(s, path, [], ()) for s in live], regexes, path)
+
+    def any_value_rule(self) -> list[str]:
+        """Any JSON value, nested as deep as the document goes (one recursive rule)."""
+        if self._any is None:
+            value = self._any = f"r{len(self.rules)}"
+            members, values = value + "m", value + "v"  # left-recursive lists of the value
+            key = self.terminal(STRING, "#")
+            scalar = self.terminal(f"(?:null|true|false|{NUMBER}|{STRING})", "#")
+            member = [key, self.colon, value]
+            self.rules[members] = [member, [members, self.comma, *member]]
+            self.rules[values] = [[value], [values, self.comma, value]]
+            self.rules[value] = [
+                [scalar],
+                [self.lbrace, self.rbrace],
+                [self.lbrace, members, self.rbrace],
+                [self.lbrack, self.rbrack],
+                [self.lbrack, values, self.rbrack],
+            ]
+            self.grow(30, "#")
+        return [self._any]
+
+    def array(self, s: dict[str, Any], path: str) -> _Seq:
+        min_items = self.natural(s, "minItems", path) or 0
+        max_items = self.natural(s, "maxItems", path)
+        if max_items is not None and max_items < min_items:
+            raise self.invalid(path, f"minItems {min_items} is greater than maxItems {max_items}")
+        prefix = s.get("prefixItems", [])
+        if not isinstance(prefix, list):
+            raise self.invalid(path + "/prefixItems", "prefixItems must be a list")
+        count = len(prefix) if max_items is None else min(len(prefix), max_items)
+        item = self.symbol(s.get("items", True), path + "/items")
+        tail: _Seq
+        if count < len(prefix):
+            tail = []
+        else:
+            rest_min = max(min_items - count, 0)
+            rest_max = None if max_items is None else max_items - count
+            more = self.cat([self.comma], item)
+            if count > 0:
+                tail = self.repeat(more, rest_min, rest_max, path)
+            elif rest_max == 0 or item is None:
+                tail = [] if rest_min == 0 else None
+            else:
+                tail = self.cat(
+                    item,
+                    self.repeat(
+                        more, max(rest_min - 1, 0), None if rest_max is None else rest_max - 1, path
+                    ),
+                )
+                if rest_min == 0:
+                    tail = self.optional(tail, path)
+        for i in range(count - 1, -1, -1):
+            element = self.symbol(prefix[i], f"{path}/prefixItems/{i}")
+            tail = self.rule([self.cat([self.comma] if i > 0 else [], element, tail)], path)
+            if i >= min_items:
+                tail = self.optional(tail, path)
+        return self.cat([self.lbrack], tail, [self.rbrack])
+
+    def object(self, s: dict[str, Any], path: str) -> _Seq:
+        properties = s.get("properties", {})
+        if not isinstance(properties, dict):
+            raise self.invalid(path + "/properties", "properties must be an object")
+        required = s.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise self.invalid(path + "/required", "required must be a list of strings")
+        additional = s.get("additionalProperties")
+        declared = dict(properties)
+        for name in required:  # required but undeclared: validated by additionalProperties
+            if name not in declared:
+                if additional is False:
+                    return None
+                declared[name] = True if additional is None else additional
+        members: list[tuple[list[str], bool]] = []
+        for name, schema in declared.items():
+            pointer = name.replace("~", "~0").replace("/", "~1")
+            value = self.symbol(schema, f"{path}/properties/{pointer}")
+            is_required = name in required
+            if value is None:
+                if is_required:
+                    return None
+                continue
+            key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
+            members.append(([key, self.colon, *value], is_required))
+        extra: _Seq = None
+        if additional is not False and (additional is not None or not properties):
+            value = self.symbol(
+                True if additional is None else additional, path + "/additionalProperties"
+            )
+            if value is not None:
+                key = self.terminal(f'"{self.key_excluding(list(declared))}"', path)
+                extra = [key, self.colon, *value]
+        # tail: members i.. after something was written; first: members i.. with none written
+        tail: list[str] = [] if extra is None else self.star([self.comma, *extra], path)
+        first: _Seq = [] if extra is None else self.rule([extra + tail, []], path)
+        for member, is_required in reversed(members):
+            written = member + tail
+            first = self.rule([written] if is_required else [written, first], path)
+            after = [self.comma, *written]
+            tail_rule = self.rule([after] if is_required else [after, tail], path)
+            assert tail_rule is not None
+            tail = tail_rule
+        return self.cat([self.lbrace], first, [self.rbrace])
+
+    # ------------------------------------------------------------------------- output
+
+    def prune(self, start: list[str]) -> None:
+        """Drop alternatives no document completes, then rules the start cannot reach."""
+        productive = set(self.terminals)
+        changed = True
+        while changed:
+            changed = False
+            for name, alternatives in self.rules.items():
+                if name not in productive and any(
+                    all(sym in productive for sym in alt) for alt in alternatives
+                ):
+                    productive.add(name)
+                    changed = True
+        if not all(sym in productive for sym in start):
+            raise InvalidConstraintError("the JSON Schema accepts no document")
+        for name in list(self.rules):
+            self.rules[name] = [
+                alt for alt in self.rules[name] if all(sym in productive for sym in alt)
+            ]
+        reachable: set[str] = set()
+        todo = list(start)
+        while todo:
+            sym = todo.pop()
+            if sym in reachable:
+                continue
+            reachable.add(sym)
+            for alt in self.rules.get(sym, []):
+                todo.extend(alt)
+        self.rules = {n: alts for n, alts in self.rules.items() if n in reachable}
+        self.terminals = {n: rx for n, rx in self.terminals.items() if n in reachable}
+
+    def lark(self, start: list[str]) -> str:
+        self.prune(start)
+        lines = ["start: " + " ".join(start)]
+        for name, alternatives in self.rules.items():
+            lines.append(f"{name}: " + " | ".join(" ".join(alt) for alt in alternatives))
+        for name, regex in self.terminals.items():
+            lines.append(f"{name}: {_lark_terminal(regex)}")
+        return "\n".join(lines) + "\n"
+
+
+def json_schema_to_grammar(
+    schema: dict[str, Any],
+    *,
+    whitespace_pattern: str | None = None,
+    lenient: bool = False,
+    max_size: int = DEFAULT_MAX_GRAMMAR_SIZE,
+) -> str:
+    """Return a Lark grammar (start rule ``start``) for the JSON documents ``schema`` accepts.
+
+    Documents are written in the regex path's policy (``docs/json_schema.md``): whitespace
+    only where ``whitespace_pattern`` allows it, object members in schema order. Recursive
+    ``$ref``s and free values nest without a depth limit.
+
+    Args:
+        schema: The JSON Schema (draft 2020-12; drafts 4-7 spellings are read too).
+        whitespace_pattern: Regex for the whitespace allowed between JSON tokens; ``None``
+            allows none.
+        lenient: Warn instead of raising when a keyword cannot be enforced, and ignore it.
+        max_size: Most grammar symbols; a larger grammar raises as soon as it passes this.
+
+    Raises:
+        InvalidConstraintError: The schema is invalid, accepts no document, uses a keyword
+            that cannot be enforced (unless ``lenient``), or its grammar passes ``max_size``;
+            the message says where.
+    """
+    schema = _options_checked(schema, whitespace_pattern)
+    return _grammar_of(schema, whitespace_pattern, lenient, max_size)
+
+
+def _grammar_of(
+    schema: dict[str, Any], whitespace_pattern: str | None, lenient: bool, max_size: int
+) -> str:
+    """The grammar of a checked schema."""
+    converter = _GrammarConverter(
+        schema, whitespace_pattern=whitespace_pattern, lenient=lenient, max_size=max_size
+    )
+    start = converter.symbol({"$ref": "#"}, "#")
+    if start is None:
+        raise InvalidConstraintError("the JSON Schema accepts no document")
+    return converter.lark(start)
+
+
+def json_schema_path(
+    schema: dict[str, Any],
+    *,
+    whitespace_pattern: str | None = None,
+    lenient: bool = False,
+    regex_budget: int,
+    max_size: int = DEFAULT_MAX_GRAMMAR_SIZE,
+) -> tuple[str, str | None]:
+    """Choose how the token masker compiles a schema: ``(regex, None)`` or ``("", grammar)``.
+
+    A schema with a reachable ``$ref`` cycle takes the grammar (recursion without a depth
+    limit); any other takes the regex while it stays within ``regex_budget`` characters
+    (checked as it grows, so a schema past it costs about the time to write that many), else
+    the grammar. Lenient warnings come once, from the path taken.
+
+    Raises:
+        InvalidConstraintError: As :func:`json_schema_to_grammar` (the regex path's errors when
+            the regex is taken).
+    """
+    schema = _options_checked(schema, whitespace_pattern)
+    if not schema_is_recursive(schema):
+        try:
+            regex, converter = _bounded_regex(
+                schema, regex_budget, whitespace_pattern, lenient, defer=True
+            )
+        except RegexBudgetExceeded:
+            pass
+        else:
+            converter.emit()
+            return regex, None
+    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size)

@@ -1,0 +1,538 @@
+"""Tests for types.json_schema_grammar (JSON Schema -> a grammar linear in the schema) and _budget.
+
+The grammar is checked byte by byte (``CompiledGrammar.accepts_text``) against the regex path
+(same documents, same errors) and against ``jsonschema`` (what it accepts is valid).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from outlines_like.errors import InvalidConstraintError, UnenforcedKeywordWarning
+from outlines_like.fsm.grammar import CompiledGrammar, compile_grammar
+from outlines_like.fsm.vocabulary import Vocabulary
+from outlines_like.types import CFG
+from outlines_like.types.json_schema import json_schema_to_regex
+from outlines_like.types.json_schema_budget import (
+    RegexBudgetExceeded,
+    bounded_json_schema_regex,
+    schema_is_recursive,
+)
+from outlines_like.types.json_schema_grammar import json_schema_path, json_schema_to_grammar
+from tests.types.test_json_schema import (
+    ANY_DEPTH,
+    CORPUS,
+    KEYWORD_CASES,
+    SCHEMAS_DIR,
+    _depth,
+    _dump,
+    _for_generation,
+    _hypothesis_jsonschema,
+    _OutOfPolicy,
+    _reorder,
+    _scrub,
+    load,
+)
+
+BYTES = Vocabulary([bytes([i]) for i in range(256)] + [b"<eos>"], [256])
+SETTINGS = settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(schema_json: str, whitespace: str | None = None) -> CompiledGrammar:
+    grammar = json_schema_to_grammar(json.loads(schema_json), whitespace_pattern=whitespace)
+    return compile_grammar(CFG(grammar, "lark"), BYTES)
+
+
+def accepts(schema: Any, text: str, whitespace: str | None = None) -> bool:
+    return _compiled(json.dumps(schema), whitespace).accepts_text(text.encode())
+
+
+def chain(depth: int) -> dict[str, Any]:
+    """The issue's chain: each ``d_i`` has two optional members that are ``d_{i-1}``."""
+    defs: dict[str, Any] = {"d0": {"type": "object", "properties": {"v": {"type": "integer"}}}}
+    for i in range(1, depth + 1):
+        ref = {"$ref": f"#/$defs/d{i - 1}"}
+        defs[f"d{i}"] = {"type": "object", "properties": {"a": ref, "b": ref}}
+    return {"$defs": defs, "$ref": f"#/$defs/d{depth}"}
+
+
+def wide(properties: int = 200, definitions: int = 30) -> dict[str, Any]:
+    """A synthetic large schema: many optional members, definitions that refer to each other."""
+    defs: dict[str, Any] = {}
+    kinds: list[dict[str, Any]] = [
+        {"type": "string", "maxLength": 12},
+        {"type": "integer", "minimum": 0, "maximum": 999},
+        {"enum": ["red", "green", "blue"]},
+        {"type": "boolean"},
+        {"type": "array", "items": {"type": "string", "format": "date"}, "maxItems": 3},
+    ]
+    for i in range(definitions):
+        members: dict[str, Any] = {f"f{j}": kinds[(i + j) % len(kinds)] for j in range(6)}
+        if i:
+            members["prev"] = {"$ref": f"#/$defs/D{i - 1}"}
+            members["list"] = {"type": "array", "items": {"$ref": f"#/$defs/D{i // 2}"}}
+        defs[f"D{i}"] = {"type": "object", "properties": members, "required": ["f0"]}
+    properties = {
+        f"p{i}": ({"$ref": f"#/$defs/D{i % definitions}"} if i % 3 == 0 else kinds[i % 5])
+        for i in range(properties)
+    }
+    return {"$defs": defs, "type": "object", "properties": properties, "required": ["p1"]}
+
+
+# ------------------------------------------------------------- same documents as the regex
+
+
+@pytest.mark.parametrize(
+    ("schema", "accepted", "rejected"),
+    [pytest.param(s, a, r, id=name) for name, s, a, r in KEYWORD_CASES],
+)
+def test_keyword_table_agrees_with_the_regex(
+    schema: dict[str, Any], accepted: list[str], rejected: list[str]
+) -> None:
+    for text in accepted:
+        assert accepts(schema, text), text
+    for text in rejected:
+        if accepts(schema, text):  # only free values nested deeper than the regex's limit
+            doc = json.loads(text)
+            jsonschema.validate(doc, schema)
+            assert _depth(doc) > 2, text
+
+
+@pytest.mark.parametrize(
+    ("whitespace", "text", "expected"),
+    [
+        (None, '{"a":1,"b":[1,2]}', True),
+        (None, '{"a": 1, "b": [1, 2]}', False),
+        ("[ ]?", '{"a": 1, "b": [1, 2]}', True),
+        ("[ ]?", '{"a":  1,"b":[1,2]}', False),
+        ("[ ]?", "{ }", True),
+        ("[ ]?", "{  }", True),
+        ("[ ]?", " {}", False),
+        ("[ \n]*", '{\n  "a": 1,\n  "b": [\n    1,\n    2\n  ]\n}', True),
+        ("[ \n]*", '{ "a" : 1 , "b" : [ 1 , 2 ] }', True),
+        ("[ \n]*", '{"a":1}\n', False),
+    ],
+)
+def test_whitespace_policy(whitespace: str | None, text: str, expected: bool) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "array", "items": {"type": "integer"}},
+        },
+        "additionalProperties": False,
+    }
+    assert accepts(schema, text, whitespace) is expected
+    regex = json_schema_to_regex(schema, whitespace_pattern=whitespace)
+    assert (re.fullmatch(regex, text) is not None) is expected
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_generated_valid_documents_are_accepted(path: Path) -> None:
+    """hypothesis-jsonschema's valid documents, in our policy, are accepted (as by the regex)."""
+    schema = load(path)
+    regex = re.compile(json_schema_to_regex(schema, max_any_depth=ANY_DEPTH))
+    validator = jsonschema.validators.validator_for(schema)(
+        schema, format_checker=jsonschema.FormatChecker()
+    )
+    with _hypothesis_jsonschema() as hj:
+        try:
+            strategy = hj.from_schema(
+                _for_generation(copy.deepcopy(schema)),
+                custom_formats={"uuid": st.uuids().map(str)},
+            )
+        except Exception as exc:  # recursive references: hypothesis-jsonschema cannot
+            pytest.skip(f"hypothesis-jsonschema cannot generate for it: {exc}")
+
+        @SETTINGS
+        @given(doc=strategy)
+        def check(doc: Any) -> None:
+            doc = _scrub(doc)
+            assume(validator.is_valid(doc))
+            assume(_depth(doc) <= ANY_DEPTH + 1)
+            try:
+                text = _dump(_reorder(doc, schema, schema))
+            except _OutOfPolicy:
+                assume(False)
+            assert regex.fullmatch(text), text
+            assert accepts(schema, text), text
+
+        try:
+            check()
+        except Exception as exc:
+            if type(exc).__module__.startswith("hypothesis_jsonschema"):
+                pytest.skip(f"hypothesis-jsonschema cannot generate for it: {exc}")
+            raise
+
+
+def _mutations(text: str) -> st.SearchStrategy[str]:
+    """``text`` with one byte-level edit: a deletion, an insertion or a replacement."""
+    pieces = '{}[],:"0123456789-.eE truefalsnl\\'
+    return st.tuples(
+        st.integers(0, max(len(text) - 1, 0)),
+        st.sampled_from(["delete", "insert", "replace"]),
+        st.sampled_from(list(pieces)),
+    ).map(
+        lambda edit: (
+            text[: edit[0]] + text[edit[0] + 1 :]
+            if edit[1] == "delete"
+            else text[: edit[0]] + edit[2] + text[edit[0] + (edit[1] == "replace") :]
+        )
+    )
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_same_decision_as_the_regex_and_only_valid_documents(path: Path) -> None:
+    """Texts of the regex, and one-byte edits of them: the grammar decides as the regex does
+    (up to nesting the regex cuts off), and every text it accepts is a valid document."""
+    schema = load(path)
+    regex = json_schema_to_regex(schema, max_any_depth=1)
+    deep = re.compile(json_schema_to_regex(schema, max_any_depth=ANY_DEPTH))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+
+    @SETTINGS
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        text = data.draw(st.from_regex(regex, fullmatch=True))
+        assert accepts(schema, text), text
+        edited = data.draw(_mutations(text))
+        if accepts(schema, edited):
+            doc = json.loads(edited)
+            assert validator.is_valid(doc), edited
+            if not deep.fullmatch(edited):  # the regex's bounds: recursion and free values
+                assert schema_is_recursive(schema) or _depth(doc) > ANY_DEPTH, edited
+        else:
+            assert not deep.fullmatch(edited), edited
+
+    check()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_grammars_are_lalr(path: Path) -> None:
+    """Object members, arrays and unions as rules: no conflict, so no GLR on the corpus."""
+    assert _compiled(json.dumps(load(path))).is_lalr
+
+
+# ------------------------------------------------------------------- recursion, no depth cap
+
+
+def _trees(depth: int) -> st.SearchStrategy[Any]:
+    leaf = st.builds(lambda v: {"value": v, "children": []}, st.integers(-99, 99))
+    if depth == 0:
+        return leaf
+    return st.builds(
+        lambda v, kids: {"value": v, "children": kids},
+        st.integers(-99, 99),
+        st.lists(_trees(depth - 1), max_size=2),
+    )
+
+
+@SETTINGS
+@given(tree=_trees(7))
+def test_recursive_documents_any_depth(tree: dict[str, Any]) -> None:
+    schema = load(SCHEMAS_DIR / "recursive_tree.json")
+    jsonschema.validate(tree, schema)
+    text = json.dumps(tree, separators=(",", ":"))
+    assert accepts(schema, text)
+    assert not accepts(schema, text.replace('"value"', '"valeu"', 1))
+
+
+def _chain_docs(depth: int) -> st.SearchStrategy[Any]:
+    if depth == 0:
+        return st.fixed_dictionaries({}, optional={"v": st.integers(-5, 5)})
+    inner = _chain_docs(depth - 1)
+    members = st.fixed_dictionaries({}, optional={"a": inner, "b": inner})
+    return members.map(lambda d: {k: d[k] for k in ("a", "b") if k in d})  # schema order
+
+
+@pytest.mark.parametrize("depth", [8, 9, 20])
+def test_chain_of_definitions_compiles_linearly_and_accepts_its_documents(depth: int) -> None:
+    schema = chain(depth)
+    start = time.perf_counter()
+    grammar = json_schema_to_grammar(schema)
+    assert time.perf_counter() - start < 2.0
+    # one rule chain per definition: the grammar grows by a constant per level
+    step = len(json_schema_to_grammar(chain(depth + 1))) - len(grammar)
+    assert step < 200
+    assert len(json_schema_to_grammar(chain(depth + 5))) - len(grammar) <= 5 * step + 50
+    assert schema_is_recursive(schema) is False
+
+    @SETTINGS
+    @given(doc=_chain_docs(depth))
+    def check(doc: Any) -> None:
+        text = json.dumps(doc, separators=(",", ":"))
+        assert accepts(schema, text), text
+        assert not accepts(schema, text.replace("{", '{"x":1,', 1))
+
+    check()
+
+
+def test_the_regex_budget_stops_early_and_names_where() -> None:
+    start = time.perf_counter()
+    with pytest.raises(RegexBudgetExceeded, match=r"#/\$defs/d\d") as info:
+        bounded_json_schema_regex(chain(9), budget=16_000)  # 5 MB of regex unbounded
+    assert time.perf_counter() - start < 2.0
+    assert isinstance(info.value, InvalidConstraintError)
+    assert bounded_json_schema_regex(chain(3), budget=16_000) == json_schema_to_regex(chain(3))
+
+
+def test_required_recursion_without_exit_accepts_nothing() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}
+    with pytest.raises(InvalidConstraintError, match="accepts no document"):
+        json_schema_to_grammar(schema)
+    # optional recursion: the member that cannot end is pruned, the rest stays
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/loop"}, "b": {"type": "null"}},
+        "$defs": {
+            "loop": {
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/loop"}},
+                "required": ["x"],
+            }
+        },
+    }
+    assert accepts(schema, '{"b":null}')
+    assert not accepts(schema, '{"a":{"x":{}}}')
+
+
+def test_all_of_of_two_recursive_schemas_terminates() -> None:
+    node = {
+        "type": "object",
+        "properties": {"next": {"$ref": "#/$defs/A"}, "v": {"type": "integer"}},
+    }
+    schema = {
+        "$defs": {
+            "A": node,
+            "B": {"type": "object", "properties": {"next": {"$ref": "#/$defs/B"}}},
+        },
+        "allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}],
+    }
+    assert accepts(schema, '{"next":{"next":{"next":{"v":1}}},"v":2}')
+    assert not accepts(schema, '{"v":2,"next":{}}')
+
+
+@pytest.mark.parametrize(
+    ("schema", "recursive"),
+    [
+        ({"type": "integer"}, False),
+        ({"items": {"$ref": "#"}}, True),
+        ({"$defs": {"A": {"items": {"$ref": "#/$defs/A"}}}, "type": "string"}, False),
+        (
+            {
+                "$defs": {"A": {"items": {"$ref": "#/$defs/B"}}, "B": {"$ref": "#/$defs/A"}},
+                "$ref": "#/$defs/A",
+            },
+            True,
+        ),
+        (chain(4), False),
+    ],
+)
+def test_schema_is_recursive(schema: dict[str, Any], recursive: bool) -> None:
+    assert schema_is_recursive(schema) is recursive
+
+
+# ------------------------------------------------------------------------------ big schemas
+
+
+def test_a_wide_synthetic_schema_compiles_linearly() -> None:
+    schema = wide()
+    start = time.perf_counter()
+    grammar = json_schema_to_grammar(schema)
+    assert time.perf_counter() - start < 3.0
+    assert len(grammar) < 2 * len(json.dumps(schema))
+    with pytest.raises(RegexBudgetExceeded):
+        bounded_json_schema_regex(schema, budget=16_000)
+    compiled = compile_grammar(CFG(grammar, "lark"), BYTES)
+    assert compiled.is_lalr
+    doc = {"p1": 7, "p3": {"f0": True, "prev": {"f0": "red"}}, "p199": ["2024-02-29"]}
+    jsonschema.validate(doc, schema)
+    assert compiled.accepts_text(json.dumps(doc, separators=(",", ":")).encode())
+    assert not compiled.accepts_text(b'{"p3":{"f0":5}}')  # p1 is required
+
+
+def kubernetes_deployment() -> dict[str, Any]:
+    """Kubernetes' Deployment schema made standalone (its refs point into _definitions.json)."""
+    kv = pytest.importorskip("kubernetes_validate")
+    folder = Path(kv.__file__).parent / "kubernetes-json-schema" / "v1.36.0-local-strict"
+    if not folder.exists():
+        pytest.skip("kubernetes_validate ships no v1.36.0 schemas")
+    definitions = json.loads((folder / "_definitions.json").read_text())["$defs"]
+    used: dict[str, Any] = {}
+    todo: list[str] = []
+
+    def local(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: local(v) for k, v in node.items() if k != "$ref"}
+            if isinstance(node.get("$ref"), str):
+                name = node["$ref"].split("#/$defs/")[-1]
+                todo.append(name)
+                out["$ref"] = "#/$defs/" + name.replace("~", "~0").replace("/", "~1")
+            return out
+        if isinstance(node, list):
+            return [local(v) for v in node]
+        return node
+
+    root = local(json.loads((folder / "deployment-apps-v1.json").read_text()))
+    while todo:
+        name = todo.pop()
+        if name not in used:
+            used[name] = local(definitions[name])
+    root["$defs"] = used
+    return root
+
+
+@pytest.mark.filterwarnings("ignore::outlines_like.errors.UnenforcedKeywordWarning")
+def test_kubernetes_deployment_converts_in_linear_size() -> None:
+    schema = kubernetes_deployment()
+    start = time.perf_counter()
+    pattern, grammar = json_schema_path(schema, lenient=True, regex_budget=16_000)
+    assert time.perf_counter() - start < 10.0
+    assert pattern == ""
+    assert grammar is not None
+    assert len(grammar) < len(json.dumps(schema)) / 2
+    compiled = compile_grammar(CFG(grammar, "lark"), BYTES)
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"image": "nginx:1.27", "name": "web"}]},
+            },
+        },
+    }
+    jsonschema.validate(doc, schema)
+    text = _dump(_reorder(doc, schema, schema))
+    assert compiled.accepts_text(text.encode()), text
+    assert not compiled.accepts_text(text.replace('"replicas":3', '"replicas":"3"').encode())
+
+
+# ----------------------------------------------------------------------- errors, budgets
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword", "path"),
+    [
+        ({"type": "integer", "multipleOf": 3}, "multipleOf", "#/multipleOf"),
+        (
+            {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}},
+            "uniqueItems",
+            "#/properties/a/uniqueItems",
+        ),
+        ({"not": {"type": "string"}}, "not", "#/not"),
+        ({"type": "string", "format": "hostname"}, "format", "#/format"),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "#/oneOf"),
+        (
+            {"$defs": {"X": {"type": "integer", "multipleOf": 2}}, "items": {"$ref": "#/$defs/X"}},
+            "multipleOf",
+            "#/$defs/X/multipleOf",
+        ),
+        (
+            {
+                "$defs": {
+                    "T": {"oneOf": [{"$ref": "#/$defs/T"}, {"items": {"$ref": "#/$defs/T"}}]}
+                },
+                "$ref": "#/$defs/T",
+            },
+            "oneOf",
+            "#/$defs/T/oneOf",
+        ),
+    ],
+)
+def test_unenforced_keywords_raise_or_warn(schema: dict[str, Any], keyword: str, path: str) -> None:
+    with pytest.raises(InvalidConstraintError, match=re.escape(repr(keyword))) as info:
+        json_schema_to_grammar(schema)
+    assert path in str(info.value)
+    with pytest.warns(UnenforcedKeywordWarning, match=re.escape(repr(keyword))):
+        json_schema_to_grammar(schema, lenient=True)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "strnig"}, r"#/type.*'strnig'"),
+        ({"$ref": "#/$defs/Missing"}, r"points to nothing"),
+        ({"type": "integer", "minimum": 5, "maximum": 1}, r"lower bound 5 is greater"),
+        ({"type": "array", "minItems": 3, "maxItems": 2}, r"minItems 3 is greater"),
+        ({"enum": []}, r"accepts no document"),
+        ({"type": "integer", "enum": ["a"]}, r"accepts no document"),
+        ({"not": {}}, r"accepts no document"),
+        ({"$defs": {"A": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"}, r"accepts no document"),
+    ],
+)
+def test_invalid_schemas_say_where(schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidConstraintError, match=message):
+        json_schema_to_grammar(schema)
+
+
+def test_the_grammar_budget_names_the_construct() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"rows": {"type": "array", "items": {"type": "integer"}, "minItems": 10**6}},
+    }
+    start = time.perf_counter()
+    with pytest.raises(InvalidConstraintError, match="#/properties/rows"):
+        json_schema_to_grammar(schema)
+    assert time.perf_counter() - start < 2.0
+    with pytest.raises(InvalidConstraintError, match="grows past 50 symbols at #"):
+        json_schema_to_grammar(wide(20, 5), max_size=50)
+
+
+@pytest.mark.parametrize(
+    "name", ['a"b', "back\\slash", "sl/ash", "é東", "tab\there", "new\nline", "x'''y", "/"]
+)
+def test_names_and_values_that_need_escaping(name: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {name: {"enum": [name, 1]}, "p": {"type": "string", "pattern": "^a/b$"}},
+        "required": [name],
+    }
+    doc = {name: name, "p": "a/b"}
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    assert accepts(schema, text), text
+    assert accepts(schema, json.dumps({name: 1}, separators=(",", ":"), ensure_ascii=False))
+    assert not accepts(schema, text.replace("a/b", "a/c"))
+
+
+def test_arrays_prefix_items_and_bounds() -> None:
+    schema = {
+        "type": "array",
+        "prefixItems": [{"type": "integer"}, {"type": "string"}],
+        "items": {"type": "boolean"},
+        "minItems": 1,
+        "maxItems": 4,
+    }
+    for text, ok in [
+        ("[]", False),
+        ("[1]", True),
+        ('[1,"a"]', True),
+        ('[1,"a",true,false]', True),
+        ('[1,"a",true,false,true]', False),
+        ('["a"]', False),
+        ('[1,"a",1]', False),
+    ]:
+        assert accepts(schema, text) is ok, text
+        assert (re.fullmatch(json_schema_to_regex(schema), text) is not None) is ok

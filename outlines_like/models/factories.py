@@ -13,6 +13,7 @@ from typing import overload
 import openai
 
 from outlines_like.adapters.base import Endpoint, ServerKind
+from outlines_like.models._reader import Verify
 from outlines_like.models.remote import AsyncModel, Model
 from outlines_like.models.retry import RateLimiter, RetryPolicy
 
@@ -40,6 +41,7 @@ def from_server(
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
+    verify: Verify = True,
 ) -> Model: ...
 @overload
 def from_server(
@@ -51,6 +53,7 @@ def from_server(
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
+    verify: Verify = True,
 ) -> AsyncModel: ...
 def from_server(
     client: openai.OpenAI | openai.AsyncOpenAI,
@@ -61,6 +64,7 @@ def from_server(
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
+    verify: Verify = True,
 ) -> Model | AsyncModel:
     """Wrap a client: ``Model`` for ``openai.OpenAI``, ``AsyncModel`` for ``openai.AsyncOpenAI``.
 
@@ -83,6 +87,10 @@ def from_server(
             after the model's thinking (vLLM/SGLang ``--reasoning-parser``). ``None``:
             unknown. A constrained call to a model whose name says it thinks, on a server
             that may constrain from the first token, warns (``ThinkingConstrainedWarning``).
+        verify: Check every answer against its output type before returning it: ``True``
+            raises ``ConstraintViolationError`` when a server broke the constraint,
+            ``"warn"`` warns and returns the answer, ``False`` skips the check. A per-call
+            ``verify=`` wins.
 
     Raises:
         TypeError: ``client`` is not an ``openai.OpenAI`` or ``openai.AsyncOpenAI``.
@@ -94,6 +102,7 @@ def from_server(
         "retry": retry,
         "rate_limit": rate_limit,
         "reasoning_parser": reasoning_parser,
+        "verify": verify,
     }
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncModel(client, server, **options)  # type: ignore[arg-type]
@@ -132,6 +141,7 @@ class ServerFactory:
         retry: RetryPolicy | None = _DEFAULT_RETRY,
         rate_limit: RateLimiter | float | None = None,
         reasoning_parser: bool | None = None,
+        verify: Verify = True,
     ) -> Model: ...
     @overload
     def __call__(
@@ -143,6 +153,7 @@ class ServerFactory:
         retry: RetryPolicy | None = _DEFAULT_RETRY,
         rate_limit: RateLimiter | float | None = None,
         reasoning_parser: bool | None = None,
+        verify: Verify = True,
     ) -> AsyncModel: ...
     def __call__(
         self,
@@ -153,6 +164,7 @@ class ServerFactory:
         retry: RetryPolicy | None = _DEFAULT_RETRY,
         rate_limit: RateLimiter | float | None = None,
         reasoning_parser: bool | None = None,
+        verify: Verify = True,
     ) -> Model | AsyncModel:
         """Wrap ``client`` for this server kind."""
         return from_server(
@@ -163,6 +175,7 @@ class ServerFactory:
             retry=retry,
             rate_limit=rate_limit,
             reasoning_parser=reasoning_parser,
+            verify=verify,
         )
 
     def __repr__(self) -> str:

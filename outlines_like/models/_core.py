@@ -355,6 +355,11 @@ class ModelCore(Generic[ClientT]):
         extra = kwargs.get("extra_body")
         if extra is not None and not isinstance(extra, Mapping):
             raise TypeError(f"extra_body must be a dict, got {type(extra).__name__}")
+        if constraint.term is not None and kwargs.get("response_format") is not None:
+            raise ValueError(
+                "response_format was given and output_type also constrains the answer; pass "
+                f"one or the other (output_type={_label(constraint)})"
+            )
         verify = self.verify
         if kwargs.keys() & _OURS:
             verify = check_verify(kwargs.get("verify", verify))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import enum
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
@@ -47,6 +49,16 @@ def _parse_scalar(tp: type, text: str) -> object:
             return float(json.loads(stripped))
         except (ValueError, TypeError) as exc:
             raise _fail(tp, text, "expected a number") from exc
+    if tp is uuid.UUID:
+        try:
+            return uuid.UUID(stripped)
+        except ValueError as exc:
+            raise _fail(tp, text, "expected a UUID") from exc
+    if tp is decimal.Decimal:
+        try:
+            return decimal.Decimal(stripped)
+        except decimal.InvalidOperation as exc:
+            raise _fail(tp, text, "expected a number") from exc
     try:
         if tp is dt.datetime:
             return dt.datetime.fromisoformat(stripped.replace("Z", "+00:00"))
@@ -78,7 +90,7 @@ def parse(output_type: object, text: str) -> Any:
     """
     if output_type is None or output_type is str:
         return text
-    if output_type in (int, float, bool, dt.date, dt.time, dt.datetime):
+    if output_type in (int, float, bool, dt.date, dt.time, dt.datetime, uuid.UUID, decimal.Decimal):
         return _parse_scalar(output_type, text)
     origin = get_origin(output_type)
     if origin is Literal:

@@ -13,13 +13,15 @@ So ``bool`` is always JSON-style (``true``/``false``), and a top-level ``str`` i
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import enum
 import functools
 import inspect
 import json
 import typing
+import uuid
 from collections.abc import Mapping
-from typing import Literal, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.types import predefined
@@ -47,10 +49,13 @@ _SCALARS: dict[object, Regex] = {
     dt.date: predefined.date,
     dt.time: predefined.time,
     dt.datetime: predefined.datetime,
+    uuid.UUID: Regex(predefined.UUID_PATTERN),
+    decimal.Decimal: predefined.number,
 }
 
 _ACCEPTED = (
-    "None or str (free text), int, float, bool, date, time, datetime, Literal, Enum, "
+    "None or str (free text), int, float, bool, date, time, datetime, UUID, Decimal, "
+    "Literal, Enum, "
     "Union/Optional, list/tuple/dict/set, a pydantic model, a dataclass, a TypedDict, a "
     "function, or a term (Regex, JsonSchema, CFG, Choice, ...)"
 )
@@ -97,6 +102,12 @@ def to_term(output_type: object) -> Term | None:
 def _to_term(tp: object) -> Term | None:
     if tp is None or tp is str:
         return None
+    if isinstance(tp, (list, tuple, set, frozenset)):
+        shown = repr(list(tp))[:80]
+        raise UnsupportedConstraintError(
+            f"{shown} is a list of values, not an output type; for one of these values pass "
+            f"Literal[{', '.join(repr(v) for v in list(tp)[:4])}] (or Choice([...]) of strings)"
+        )
     if isinstance(tp, Term):
         return tp
     if tp is dict or tp is typing.Dict:  # noqa: UP006 - the bare typing alias means any JSON too
@@ -129,6 +140,20 @@ def _to_term(tp: object) -> Term | None:
     raise UnsupportedConstraintError(f"cannot use {tp!r} as an output type; accepted: {_ACCEPTED}")
 
 
+def _without_unique_items(node: object) -> object:
+    """Drop ``uniqueItems`` from a schema pydantic made for a Python type.
+
+    pydantic writes ``uniqueItems: true`` for ``set``/``frozenset`` only, and reading a JSON
+    array into a set drops repeats anyway: the answer is generated as a list and parsed into
+    the set, so no engine needs to enforce uniqueness (few can).
+    """
+    if isinstance(node, dict):
+        return {k: _without_unique_items(v) for k, v in node.items() if k != "uniqueItems"}
+    if isinstance(node, list):
+        return [_without_unique_items(v) for v in node]
+    return node
+
+
 def _schema_term(tp: object) -> JsonSchema:
     schema = json_schema_of(tp)
     if schema is None:
@@ -136,7 +161,7 @@ def _schema_term(tp: object) -> JsonSchema:
             f"cannot use {tp!r} as an output type: pydantic gives it no JSON Schema; "
             f"accepted: {_ACCEPTED}"
         )
-    term = JsonSchema(schema)
+    term = JsonSchema(typing.cast(dict[str, Any], _without_unique_items(schema)))
     object.__setattr__(term, "python_type", tp)
     return term
 

@@ -151,3 +151,18 @@ async def test_async_stream_checks_at_the_end() -> None:
     with pytest.raises(ConstraintViolationError):
         await read()
     assert "".join(pieces).startswith("ab")
+
+
+def test_a_users_response_format_with_an_output_type_is_refused_before_sending() -> None:
+    fake = FakeServer()
+    model = vllm(fake)
+    with pytest.raises(ValueError, match="response_format was given"):
+        model("x", Regex("[a-z]"), response_format={"type": "json_object"})
+    assert fake.bodies == []
+
+
+def test_a_list_of_values_is_not_an_output_type() -> None:
+    from outlines_like.errors import UnsupportedConstraintError
+
+    with pytest.raises(UnsupportedConstraintError, match="Literal\\['red', 'green'\\]"):
+        vllm(FakeServer())("hi", ["red", "green"])

@@ -108,3 +108,21 @@ def test_long_text_is_shortened_in_the_message() -> None:
     with pytest.raises(ParseError) as info:
         parse(int, "x" * 1000)
     assert len(str(info.value)) < 400
+
+
+def test_top_level_uuid_decimal_and_set() -> None:
+    """UUID and Decimal work at the top level as they do as fields; a set is made as a list."""
+    import decimal
+    import re
+    import uuid
+
+    from outlines_like.types import parse, to_regex, to_term
+
+    text = "123e4567-e89b-12d3-a456-426614174000"
+    assert re.fullmatch(to_regex(uuid.UUID), text)
+    assert parse(uuid.UUID, text) == uuid.UUID(text)
+    assert re.fullmatch(to_regex(decimal.Decimal), "-1.50")
+    assert parse(decimal.Decimal, "-1.50") == decimal.Decimal("-1.50")
+    term = to_term(set[int])
+    assert "uniqueItems" not in term.schema_json  # type: ignore[union-attr]
+    assert parse(set[int], "[1, 1, 2]") == {1, 2}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time see __getattr__
     from outlines_like import errors, types
     from outlines_like.adapters import ServerInfo
+    from outlines_like.adapters.report import check
     from outlines_like.inputs import Chat, Image
     from outlines_like.models import (
         AsyncModel,
@@ -66,6 +67,7 @@ __all__ = [
     "__version__",
     "aggregate_chunks",
     "arun_tools",
+    "check",
     "errors",
     "from_llamacpp",
     "from_ollama",
@@ -83,6 +85,7 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {  # every other public name lives in outlines_like.models
+    "check": "outlines_like.adapters.report",
     "ServerInfo": "outlines_like.adapters",
     "Chat": "outlines_like.inputs",
     "Image": "outlines_like.inputs",

@@ -1,4 +1,8 @@
-"""The ``outlines-like`` command: ``serve`` runs the reference server, ``demo`` shows it off."""
+"""The ``outlines-like`` command: ``serve``, ``demo`` and ``check``.
+
+``serve`` runs the reference server, ``demo`` shows it off, ``check`` says how a server would
+enforce a JSON Schema.
+"""
 
 from __future__ import annotations
 
@@ -43,7 +47,39 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="start the server on the tiny model and run structured calls"
     )
     demo.add_argument("--model", default="tiny")
+
+    check = sub.add_parser(
+        "check", help="how a server would enforce a JSON Schema, keyword by keyword"
+    )
+    check.add_argument("schema", help="a JSON Schema file ('-' reads standard input)")
+    check.add_argument("--server", required=True, help="sglang, vllm, llamacpp, tgi, ollama...")
+    check.add_argument("--server-version", default=None, help="the server's version (vLLM)")
+    check.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
     return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    """Print the compatibility report; exit 1 when the request would be refused."""
+    import json
+    import pathlib
+
+    from outlines_like.adapters.report import check
+    from outlines_like.errors import InvalidConstraintError
+    from outlines_like.types import JsonSchema
+
+    text = sys.stdin.read() if args.schema == "-" else pathlib.Path(args.schema).read_text()
+    try:
+        report = check(
+            JsonSchema(json.loads(text)),
+            args.server,
+            version=args.server_version,
+            endpoint=args.endpoint,
+        )
+    except (ValueError, InvalidConstraintError) as exc:
+        print(f"outlines-like check: {exc}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.ok else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         serve(config, host=args.host, port=args.port, log_level=args.log_level)
         return 0
+    if args.command == "check":
+        return _check(args)
     from outlines_like.server.demo import run_demo
 
     return run_demo(model=args.model)

@@ -25,6 +25,7 @@ EXPECTED = {
     "__version__",
     "aggregate_chunks",
     "arun_tools",
+    "check",
     "errors",
     "from_llamacpp",
     "from_ollama",

@@ -1,7 +1,7 @@
 """The compatibility report: how a server would enforce an output type, keyword by keyword.
 
 ```python
-report = compatibility(Character, server="llamacpp")
+report = check(Character, server="llamacpp")
 print(report)          # one line per JSON pointer: native / compiled / rejected, then the fields
 report.ok              # False when the request would be refused before sending
 ```
@@ -20,7 +20,7 @@ from outlines_like.adapters.capabilities import keyword_uses
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import CFG, JsonObject, JsonSchema, Term, to_term
 
-__all__ = ["CompatibilityReport", "Enforcement", "Row", "compatibility"]
+__all__ = ["CompatibilityReport", "Enforcement", "Row", "check"]
 
 Enforcement = Literal["native", "compiled", "rejected"]
 """``native``: the server's own engine enforces it; ``compiled``: we send our own compiled
@@ -78,7 +78,7 @@ def _term_label(term: Term) -> str:
     return f"regex ({type(term).__name__})"
 
 
-def compatibility(
+def check(
     output_type: object,
     server: str,
     *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from outlines_like.adapters.report import compatibility
+from outlines_like.adapters.report import check
 from outlines_like.types import CFG, Regex
 
 
@@ -23,7 +23,7 @@ def _status(report: object, pointer: str) -> str:
 
 
 def test_llamacpp_number_bounds_are_compiled() -> None:
-    report = compatibility(Score, "llamacpp")
+    report = check(Score, "llamacpp")
     assert report.ok
     assert _status(report, "#/properties/score/minimum") == "compiled"
     assert _status(report, "#/properties/score/type") == "native"
@@ -33,7 +33,7 @@ def test_llamacpp_number_bounds_are_compiled() -> None:
 
 
 def test_vllm_enforces_number_bounds_natively() -> None:
-    report = compatibility(Score, "vllm")
+    report = check(Score, "vllm")
     assert report.ok
     assert {r.enforcement for r in report.rows} == {"native"}
     assert report.fields == {
@@ -42,7 +42,7 @@ def test_vllm_enforces_number_bounds_natively() -> None:
 
 
 def test_what_cannot_be_enforced_is_rejected_with_the_reason() -> None:
-    report = compatibility(Step, "llamacpp")
+    report = check(Step, "llamacpp")
     assert not report.ok
     assert _status(report, "#/properties/n/multipleOf") == "rejected"
     assert report.error is not None
@@ -61,11 +61,31 @@ def test_what_cannot_be_enforced_is_rejected_with_the_reason() -> None:
     ],
 )
 def test_regexes_and_grammars_are_one_row(output_type: object, server: str, ok: bool) -> None:
-    report = compatibility(output_type, server)
+    report = check(output_type, server)
     assert report.ok is ok
     assert len(report.rows) == (0 if output_type is None else 1)
 
 
 def test_unknown_server_kind() -> None:
     with pytest.raises(ValueError, match="unknown server kind"):
-        compatibility(int, "nope")
+        check(int, "nope")
+
+
+def test_the_top_level_name_and_the_command(tmp_path: object, capsys: object) -> None:
+    import json
+    import pathlib
+
+    import outlines_like as ol
+    from outlines_like.cli import main
+
+    assert ol.check is check
+    path = pathlib.Path(str(tmp_path)) / "score.json"
+    path.write_text(json.dumps(Score.model_json_schema()))
+    assert main(["check", str(path), "--server", "llamacpp"]) == 0
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert "#/properties/score/minimum" in out
+    assert "compiled" in out
+    path.write_text(json.dumps(Step.model_json_schema()))
+    assert main(["check", str(path), "--server", "llamacpp"]) == 1
+    assert "refused before sending" in capsys.readouterr().out  # type: ignore[attr-defined]
+    assert main(["check", str(path), "--server", "nope"]) == 2

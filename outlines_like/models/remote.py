@@ -166,8 +166,14 @@ class Model(ModelCore[openai.OpenAI]):
             **inference_kwargs: Sent to the server unchanged (``max_tokens``,
                 ``temperature``, ``n``, ``seed``, ``extra_body``, ``model``...).
 
+        Raises:
+            ConstraintViolationError: the answer does not fit ``output_type`` (the server did
+                not enforce it); ``verify="warn"`` warns instead, ``verify=False`` skips it.
+            GenerationError: the answer was cut at ``max_tokens`` before it fit, refused, or
+                filtered.
+
         Warns:
-            TruncatedOutputWarning: constrained output was cut at ``max_tokens``.
+            TruncatedOutputWarning: the answer fits but was cut at ``max_tokens``.
         """
         return self._text(Constraint.of(output_type), prompt, inference_kwargs, 2)
 
@@ -187,7 +193,7 @@ class Model(ModelCore[openai.OpenAI]):
     ) -> Completion | list[Completion]:
         """Generate and return everything the server said: a ``Completion`` (a list if ``n > 1``).
 
-        Unlike ``model(...)``, truncation is not warned about: check ``finish_reason``.
+        The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``).
         """
         call, completions = self._completions(Constraint.of(output_type), prompt, inference_kwargs)
         return self.rich(call, completions)  # type: ignore[no-any-return]

@@ -6,13 +6,10 @@ References: Lark's Earley parser for Lark text, xgrammar (test-only) for EBNF/GB
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import re
-import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import lark
@@ -69,42 +66,17 @@ def lark_accepts(grammar: str, text: str) -> bool:
     return True
 
 
-def _load_bench() -> ModuleType | None:
-    """The shared benchmark's ``cases.py`` (../shared/bench), when that file is there."""
-    here = pathlib.Path(__file__).resolve()
-    for parent in here.parents:
-        path = parent / "shared" / "bench" / "cases.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("_bench_cases", path)
-            if spec is None or spec.loader is None:
-                return None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules.setdefault("_bench_cases", module)
-            spec.loader.exec_module(module)
-            return module
-    return None
-
-
-_BENCH_MODULE = _load_bench()
-BENCH: dict[str, str] = (
-    {
-        "arith_lark": _BENCH_MODULE.ARITH_LARK,
-        "json_lark": _BENCH_MODULE.JSON_LARK,
-        "arith_ebnf": _BENCH_MODULE.ARITH_EBNF,
-        "json_ebnf": _BENCH_MODULE.JSON_EBNF,
-        "json_ebnf_star": _BENCH_MODULE.JSON_EBNF_STAR,
-        "arith_sample": _BENCH_MODULE.ARITH_SAMPLE,
-        "json_sample": _BENCH_MODULE.JSON_SAMPLE,
-    }
-    if _BENCH_MODULE
-    else {}
+_BENCH_DATA = json.loads(
+    (pathlib.Path(__file__).resolve().parents[1] / "data" / "bench_cases.json").read_text()
 )
-BENCH_REGEXES: list[tuple[str, str, str]] = (
-    [(f"re_{n}", rx, sample) for n, rx, sample in _BENCH_MODULE.REGEXES] if _BENCH_MODULE else []
-)
-BENCH_SCHEMAS: list[tuple[str, dict[str, Any], object]] = (
-    list(_BENCH_MODULE.SCHEMAS) if _BENCH_MODULE else []
-)
+"""The masking benchmark's cases (tests/data/bench_cases.json, from the shared harness)."""
+BENCH: dict[str, str] = dict(_BENCH_DATA["grammars"])
+BENCH_REGEXES: list[tuple[str, str, str]] = [
+    (f"re_{n}", rx, sample) for n, rx, sample in _BENCH_DATA["regexes"]
+]
+BENCH_SCHEMAS: list[tuple[str, dict[str, Any], object]] = [
+    (n, schema, sample) for n, schema, sample in _BENCH_DATA["schemas"]
+]
 
 # --------------------------------------------------------------------------- Lark corpus
 

@@ -30,7 +30,7 @@ import openai
 import pydantic
 
 import outlines_like.models as m
-from outlines_like.models._core import Constraint
+from outlines_like.models._call import Constraint
 
 BODY = json.dumps(
     {

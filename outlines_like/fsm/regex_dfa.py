@@ -7,6 +7,10 @@ interegular, so that a constrained model never emits, say, Arabic digits for ``\
 quantifiers (``*?``) accept the same language as greedy ones. Character classes become UTF-8
 byte sequences, so a multi-byte character may be split across tokens. The pattern is read by
 the package's one regex reader (:mod:`outlines_like.types._regex`, ASCII class table).
+
+
+One cohesive algorithm (NFA, lazy and eager subset construction, byte classes, minimisation),
+kept in one module of some 650 lines.
 """
 
 from __future__ import annotations

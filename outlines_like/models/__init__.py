@@ -13,7 +13,7 @@ model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="
 
 from outlines_like.errors import TruncatedOutputWarning
 from outlines_like.messages import Completion, Usage
-from outlines_like.models._core import Constraint
+from outlines_like.models._call import Constraint
 from outlines_like.models.factories import (
     from_llamacpp,
     from_ollama,

@@ -19,7 +19,6 @@ the sending (blocking or awaited) between them:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import inspect
 import threading
@@ -27,9 +26,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
-from outlines_like.errors import APIConnectionError, APIError, NotFoundError, TruncatedOutputWarning
+from outlines_like.errors import APIConnectionError, APIError, NotFoundError
 from outlines_like.inputs import to_messages, to_prompt_text
 from outlines_like.messages import Completion, Usage
+from outlines_like.models._call import (
+    Call,
+    Constraint,
+    ListModels,
+    Request,
+    Target,
+    label,
+)
 from outlines_like.models._reader import (
     Sink,
     StreamView,
@@ -41,97 +48,16 @@ from outlines_like.models._reader import (
 from outlines_like.models.detection import detection_flow
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
 from outlines_like.reasoning import model_thinks, warn_if_thinking_unconstrained
-from outlines_like.types import Term, parse, to_term
+from outlines_like.types import Term, parse
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = [
-    "SERVER_KINDS",
-    "Call",
-    "Constraint",
-    "ListModels",
-    "ModelCore",
-    "Request",
-    "StreamView",
-    "Target",
-    "TruncatedOutputWarning",
-]
+__all__ = ["SERVER_KINDS", "ModelCore"]
 
 ClientT = TypeVar("ClientT")
 
 SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ListModels:
-    """Flow step: list the served model ids (``GET /v1/models``)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Constraint:
-    """An output type and the term it became (``None``: free text)."""
-
-    output_type: object
-    term: Term | None
-
-    @staticmethod
-    def of(output_type: object) -> Constraint:
-        """Validate ``output_type`` once.
-
-        Raises:
-            UnsupportedConstraintError: ``output_type`` is not something we can constrain to.
-            InvalidConstraintError: its regex, schema or grammar is wrong.
-        """
-        if isinstance(output_type, Constraint):
-            return output_type
-        if output_type is None:
-            return FREE_TEXT
-        # By identity first: hashing a typing form such as Literal[...] costs microseconds.
-        hit = _BY_ID.get(id(output_type))
-        if hit is not None and hit.output_type is output_type:
-            return hit
-        constraint = Constraint(output_type, to_term(output_type))
-        if not isinstance(output_type, (dict, list)):  # mutable values are not cached
-            if len(_BY_ID) >= 1024:
-                _BY_ID.clear()
-            _BY_ID[id(output_type)] = constraint  # holds output_type: its id stays unique
-        return constraint
-
-
-FREE_TEXT = Constraint(None, None)
-_BY_ID: dict[int, Constraint] = {}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Request:
-    """What goes to ``client.chat.completions.create`` (or ``client.completions.create``)."""
-
-    endpoint: Endpoint
-    params: dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Target:
-    """A resolved server: what it is, its adapter, and the fields built for it so far."""
-
-    info: ServerInfo
-    adapter: Adapter
-    fields: dict[Term, ConstraintFields] = dataclasses.field(default_factory=dict, compare=False)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Call:
-    """One prepared call: everything that does not depend on the server."""
-
-    prompt_key: str  # "messages" or "prompt"
-    prompt: object
-    kwargs: Mapping[str, Any]  # the caller's, never mutated
-    constraint: Constraint
-    n: int
-    stream: bool
-    model: str | None
-    verify: Verify = True
 
 
 _RESERVED = {
@@ -358,7 +284,7 @@ class ModelCore(Generic[ClientT]):
         if constraint.term is not None and kwargs.get("response_format") is not None:
             raise ValueError(
                 "response_format was given and output_type also constrains the answer; pass "
-                f"one or the other (output_type={_label(constraint)})"
+                f"one or the other (output_type={label(constraint)})"
             )
         verify = self.verify
         if kwargs.keys() & _OURS:
@@ -524,7 +450,7 @@ class ModelCore(Generic[ClientT]):
             if params.get("response_format") is not None:
                 raise ValueError(
                     "response_format was given and output_type also sets it; pass one or the "
-                    f"other (output_type={_label(call.constraint)})"
+                    f"other (output_type={label(call.constraint)})"
                 )
             params["response_format"] = response_format
         ours = fields.get("extra_body")
@@ -535,7 +461,7 @@ class ModelCore(Generic[ClientT]):
             if clash:
                 raise ValueError(
                     f"extra_body key(s) {clash} conflict with the constraint that output_type="
-                    f"{_label(call.constraint)} sends to the {target.info.kind} server; remove "
+                    f"{label(call.constraint)} sends to the {target.info.kind} server; remove "
                     "them or drop output_type"
                 )
             extra.update(ours)
@@ -598,7 +524,7 @@ class ModelCore(Generic[ClientT]):
         target = self._target
         fields = target.fields.get(term) if target is not None else None
         check_answers(
-            _label(call.constraint),
+            label(call.constraint),
             term,
             completions,
             verify=call.verify,
@@ -661,9 +587,3 @@ def _sent(fields: ConstraintFields | None) -> dict[str, Any] | None:
         out["response_format"] = fields["response_format"]
     out.update(fields.get("extra_body", {}))
     return out
-
-
-def _label(constraint: Constraint) -> str:
-    tp = constraint.output_type
-    name = getattr(tp, "__name__", None)
-    return name if isinstance(name, str) else repr(tp)[:80]

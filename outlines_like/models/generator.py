@@ -14,7 +14,8 @@ import functools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, overload
 
-from outlines_like.models._core import Constraint, ModelCore
+from outlines_like.models._call import Constraint
+from outlines_like.models._core import ModelCore
 from outlines_like.models.remote import AsyncModel
 
 __all__ = ["AsyncModelGenerator", "Generator", "ModelGenerator"]

@@ -23,14 +23,8 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from outlines_like.adapters.base import ServerInfo
-from outlines_like.models._core import (
-    Call,
-    Constraint,
-    ListModels,
-    ModelCore,
-    Request,
-    Target,
-)
+from outlines_like.models._call import Call, Constraint, ListModels, Request, Target
+from outlines_like.models._core import ModelCore
 from outlines_like.models._errors import translate_errors
 from outlines_like.models._reader import Sink
 from outlines_like.models.detection import Probe, aprobe, probe

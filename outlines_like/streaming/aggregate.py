@@ -3,7 +3,7 @@
 :class:`StreamAggregator` takes OpenAI ``chat.completion.chunk`` objects (openai SDK objects,
 dicts, or raw SSE ``data:`` lines) one by one, returns what each chunk added, and builds the
 final :class:`AggregatedMessage` per choice. It is the one stream reader of the package:
-``model.stream`` is a view over it (``models._core.StreamView``).
+``model.stream`` is a view over it (``models._reader.StreamView``).
 
 What it handles, seen on real servers (``tests/recordings/`` has the shapes): content and
 reasoning deltas (``delta.reasoning`` on vLLM >= 0.11 and Ollama, ``delta.reasoning_content``

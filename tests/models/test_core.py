@@ -21,13 +21,8 @@ from outlines_like.errors import (
     ServerError,
 )
 from outlines_like.messages import Usage
-from outlines_like.models._core import (
-    Call,
-    Constraint,
-    ListModels,
-    ModelCore,
-    Target,
-)
+from outlines_like.models._call import Call, Constraint, ListModels, Target
+from outlines_like.models._core import ModelCore
 from outlines_like.models._errors import parse_retry_after, translate, translate_errors
 from outlines_like.models.detection import Probe
 from outlines_like.models.retry import RateLimiter

@@ -13,6 +13,7 @@ from typing import overload
 import openai
 
 from outlines_like.adapters.base import Endpoint, ServerKind
+from outlines_like.adapters.vllm import Masker, masker_adapter
 from outlines_like.models.remote import AsyncModel, Model
 from outlines_like.models.retry import RateLimiter, RetryPolicy
 
@@ -40,6 +41,7 @@ def from_server(
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
+    masker: Masker = "server",
 ) -> Model: ...
 @overload
 def from_server(
@@ -51,6 +53,7 @@ def from_server(
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
+    masker: Masker = "server",
 ) -> AsyncModel: ...
 def from_server(
     client: openai.OpenAI | openai.AsyncOpenAI,
@@ -61,6 +64,7 @@ def from_server(
     retry: RetryPolicy | None = _DEFAULT_RETRY,
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
+    masker: Masker = "server",
 ) -> Model | AsyncModel:
     """Wrap a client: ``Model`` for ``openai.OpenAI``, ``AsyncModel`` for ``openai.AsyncOpenAI``.
 
@@ -83,6 +87,8 @@ def from_server(
             after the model's thinking (vLLM/SGLang ``--reasoning-parser``). ``None``:
             unknown. A constrained call to a model whose name says it thinks, on a server
             that may constrain from the first token, warns (``ThinkingConstrainedWarning``).
+        masker: ``"server"`` (default): the server's own backend enforces constraints;
+            ``"outlines_like"``: our logits processor inside vLLM does (docs/vllm.md).
 
     Raises:
         TypeError: ``client`` is not an ``openai.OpenAI`` or ``openai.AsyncOpenAI``.
@@ -94,6 +100,7 @@ def from_server(
         "retry": retry,
         "rate_limit": rate_limit,
         "reasoning_parser": reasoning_parser,
+        "adapter": masker_adapter(server, masker),
     }
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncModel(client, server, **options)  # type: ignore[arg-type]

@@ -535,3 +535,21 @@ def test_from_server_sends_the_constraint_in_vllm_xargs() -> None:
     plain = ol.from_server(client, "vllm", model_name="tiny")
     plain("x", LETTERS)
     assert bodies[1]["structured_outputs"] == {"regex": "[ab]{2}"}
+
+
+def test_dense_and_sparse_rows_on_the_cpu() -> None:
+    width, vocab = 5000, 4990  # a dense row allows more than _SPARSE tokens
+    words = np.zeros((2, (vocab + 31) // 32), dtype=np.int32)
+    bits = np.zeros((2, words.shape[1] * 32), dtype=np.uint8)
+    bits[0, :vocab] = 1
+    bits[0, [3, 4000]] = 0  # dense: all but two
+    bits[1, [7, 11]] = 1  # sparse: two
+    words[:] = np.packbits(bits, axis=1, bitorder="little").view("<i4")
+    assert int(bits[0].sum()) > _batch._SPARSE
+    logits = torch.randn(3, width)
+    before = logits.clone()
+    mask_rows(logits, [2, 0], words)
+    assert allowed(logits[2]) == set(range(vocab)) - {3, 4000}
+    assert allowed(logits[0]) == {7, 11}
+    assert torch.equal(logits[0, [7, 11]], before[0, [7, 11]])
+    assert torch.equal(logits[1], before[1])

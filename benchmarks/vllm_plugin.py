@@ -12,8 +12,8 @@ constraint is a repeating JSON-like regex that never has to end), at 1, 8 and 32
 clients. The processor writes its time per step to ``OUTLINES_LIKE_VLLM_STATS``, which gives
 the masker's share of step time in the ``outlines_like`` runs.
 
-    python benchmarks/vllm_plugin.py            # CPU: the shared toolkit's venv and tiny model
-    python benchmarks/vllm_plugin.py --python .venv-vllm/bin/python --model Qwen/Qwen3-0.6B \\
+    python -m benchmarks.vllm_plugin            # CPU: the shared toolkit's venv and tiny model
+    python -m benchmarks.vllm_plugin --python .venv-vllm/bin/python --model Qwen/Qwen3-0.6B \\
         --no-enforce-eager                                # a GPU box: the same script
 """
 
@@ -104,18 +104,26 @@ def start_server(
         command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
     url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc, args.log)
+    except SystemExit:
+        os.killpg(proc.pid, signal.SIGTERM)
+        raise
+    return proc, url
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes] | None, log: str) -> None:
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited ({proc.returncode}); see {args.log}")
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"vLLM exited ({proc.returncode}); see {log}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
+                return
         except httpx.HTTPError:
             pass
         time.sleep(1)
-    os.killpg(proc.pid, signal.SIGTERM)
-    raise SystemExit(f"vLLM not ready after 900 s; see {args.log}")
+    raise SystemExit(f"vLLM at {url} not ready after 900 s; see {log}")
 
 
 def read_stats(path: pathlib.Path) -> dict[str, float]:
@@ -158,6 +166,20 @@ def run_case(url: str, mode: str, clients: int, per_client: int, max_tokens: int
     }
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run by tokens/s, with every run's figure and the masker's share summed."""
+    ordered = sorted(runs, key=lambda r: r["tok_s"])
+    result = dict(ordered[len(ordered) // 2])
+    result["tok_s_runs"] = [r["tok_s"] for r in runs]
+    if "processor_s" in result:
+        busy = sum(r["processor_s"] for r in runs)
+        step = sum(r["step_s"] for r in runs)
+        steps = sum(r["steps"] for r in runs)
+        result["masker_share"] = busy / step if step > 0 else None
+        result["masker_ms_per_step"] = 1000 * busy / steps if steps else None
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", help="a running vLLM started with our processor (and stats env)")
@@ -168,6 +190,7 @@ def main() -> None:
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--requests-per-client", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--log", default=str(pathlib.Path(tempfile.gettempdir()) / "vllm-plugin-bench.log")
     )
@@ -177,6 +200,7 @@ def main() -> None:
     proc = None
     if args.url:
         url, stats = args.url.rstrip("/"), pathlib.Path(args.stats or "/nonexistent")
+        wait_ready(url, None, "its log")
     else:
         stats = pathlib.Path(tempfile.mkdtemp(prefix="olv-stats-")) / "stats.json"
         proc, url = start_server(args, stats)
@@ -186,16 +210,20 @@ def main() -> None:
         for mode in MODES:  # warm-up: compile, first masks, first xgrammar grammar
             run_case(url, mode, 1, 1, 8)
         for clients in (int(c) for c in args.clients.split(",")):
+            runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+            for repeat in range(args.repeats):  # interleaved, rotated: load drifts on shared CPUs
+                for k in range(len(MODES)):
+                    mode = MODES[(k + repeat) % len(MODES)]
+                    before = read_stats(stats)
+                    run = run_case(url, mode, clients, args.requests_per_client, args.max_tokens)
+                    after = read_stats(stats)
+                    if mode == "outlines_like":
+                        run["processor_s"] = after["processor_s"] - before["processor_s"]
+                        run["step_s"] = after["step_s"] - before["step_s"]
+                        run["steps"] = after["steps"] - before["steps"]
+                    runs[mode].append(run)
             for mode in MODES:
-                before = read_stats(stats)
-                result = run_case(url, mode, clients, args.requests_per_client, args.max_tokens)
-                after = read_stats(stats)
-                if mode == "outlines_like":
-                    step = after["step_s"] - before["step_s"]
-                    busy = after["processor_s"] - before["processor_s"]
-                    steps = after["steps"] - before["steps"]
-                    result["masker_share"] = busy / step if step > 0 else None
-                    result["masker_ms_per_step"] = 1000 * busy / steps if steps else None
+                result = median_run(runs[mode])
                 results.append(result)
                 share = result.get("masker_share")
                 print(

@@ -31,8 +31,11 @@ import pydantic
 import pytest
 
 import outlines_like as ol
+from outlines_like.adapters.vllm import XARGS_KEY, masker_argument
 from outlines_like.errors import BadRequestError
+from outlines_like.server.tiny import CHAT_TEMPLATE
 from outlines_like.types import CFG, JsonSchema, Regex
+from tests.integration._parsers_server import ParsersVLLM
 from tests.integration.conftest import ROOT, WORKDIR, Server, free_port, wait_healthy
 
 pytestmark = [pytest.mark.realservers, pytest.mark.timeout(1800)]
@@ -331,3 +334,75 @@ def test_32_concurrent_requests_with_8_constraints_each_fit_their_own(
     for case, text in results:
         if case is not None:
             assert case.check(text), (case.name, text)
+
+
+# -- reasoning: vLLM with --reasoning-parser qwen3 and our processor -------------------------
+
+
+class ParsersAndPluginVLLM(ParsersVLLM):
+    """The reasoning suite's vLLM (``--reasoning-parser qwen3``) with our processor too."""
+
+    def command(self, template: pathlib.Path) -> list[str]:
+        """Its command line, with this checkout importable and ``--logits-processors``."""
+        base = super().command(template)
+        return ["env", f"PYTHONPATH={ROOT}", *base, "--logits-processors", PROCESSOR]
+
+
+@pytest.fixture(scope="module")
+def reasoning_server(
+    tmp_path_factory: pytest.TempPathFactory, shared_servers: dict[str, str]
+) -> Iterator[Server]:
+    if not (WORKDIR / ".venv-vllm.ok").exists():
+        from tests.integration.conftest import _start_shared
+
+        shared_servers["vllm"] = _start_shared("vllm")
+    server = ParsersAndPluginVLLM(WORKDIR, tmp_path_factory.mktemp("vllm-reasoning"), free_port())
+    server.start(CHAT_TEMPLATE)
+    try:
+        try:
+            wait_healthy(f"http://127.0.0.1:{server.port}/health", 600, server.proc)
+        except RuntimeError as exc:
+            pytest.fail(
+                f"vLLM with parsers and our processor did not start: {exc}\n{server.tail()}"
+            )
+        yield Server("vllm-reasoning", server.base_url)
+    finally:
+        server.stop()
+
+
+def _reasoning(message: Any) -> str | None:
+    """vLLM 0.32 puts the reasoning in ``message.reasoning`` (older: ``reasoning_content``)."""
+    extra = message.model_extra or {}
+    found = extra.get("reasoning") or extra.get("reasoning_content")
+    return str(found) if found else None
+
+
+def test_rows_stay_free_until_think_end(reasoning_server: Server) -> None:
+    with openai.OpenAI(base_url=reasoning_server.base_url, api_key="sk-test") as client:
+        # The template closed the think block: constrained from the first token.
+        model = ol.from_server(client, "vllm", masker="outlines_like", reasoning_parser=True)
+        closed = {"chat_template_kwargs": {"enable_thinking": False}}
+        assert re.fullmatch(
+            CODE.pattern, model("Code:", CODE, max_tokens=16, seed=1, extra_body=closed)
+        )
+
+        def ask(**spec: Any) -> Any:
+            argument = masker_argument({"kind": "regex", "value": CODE.pattern, **spec})
+            return client.chat.completions.create(
+                model="tiny",
+                messages=[{"role": "user", "content": "Code:"}],
+                max_tokens=16,
+                seed=2,
+                extra_body={"vllm_xargs": {XARGS_KEY: argument}},
+            ).choices[0]
+
+        # Thinking (vLLM's reasoning parser is on): free until </think>, which random weights
+        # never write, so the output is all reasoning and runs to max_tokens.
+        thinking = ask()
+        assert thinking.finish_reason == "length"
+        assert _reasoning(thinking.message)
+        # "reasoning": false constrains from the first token even inside the think block.
+        forced = ask(reasoning=False)
+        assert forced.finish_reason == "stop"
+        text = (_reasoning(forced.message) or "") + (forced.message.content or "")
+        assert re.fullmatch(CODE.pattern, text.strip()), text

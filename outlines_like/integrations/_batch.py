@@ -33,9 +33,11 @@ from outlines_like.adapters.vllm import XARGS_KEY
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.fsm import Compiled, Matcher, RejectedTokenError, Vocabulary, compile_constraint
 from outlines_like.fsm.processors import apply_token_bitmask, import_torch
+from outlines_like.reasoning import THINK_END
 from outlines_like.types import CFG, JsonObject, JsonSchema, Regex, Term
 
 __all__ = [
+    "PROMPT_TAIL",
     "ConstrainedBatch",
     "ConstraintArgument",
     "check_argument",
@@ -49,6 +51,7 @@ logger = logging.getLogger("outlines_like.integrations.vllm")
 _KINDS = ("regex", "json_schema", "json_object", "grammar")
 _KEYS = frozenset({"kind", "value", "whitespace_pattern", "lenient", "syntax", "reasoning"})
 _MAX_COMPILED = 256
+PROMPT_TAIL = 16  # prompt tokens read to see whether the template closed the think block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,18 +288,14 @@ class ConstrainedBatch:
             row.thinking = not self._closed(prompt_tail)
 
     def _closed(self, prompt_ids: Sequence[int]) -> bool:
-        """Whether the prompt ends with ``</think>`` (then whitespace): the template closed it.
+        """Whether the prompt's text ends with ``</think>``, then whitespace.
 
-        The reference server's rule (``prompt_text.rstrip().endswith("</think>")``), on ids.
+        The template closed the block (``enable_thinking=False``): the engine's
+        ``prepare_rendered`` reads a rendered prompt the same way.
         """
         tokens = self.vocabulary.tokens
-        for token in reversed(prompt_ids):
-            if token == self.think_end_token_id:
-                return True
-            if 0 <= token < len(tokens) and not tokens[token].strip():
-                continue
-            return False
-        return False
+        tail = b"".join(tokens[t] for t in prompt_ids[-PROMPT_TAIL:] if 0 <= t < len(tokens))
+        return tail.decode("utf-8", errors="ignore").rstrip().endswith(THINK_END)
 
     def remove(self, slot: int) -> None:
         """Drop ``slot``'s request (finished, aborted or preempted)."""

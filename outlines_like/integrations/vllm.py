@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from outlines_like.fsm.processors import import_torch
 from outlines_like.integrations._batch import (
+    PROMPT_TAIL,
     ConstrainedBatch,
     check_argument,
     mask_rows,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["OutlinesLikeLogitsProcessor", "StepStats", "build_vocabulary"]
 
 STATS_ENV = "OUTLINES_LIKE_VLLM_STATS"
-_PROMPT_TAIL = 16
 logger = logging.getLogger("outlines_like.integrations.vllm")
 
 
@@ -68,6 +68,7 @@ def build_vocabulary(vllm_config: Any) -> tuple[Vocabulary, int | None]:
     """
     from transformers import AutoTokenizer
 
+    from outlines_like.engine.prepare import think_end_token_id
     from outlines_like.fsm import Vocabulary
 
     model_config = vllm_config.model_config
@@ -77,8 +78,11 @@ def build_vocabulary(vllm_config: Any) -> tuple[Vocabulary, int | None]:
         trust_remote_code=bool(getattr(model_config, "trust_remote_code", False)),
     )
     vocabulary = Vocabulary.from_transformers(tokenizer)
-    ids = tokenizer.encode("</think>", add_special_tokens=False)
-    return vocabulary, (int(ids[0]) if len(ids) == 1 else None)
+    try:
+        think_end: int | None = think_end_token_id(tokenizer, option="reasoning")
+    except ValueError:  # only requests asking for reasoning need it (they then get a warning)
+        think_end = None
+    return vocabulary, think_end
 
 
 def _reasoning_default(vllm_config: Any) -> bool:
@@ -253,7 +257,7 @@ class _Processor:
             prompt_len = int(prompt_lens[slot])
             if batch.rows[slot].check_prompt:
                 batch.prompt_known(
-                    slot, self._tokens(slot, max(0, prompt_len - _PROMPT_TAIL), prompt_len)
+                    slot, self._tokens(slot, max(0, prompt_len - PROMPT_TAIL), prompt_len)
                 )
             index = int(pos) - prompt_len  # the fed token's index in the output (< 0: prompt)
             if index < 0:

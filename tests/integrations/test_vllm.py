@@ -506,8 +506,9 @@ def test_from_server_sends_the_constraint_in_vllm_xargs() -> None:
     bodies: list[dict[str, Any]] = []
 
     def handler(request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content)
-        bodies.append(body)
+        if request.method != "POST":  # a probe (version, models): not what this test is about
+            return httpx2.Response(404, json={"error": {"message": "no route"}})
+        bodies.append(json.loads(request.content))
         return httpx2.Response(
             200,
             json={

@@ -13,6 +13,7 @@ from typing import overload
 import openai
 
 from outlines_like.adapters.base import Endpoint, ServerKind
+from outlines_like.adapters.vllm import Masker, masker_adapter
 from outlines_like.models._reader import Verify
 from outlines_like.models.remote import AsyncModel, Model
 from outlines_like.models.retry import RateLimiter, RetryPolicy
@@ -42,6 +43,7 @@ def from_server(
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
     verify: Verify = True,
+    masker: Masker = "server",
 ) -> Model: ...
 @overload
 def from_server(
@@ -54,6 +56,7 @@ def from_server(
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
     verify: Verify = True,
+    masker: Masker = "server",
 ) -> AsyncModel: ...
 def from_server(
     client: openai.OpenAI | openai.AsyncOpenAI,
@@ -65,6 +68,7 @@ def from_server(
     rate_limit: RateLimiter | float | None = None,
     reasoning_parser: bool | None = None,
     verify: Verify = True,
+    masker: Masker = "server",
 ) -> Model | AsyncModel:
     """Wrap a client: ``Model`` for ``openai.OpenAI``, ``AsyncModel`` for ``openai.AsyncOpenAI``.
 
@@ -91,6 +95,8 @@ def from_server(
             raises ``ConstraintViolationError`` when a server broke the constraint,
             ``"warn"`` warns and returns the answer, ``False`` skips the check. A per-call
             ``verify=`` wins.
+        masker: ``"server"`` (default): the server's own backend enforces constraints;
+            ``"outlines_like"``: our logits processor inside vLLM does (docs/vllm.md).
 
     Raises:
         TypeError: ``client`` is not an ``openai.OpenAI`` or ``openai.AsyncOpenAI``.
@@ -103,6 +109,7 @@ def from_server(
         "rate_limit": rate_limit,
         "reasoning_parser": reasoning_parser,
         "verify": verify,
+        "adapter": masker_adapter(server, masker),
     }
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncModel(client, server, **options)  # type: ignore[arg-type]

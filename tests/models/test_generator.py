@@ -81,7 +81,7 @@ def test_bad_type_fails_at_construction() -> None:
 
 
 def test_term_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import outlines_like.models._core as core
+    import outlines_like.models._call as core
     from outlines_like.types import Term, to_term
 
     built: list[object] = []

@@ -9,14 +9,25 @@ and its adapter), ``Request`` (what goes to the SDK), and ``ListModels`` (a flow
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo
+from outlines_like.messages import Usage
 from outlines_like.models._reader import Verify
 from outlines_like.types import Term, to_term
 
-__all__ = ["FREE_TEXT", "Call", "Constraint", "ListModels", "Request", "Target", "label"]
+__all__ = [
+    "FREE_TEXT",
+    "Call",
+    "Constraint",
+    "ListModels",
+    "Request",
+    "Target",
+    "UsageMeter",
+    "label",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -95,3 +106,18 @@ def label(constraint: Constraint) -> str:
     tp = constraint.output_type
     name = getattr(tp, "__name__", None)
     return name if isinstance(name, str) else repr(tp)[:80]
+
+
+class UsageMeter:
+    """Thread-safe running total of token usage."""
+
+    __slots__ = ("_lock", "total")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = Usage()
+
+    def add(self, usage: Usage | None) -> None:
+        if usage is not None:
+            with self._lock:
+                self.total = self.total + usage

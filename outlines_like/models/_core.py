@@ -35,6 +35,7 @@ from outlines_like.models._call import (
     ListModels,
     Request,
     Target,
+    UsageMeter,
     label,
 )
 from outlines_like.models._reader import (
@@ -49,6 +50,7 @@ from outlines_like.models.detection import detection_flow
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
 from outlines_like.reasoning import model_thinks, warn_if_thinking_unconstrained
 from outlines_like.types import Term, parse
+from outlines_like.types.verify import violation
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -81,21 +83,6 @@ def _create_params(endpoint: Endpoint) -> frozenset[str]:
         from openai.resources.completions import Completions  # type: ignore[assignment]
     names = set(inspect.signature(Completions.create).parameters) - {"self"}
     return frozenset(names)
-
-
-class _UsageMeter:
-    """Thread-safe running total of token usage."""
-
-    __slots__ = ("_lock", "total")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.total = Usage()
-
-    def add(self, usage: Usage | None) -> None:
-        if usage is not None:
-            with self._lock:
-                self.total = self.total + usage
 
 
 def _shown(ids: Sequence[str]) -> str:
@@ -214,7 +201,7 @@ class ModelCore(Generic[ClientT]):
         elif server is not None and server != "vllm":
             self._info = ServerInfo(kind=server)
         self._default_model: str | None = None
-        self._meter = _UsageMeter()
+        self._meter = UsageMeter()
         self._lock = threading.Lock()  # serialises detection in Model
         self._alock = asyncio.Lock()  # serialises detection in AsyncModel (binds no loop here)
         self._allowed = _create_params(endpoint)
@@ -360,14 +347,16 @@ class ModelCore(Generic[ClientT]):
     def send_flow(self, call: Call, target: Target, model: str) -> Flow[Any]:
         """Send ``call`` to ``target`` with retries; return the response.
 
-        When the final error is a connection error or a 404 and this model detects its
-        server (``server=None``, or ``"vllm"`` for its version), the server is probed again,
-        once: if another server now answers behind the URL, the call is rebuilt in its
-        dialect and sent again; otherwise the error goes to the caller.
+        When this model detects its server (``server=None``, or ``"vllm"`` for its version),
+        the server is probed again, once, when the final error is a connection error or a
+        404, or when a whole answer does not fit its output type (a server that ignores the
+        fields it was sent answers 200 all the same): if another server now answers behind
+        the URL, the call is rebuilt in its dialect and sent again; otherwise the error (or
+        the answer, for the answer check to report) goes to the caller.
         """
         request = self.build_request(call, target, model)
         try:
-            return (yield from retry_flow(request, self._policy, self.rate_limiter))
+            response = yield from retry_flow(request, self._policy, self.rate_limiter)
         except (APIConnectionError, NotFoundError) as error:
             changed = False
             if self._redetects:
@@ -376,9 +365,29 @@ class ModelCore(Generic[ClientT]):
                 if isinstance(error, APIConnectionError):
                     _unreachable(error, self.base_url)
                 raise
+        else:
+            if not (self._redetects and self._misfits(call, response)):
+                return response
+            changed = yield from self._redetect_flow(target)
+            if not changed:
+                return response
         target, model = yield from self.resolve_flow(call.model)
         request = self.build_request(call, target, model)
         return (yield from retry_flow(request, self._policy, self.rate_limiter))
+
+    def _misfits(self, call: Call, response: object) -> bool:
+        """Whether a whole answer (not cut at ``max_tokens``) breaks its output type."""
+        term = call.constraint.term
+        if term is None or call.stream or call.verify is False:
+            return False
+        chat = call.prompt_key == "messages"
+        try:
+            completions = read_response(response, chat=chat, text_tools=False)
+        except (APIError, ValueError):
+            return False  # reading it again later raises the right error
+        return any(
+            c.finish_reason != "length" and violation(term, c.text) is not None for c in completions
+        )
 
     def _redetect_flow(self, stale: Target) -> Flow[bool]:
         """Probe again after a failure; True when another server than ``stale``'s now answers."""

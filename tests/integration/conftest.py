@@ -61,12 +61,10 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
     raise RuntimeError(f"{url} not healthy after {timeout:.0f} s")
 
 
-@pytest.fixture(scope="session")
-def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("reference") / "server.log"
+def launch_reference(port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """Start ``outlines-like serve --model tiny`` on 127.0.0.1:``port``, output to ``log``."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -80,6 +78,38 @@ def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def launch_llamacpp(port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """Start a second llama.cpp server on ``port`` from the toolkit's venv and tiny GGUF.
+
+    Needs the ``llamacpp_server`` fixture first (it installs both into ``WORKDIR``).
+    """
+    python = WORKDIR / "venv-tools" / "bin" / "python"
+    gguf = WORKDIR / "tiny-qwen3.gguf"
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(python), str(SERVERS_DIR / "xl_server.py"), str(gguf), str(port), "tiny"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server process and wait for it."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("reference") / "server.log"
+    proc = launch_reference(port, log)
     try:
         started = time.monotonic()
         try:

@@ -23,6 +23,7 @@ from outlines_like.errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    ConstraintViolationError,
     GenerationError,
     NotFoundError,
     PermissionDeniedError,
@@ -833,6 +834,27 @@ def test_existing_model_follows_a_replaced_server(failure: str) -> None:
     assert model.server == "llamacpp"
     assert "structured_outputs" not in fake.sent
     assert "grammar" in fake.sent or "json_schema" in fake.sent
+
+
+def test_existing_model_follows_a_replaced_server_that_answers_200() -> None:
+    """A server that ignores the fields it was sent answers 200: the misfit triggers detection."""
+    fake = FakeServer(chat_body("1"), models=("tiny",), owned_by="vllm", routes=VLLM_ROUTES)
+    model = m.from_server(fake.client())
+    assert model("x", int) == "1"
+    become_llamacpp(fake)
+    fake.answers = [chat_body("not a number"), chat_body("2")]
+    assert model("x", int) == "2"
+    assert model.server == "llamacpp"
+    assert "grammar" in fake.sent or "json_schema" in fake.sent
+
+
+def test_a_misfit_from_the_same_server_is_reported_not_resent() -> None:
+    fake = FakeServer(chat_body("1"), chat_body("x"), models=("tiny",), owned_by="vllm")
+    model = m.from_server(fake.client())
+    assert model("x", int) == "1"
+    with pytest.raises(ConstraintViolationError):
+        model("x", int)
+    assert len(fake.bodies) == 2  # probed again, found the same server, did not send again
 
 
 async def test_existing_async_model_follows_a_replaced_server() -> None:

@@ -54,11 +54,20 @@ def json_schema_of(source: object) -> dict[str, Any] | None:
     """Return the JSON Schema of a pydantic model, dataclass, TypedDict, type or function.
 
     Returns ``None`` when ``source`` has no JSON Schema.
+
+    Raises:
+        UnsupportedConstraintError: pydantic refuses the type, with pydantic's reason (e.g.
+            ``typing.TypedDict`` before Python 3.12).
     """
     if is_model_like(source):
-        if isinstance(source, type) and issubclass(source, pydantic.BaseModel):
-            return source.model_json_schema()
-        return pydantic.TypeAdapter(cast(Any, source)).json_schema()
+        try:
+            if isinstance(source, type) and issubclass(source, pydantic.BaseModel):
+                return source.model_json_schema()
+            return pydantic.TypeAdapter(cast(Any, source)).json_schema()
+        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
+            raise UnsupportedConstraintError(
+                f"cannot use {source!r} as an output type: pydantic says: {exc.message}"
+            ) from exc
     if inspect.isfunction(source) or inspect.ismethod(source):
         return _function_schema(source)
     try:

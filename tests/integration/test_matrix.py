@@ -13,11 +13,12 @@ import datetime as dt
 import enum
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Literal, Optional, TypedDict, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
 
 import openai
 import pydantic
 import pytest
+from typing_extensions import TypedDict
 
 import outlines_like as ol
 from outlines_like.errors import (

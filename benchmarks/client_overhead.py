@@ -32,22 +32,36 @@ import pydantic
 import outlines_like.models as m
 from outlines_like.models._call import Constraint
 
-BODY = json.dumps(
-    {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "tiny",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": '{"name": "Ada", "age": 36}'},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 9, "total_tokens": 19},
-    }
-).encode()
+
+def _chat_body(content: str) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "tiny",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 9, "total_tokens": 19},
+        }
+    ).encode()
+
+
+# Every answer fits its request's type, as a server's would: each call's answer is checked.
+BODY = _chat_body('{"name": "Ada", "age": 36}')
+COLOUR_BODY = _chat_body("green")
+
+
+def _answer_for(request_body: bytes) -> bytes:
+    """The colour for a regex request (Literal), the Hero JSON otherwise."""
+    return COLOUR_BODY if b'"regex"' in request_body else BODY
+
+
 MODELS = json.dumps({"object": "list", "data": [{"id": "tiny", "object": "model"}]}).encode()
 
 
@@ -58,7 +72,7 @@ def _response(body: bytes) -> bytes:
     return head.encode() + body
 
 
-CHAT, LIST = _response(BODY), _response(MODELS)
+CHAT, COLOUR_CHAT, LIST = _response(BODY), _response(COLOUR_BODY), _response(MODELS)
 
 
 async def _connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -70,9 +84,11 @@ async def _connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
             for line in head.split(b"\r\n"):
                 if line[:15].lower() == b"content-length:":
                     length = int(line[15:])
-            if length:
-                await reader.readexactly(length)
-            writer.write(CHAT if head.startswith(b"POST") else LIST)
+            body = await reader.readexactly(length) if length else b""
+            if not head.startswith(b"POST"):
+                writer.write(LIST)
+            else:
+                writer.write(COLOUR_CHAT if b'"regex"' in body else CHAT)
     except (asyncio.IncompleteReadError, ConnectionError):
         writer.close()
 
@@ -136,10 +152,10 @@ def compare(
 
 def mock_transport_cost(output_type: object, n: int, rounds: int) -> dict[str, Any]:
     """Client CPU per call with no network at all (httpx2.MockTransport): the purest A/B."""
-    answer = httpx2.Response(200, content=BODY, headers={"content-type": "application/json"})
 
     def handler(request: httpx2.Request) -> httpx2.Response:
-        return answer
+        body = _answer_for(request.content)
+        return httpx2.Response(200, content=body, headers={"content-type": "application/json"})
 
     http = httpx2.Client(transport=httpx2.MockTransport(handler))
     client = openai.OpenAI(base_url="http://mock/v1", api_key="x", max_retries=0, http_client=http)
@@ -207,8 +223,9 @@ def paired(
 
 
 def core_cost(model: m.Model, output_type: object, n: int = 20000) -> float:
-    """µs per call of the pure core: prepare + build_request + read (no I/O)."""
-    response = openai.types.chat.ChatCompletion.model_validate_json(BODY)
+    """µs per call of the pure core: prepare + build_request + read + check (no I/O)."""
+    body = BODY if output_type is Hero else COLOUR_BODY
+    response = openai.types.chat.ChatCompletion.model_validate_json(body)
     ready = model.ready_now(None)
     assert ready is not None  # the model has made calls already
     start = time.process_time()

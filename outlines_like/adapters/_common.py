@@ -68,6 +68,8 @@ class BaseAdapter:
     schema_engine: ClassVar[Mapping[str, Support] | None] = None
     """What the server's own JSON Schema engine enforces (``adapters/capabilities.py``);
     ``None`` when it enforces or refuses every keyword (or we do not know it to drop any)."""
+    takes_whitespace_pattern: ClassVar[bool] = False
+    """Whether the server's schema field carries a ``whitespace_pattern`` (vLLM's does)."""
 
     # --- what subclasses override -------------------------------------------------------
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
@@ -141,12 +143,16 @@ class BaseAdapter:
     def dropped_keywords(self, term: JsonSchema) -> list[KeywordUse]:
         """The keyword uses of ``term`` this server's JSON Schema engine would drop.
 
-        Empty with ``lenient=True``: the schema then goes natively, and answers are checked
-        locally instead.
+        With ``lenient=True`` keywords are not listed: the schema then goes natively, and
+        answers are checked locally instead. A ``whitespace_pattern`` (ours, not a keyword) is
+        listed for servers whose schema field cannot carry it.
         """
+        dropped: list[KeywordUse] = []
+        if term.whitespace_pattern is not None and not self.takes_whitespace_pattern:
+            dropped.append(KeywordUse("#", "whitespace_pattern", term.whitespace_pattern, ()))
         if self.schema_engine is None or term.lenient:
-            return []
-        return unenforced(self.schema_engine, term.schema)
+            return dropped
+        return dropped + unenforced(self.schema_engine, term.schema)
 
     def _compiled_schema(
         self, term: JsonSchema, endpoint: Endpoint, dropped: list[KeywordUse]

@@ -83,6 +83,7 @@ class VLLMAdapter(BaseAdapter):
     masker: Masker = "server"
     kind: ServerKind = dataclasses.field(default="vllm", init=False)
     schema_engine: ClassVar[Mapping[str, Support] | None] = XGRAMMAR_JSON_SCHEMA
+    takes_whitespace_pattern: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.masker not in MASKERS:

@@ -48,6 +48,8 @@ CONSTRAINT_FIELDS = frozenset(
 )
 """Top-level request fields that may carry a constraint."""
 
+# Accepted beside the constraint fields: the backend choice does not apply here, and the
+# whitespace pattern is applied to guided_json (see _with_whitespace).
 _IGNORED_GUIDED = frozenset({"guided_decoding_backend", "guided_whitespace_pattern"})
 _STRUCTURED_KEYS = frozenset({"regex", "choice", "json", "grammar", "json_object"})
 _STRUCTURED_OPTIONS = frozenset({"disable_any_whitespace", "whitespace_pattern", "backend"})
@@ -238,9 +240,34 @@ def read_constraint(body: Mapping[str, Any]) -> ConstraintSpec | None:
             f"conflicting constraints: {names}; send one", param=found[1][0], code="conflict"
         )
     name, term = found[0]
+    term = _with_whitespace(body, name, term)
     return ConstraintSpec(term, name, (type(term).__name__, repr(term)))
 
 
+def _with_whitespace(body: Mapping[str, Any], name: str, term: Term) -> Term:
+    """Apply vLLM's ``whitespace_pattern`` (``guided_whitespace_pattern`` before 0.12)."""
+    options = body.get("structured_outputs")
+    if name == "structured_outputs.json" and isinstance(options, Mapping):
+        field, pattern = "structured_outputs.whitespace_pattern", options.get("whitespace_pattern")
+    elif name == "guided_json":
+        field, pattern = "guided_whitespace_pattern", body.get("guided_whitespace_pattern")
+    else:
+        return term
+    if pattern is None or not isinstance(term, JsonSchema):
+        return term
+    return _term_with(field, term, _text(pattern, field))
+
+
+def _term_with(field: str, term: JsonSchema, pattern: str) -> JsonSchema:
+    try:
+        return JsonSchema(term.schema, whitespace_pattern=pattern)
+    except (InvalidConstraintError, ValueError, TypeError) as exc:
+        raise RequestError(f"{field}: {exc}", param=field, code="invalid_constraint") from exc
+
+
 def ignored_fields() -> frozenset[str]:
-    """Dialect fields accepted and ignored (backend choices that do not apply here)."""
+    """Dialect fields accepted beside the constraint fields.
+
+    Backend choices do not apply here; ``guided_whitespace_pattern`` applies to ``guided_json``.
+    """
     return _IGNORED_GUIDED

@@ -74,6 +74,8 @@ def _schema_check(term: JsonSchema) -> Check:
         value, error = _load_json(text)
         if error is not None:
             return error
+        if validator.is_valid(value):  # the common case, without building error objects
+            return None
         best = jsonschema.exceptions.best_match(validator.iter_errors(value))
         if best is None:
             return None

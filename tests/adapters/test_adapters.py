@@ -207,6 +207,19 @@ def expected(dialect: str, category: str, endpoint: str, term: Term) -> object:
             "ollama": _rf_schema(schema) if chat else Raises(("Ollama", "completions")),
             "generic": _rf_schema(schema) if chat else Raises(("unknown kind", "completions")),
         }
+        if ws is not None:
+            # Only vLLM's field carries a whitespace pattern: the others get our compiled
+            # regex in their regex field, or refuse (nothing is dropped silently).
+            pattern = to_regex(term)
+            table["sglang"] = {"extra_body": {"regex": pattern}}
+            table["llamacpp"] = {"extra_body": {"grammar": grammar_conv.regex_to_gbnf(pattern)}}
+            table["tgi"] = (
+                {"extra_body": {"response_format": {"type": "regex", "value": pattern}}}
+                if chat
+                else Raises(("TGI", "whitespace_pattern"))
+            )
+            for name in ("openai", "ollama", "generic"):
+                table[name] = Raises(("whitespace_pattern", "takes no regex field"))
         table["vllm-unknown"] = table["vllm"]
         return table[dialect]
     if category == "object":

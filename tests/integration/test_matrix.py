@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 
 import outlines_like as ol
 from outlines_like.errors import (
+    BadRequestError,
     ConstraintViolationError,
     GenerationError,
     OutlinesLikeError,
@@ -136,7 +137,7 @@ class Tally:
     """What each server did with the matrix."""
 
     valid: int = 0
-    refused: int = 0  # UnsupportedConstraintError before sending
+    refused: int = 0  # UnsupportedConstraintError before sending, or the server's 400
     caught: int = 0  # ConstraintViolationError: the server broke the constraint, we noticed
     cut: int = 0  # GenerationError: max_tokens
     other: list[str] = dataclasses.field(default_factory=list)
@@ -158,8 +159,8 @@ def _outcome(server: Server, name: str, call: object) -> None:
     term = to_term(OUTPUT_TYPES[name])
     try:
         texts = call() if callable(call) else call
-    except UnsupportedConstraintError:
-        tally.refused += 1
+    except (UnsupportedConstraintError, BadRequestError):
+        tally.refused += 1  # refused before sending, or by the server (400): never an answer
         return
     except ConstraintViolationError:
         tally.caught += 1

@@ -34,9 +34,10 @@ by measured size (:mod:`outlines_like.types.json_schema_budget`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER, UNENFORCED
 from outlines_like.types.json_schema._driver import _Converter
 from outlines_like.types.json_schema._text import NUMBER, REGEX_SPECIALS, STRING, Rx, esc
@@ -46,13 +47,23 @@ from outlines_like.types.json_schema_budget import (
     _bounded_regex,
     _BudgetedConverter,
     _options_checked,
+    check_depth,
     schema_is_recursive,
 )
 
-__all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_grammar"]
+__all__ = [
+    "DEFAULT_MAX_GRAMMAR_SIZE",
+    "MAX_OPTIONAL_RUN",
+    "json_schema_path",
+    "json_schema_to_grammar",
+]
 
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
+
+MAX_OPTIONAL_RUN: Final = 64
+"""Most optional properties in a row in one object (each adds a nullable rule to a chain, and
+Lark's LALR lookahead analysis grows with the cube of the chain: ~1 s at 64, 8 s at 100)."""
 
 # A sequence of grammar symbols (rule or terminal names); None: the empty language.
 _Seq = list[str] | None
@@ -129,6 +140,7 @@ class _GrammarConverter(_Converter):
         )
         self.whitespace_pattern = whitespace_pattern
         self.max_size = max_size
+        self.check: Callable[[str], None] | None = None
         self.size = 0
         self.rules: dict[str, list[list[str]]] = {}
         self._rule_by_body: dict[tuple[tuple[str, ...], ...], str] = {}
@@ -150,9 +162,11 @@ class _GrammarConverter(_Converter):
         """Count ``amount`` more symbols; raise past the budget, naming ``path``."""
         self.size += amount
         if self.size > self.max_size:
-            raise InvalidConstraintError(
+            raise ConstraintTooLargeError(
                 f"the JSON Schema's grammar grows past {self.max_size:,} symbols at {path} "
-                "(a very large minItems/maxItems or a schema this size cannot be compiled)"
+                "(a very large minItems/maxItems or a schema this size cannot be compiled)",
+                limit="grammar_size",
+                where=path,
             )
 
     def terminal(self, regex: str, path: str) -> str:
@@ -231,6 +245,8 @@ class _GrammarConverter(_Converter):
 
     def symbol(self, schema: Any, path: str) -> _Seq:
         """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
+        if self.check is not None:
+            self.check(path)
         if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
             target, target_path = self.resolve(schema["$ref"], path)
             return self.shared(target_path, target, target_path)
@@ -438,7 +454,18 @@ class _GrammarConverter(_Converter):
         # tail: members i.. after something was written; first: members i.. with none written
         tail: list[str] = [] if extra is None else self.star([self.comma, *extra], path)
         first: _Seq = [] if extra is None else self.rule([extra + tail, []], path)
+        run = 0
         for member, is_required in reversed(members):
+            run = 0 if is_required else run + 1
+            if run > MAX_OPTIONAL_RUN:
+                raise ConstraintTooLargeError(
+                    f"the JSON Schema at {path} has more than {MAX_OPTIONAL_RUN} optional "
+                    "properties in a row; the grammar's LALR table grows with the cube of "
+                    "that (seconds at 100, minutes at 200): make some required, or split "
+                    "the object",
+                    limit="grammar_size",
+                    where=path,
+                )
             written = member + tail
             first = self.rule([written] if is_required else [written, first], path)
             after = [self.comma, *written]
@@ -519,12 +546,17 @@ def json_schema_to_grammar(
 
 
 def _grammar_of(
-    schema: dict[str, Any], whitespace_pattern: str | None, lenient: bool, max_size: int
+    schema: dict[str, Any],
+    whitespace_pattern: str | None,
+    lenient: bool,
+    max_size: int,
+    check: Callable[[str], None] | None = None,
 ) -> str:
-    """The grammar of a checked schema."""
+    """The grammar of a checked schema (``check(pointer)`` once per sub-schema)."""
     converter = _GrammarConverter(
         schema, whitespace_pattern=whitespace_pattern, lenient=lenient, max_size=max_size
     )
+    converter.check = check
     start = converter.symbol({"$ref": "#"}, "#")
     if start is None:
         raise InvalidConstraintError("the JSON Schema accepts no document")
@@ -538,6 +570,8 @@ def json_schema_path(
     lenient: bool = False,
     regex_budget: int,
     max_size: int = DEFAULT_MAX_GRAMMAR_SIZE,
+    max_depth: int | None = None,
+    check: Callable[[str], None] | None = None,
 ) -> tuple[str, str | None]:
     """Choose how the token masker compiles a schema: ``(regex, None)`` or ``("", grammar)``.
 
@@ -546,19 +580,33 @@ def json_schema_path(
     (checked as it grows, so a schema past it costs about the time to write that many), else
     the grammar. Lenient warnings come once, from the path taken.
 
+    Args:
+        schema: The JSON Schema.
+        whitespace_pattern: As :func:`json_schema_to_grammar`.
+        lenient: As :func:`json_schema_to_grammar`.
+        regex_budget: Longest regex (characters) before the grammar is taken.
+        max_size: Most grammar symbols.
+        max_depth: Deepest nesting of the schema document (checked first); ``None``: no limit.
+        check: Called with a JSON pointer once per sub-schema converted (a time budget's
+            check, which raises to stop the work).
+
     Raises:
+        ConstraintTooLargeError: The schema nests past ``max_depth`` or its grammar passes
+            ``max_size`` (or ``check`` raised it).
         InvalidConstraintError: As :func:`json_schema_to_grammar` (the regex path's errors when
             the regex is taken).
     """
+    if max_depth is not None:
+        check_depth(schema, max_depth)
     schema = _options_checked(schema, whitespace_pattern)
     if not schema_is_recursive(schema):
         try:
             regex, converter = _bounded_regex(
-                schema, regex_budget, whitespace_pattern, lenient, defer=True
+                schema, regex_budget, whitespace_pattern, lenient, defer=True, check=check
             )
         except RegexBudgetExceeded:
             pass
         else:
             converter.emit()
             return regex, None
-    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size)
+    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size, check)

@@ -25,8 +25,9 @@ Caches:
 
 * the byte DFA of a regex, per (regex, ``max_states``), in memory (the vocabulary plays no
   part in it);
-* the compiled constraint, per (constraint, vocabulary hash), in memory, so repeated compiles
-  reuse the per-state token rows already computed;
+* the compiled constraint, per (constraint, vocabulary hash, budget), in memory, so repeated
+  compiles reuse the per-state token rows already computed (at most 128 entries and 1 GiB of
+  mask rows together, least recently used out first);
 * optionally the byte DFA on disk, as ``.npz`` files under ``cache_dir=`` or the
   ``OUTLINES_LIKE_CACHE_DIR`` environment variable (off by default).
 """
@@ -75,6 +76,7 @@ while the grammar of the same schema compiles in ~130 ms.
 CACHE_DIR_ENV = "OUTLINES_LIKE_CACHE_DIR"
 _DISK_FORMAT = "ol-bytedfa-v1"
 _MAX_COMPILED = 128
+_MAX_COMPILED_BYTES = 1 << 30  # mask rows of all cached compiled constraints together
 _MAX_DFAS = 512
 
 _lock = threading.Lock()
@@ -97,12 +99,24 @@ def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:
         return value
 
 
-def _lru_put(cache: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+def _lru_put(
+    cache: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int, max_bytes: int = 0
+) -> None:
+    """Insert; evict the least recently used past ``limit`` entries or ``max_bytes`` bytes.
+
+    Compiled constraints grow after they are cached (rows are computed as generation reaches
+    their states), so the bytes are summed again at every insertion.
+    """
     with _lock:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > limit:
             cache.popitem(last=False)
+        if max_bytes:
+            total = sum(int(getattr(v, "nbytes", 0)) for v in cache.values())
+            while total > max_bytes and len(cache) > 1:
+                _, old = cache.popitem(last=False)
+                total -= int(getattr(old, "nbytes", 0))
 
 
 def _disk_path(cache_dir: Path, pattern: str, max_states: int) -> Path:
@@ -248,7 +262,7 @@ def compile_constraint(
         return cached
     with budget.meter("compile"):
         compiled = _compile(term, pattern, vocab, max_states, cache_dir, budget)
-    _lru_put(_compiled, key, compiled, _MAX_COMPILED)
+    _lru_put(_compiled, key, compiled, _MAX_COMPILED, _MAX_COMPILED_BYTES)
     return compiled
 
 

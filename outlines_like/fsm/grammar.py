@@ -627,6 +627,11 @@ class CompiledGrammar(Compiled):
 
     # ------------------------------------------------------------------ public
     @property
+    def nbytes(self) -> int:
+        """Bytes of the cached masks (what the compile cache bounds)."""
+        return len(self._masks) * int(self._finished_row.nbytes)
+
+    @property
     def vocabulary(self) -> Vocabulary:
         """The vocabulary the grammar was compiled for."""
         return self._vocab

@@ -89,6 +89,11 @@ class RegexCompiled(Compiled):
         """The budget error a mask raised, if any (the caches drop such a constraint)."""
         return self.index.failed
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the mask rows computed so far (what the compile cache bounds)."""
+        return self.index.nbytes
+
     def matcher(self) -> RegexMatcher:
         """Return a fresh matcher at the start state."""
         return RegexMatcher(self)

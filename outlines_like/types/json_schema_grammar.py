@@ -61,9 +61,10 @@ __all__ = [
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
 
-MAX_OPTIONAL_RUN: Final = 64
+MAX_OPTIONAL_RUN: Final = 100
 """Most optional properties in a row in one object (each adds a nullable rule to a chain, and
-Lark's LALR lookahead analysis grows with the cube of the chain: ~1 s at 64, 8 s at 100)."""
+Lark's LALR lookahead analysis grows with the cube of the chain: ~1.7 s at 80, 3-8 s at 100,
+a minute at 200, on a 2-core machine)."""
 
 # A sequence of grammar symbols (rule or terminal names); None: the empty language.
 _Seq = list[str] | None
@@ -461,7 +462,7 @@ class _GrammarConverter(_Converter):
                 raise ConstraintTooLargeError(
                     f"the JSON Schema at {path} has more than {MAX_OPTIONAL_RUN} optional "
                     "properties in a row; the grammar's LALR table grows with the cube of "
-                    "that (seconds at 100, minutes at 200): make some required, or split "
+                    "that (seconds at 100, a minute at 200): make some required, or split "
                     "the object",
                     limit="grammar_size",
                     where=path,

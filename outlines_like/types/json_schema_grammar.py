@@ -51,20 +51,12 @@ from outlines_like.types.json_schema_budget import (
     schema_is_recursive,
 )
 
-__all__ = [
-    "DEFAULT_MAX_GRAMMAR_SIZE",
-    "MAX_OPTIONAL_RUN",
-    "json_schema_path",
-    "json_schema_to_grammar",
-]
+__all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_grammar"]
 
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
 
-MAX_OPTIONAL_RUN: Final = 100
-"""Most optional properties in a row in one object (each adds a nullable rule to a chain, and
-Lark's LALR lookahead analysis grows with the cube of the chain: ~1.7 s at 80, 3-8 s at 100,
-a minute at 200, on a 2-core machine)."""
+MAX_OPTIONAL_RUN: Final = 100  # optional properties in a row: Lark's time grows with the cube
 
 # A sequence of grammar symbols (rule or terminal names); None: the empty language.
 _Seq = list[str] | None
@@ -141,7 +133,8 @@ class _GrammarConverter(_Converter):
         )
         self.whitespace_pattern = whitespace_pattern
         self.max_size = max_size
-        self.check: Callable[[str], None] | None = None
+        self.check: Callable[[str], None] = lambda path: None  # a budget's, per sub-schema
+        self.max_optional_run: int | None = None
         self.size = 0
         self.rules: dict[str, list[list[str]]] = {}
         self._rule_by_body: dict[tuple[tuple[str, ...], ...], str] = {}
@@ -246,8 +239,7 @@ class _GrammarConverter(_Converter):
 
     def symbol(self, schema: Any, path: str) -> _Seq:
         """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
-        if self.check is not None:
-            self.check(path)
+        self.check(path)
         if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
             target, target_path = self.resolve(schema["$ref"], path)
             return self.shared(target_path, target, target_path)
@@ -458,12 +450,11 @@ class _GrammarConverter(_Converter):
         run = 0
         for member, is_required in reversed(members):
             run = 0 if is_required else run + 1
-            if run > MAX_OPTIONAL_RUN:
+            if self.max_optional_run is not None and run > self.max_optional_run:
                 raise ConstraintTooLargeError(
-                    f"the JSON Schema at {path} has more than {MAX_OPTIONAL_RUN} optional "
-                    "properties in a row; the grammar's LALR table grows with the cube of "
-                    "that (seconds at 100, a minute at 200): make some required, or split "
-                    "the object",
+                    f"the JSON Schema at {path} has over {self.max_optional_run} optional "
+                    "properties in a row (the LALR table grows with their cube): make some "
+                    "required, or split the object",
                     limit="grammar_size",
                     where=path,
                 )
@@ -552,12 +543,15 @@ def _grammar_of(
     lenient: bool,
     max_size: int,
     check: Callable[[str], None] | None = None,
+    max_optional_run: int | None = None,
 ) -> str:
     """The grammar of a checked schema (``check(pointer)`` once per sub-schema)."""
     converter = _GrammarConverter(
         schema, whitespace_pattern=whitespace_pattern, lenient=lenient, max_size=max_size
     )
-    converter.check = check
+    converter.max_optional_run = max_optional_run
+    if check is not None:
+        converter.check = check
     start = converter.symbol({"$ref": "#"}, "#")
     if start is None:
         raise InvalidConstraintError("the JSON Schema accepts no document")
@@ -581,19 +575,12 @@ def json_schema_path(
     (checked as it grows, so a schema past it costs about the time to write that many), else
     the grammar. Lenient warnings come once, from the path taken.
 
-    Args:
-        schema: The JSON Schema.
-        whitespace_pattern: As :func:`json_schema_to_grammar`.
-        lenient: As :func:`json_schema_to_grammar`.
-        regex_budget: Longest regex (characters) before the grammar is taken.
-        max_size: Most grammar symbols.
-        max_depth: Deepest nesting of the schema document (checked first); ``None``: no limit.
-        check: Called with a JSON pointer once per sub-schema converted (a time budget's
-            check, which raises to stop the work).
+    ``max_depth`` bounds the nesting (checked first), ``check(pointer)`` runs per sub-schema (a
+    time budget), and over :data:`MAX_OPTIONAL_RUN` optional properties in a row are refused.
 
     Raises:
-        ConstraintTooLargeError: The schema nests past ``max_depth`` or its grammar passes
-            ``max_size`` (or ``check`` raised it).
+        ConstraintTooLargeError: Past ``max_depth``, ``max_size`` or the optional run (or
+            raised by ``check``).
         InvalidConstraintError: As :func:`json_schema_to_grammar` (the regex path's errors when
             the regex is taken).
     """
@@ -610,4 +597,4 @@ def json_schema_path(
         else:
             converter.emit()
             return regex, None
-    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size, check)
+    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN)

@@ -15,6 +15,7 @@ OutlinesLikeError
 │   └── GenerationError           refusal, content filter, output cut at max_tokens
 ├── UnsupportedConstraintError    (also TypeError) the server or engine cannot take this type
 ├── InvalidConstraintError        (also ValueError) the regex, schema or grammar is wrong
+│   └── ConstraintTooLargeError   (limit, where) compiling or masking it ran past a budget
 ├── ParseError                    (also ValueError) text that does not fit the output type
 │   └── ConstraintViolationError  a server's answer breaks the constraint that was sent
 ├── RejectedTokenError            (also ValueError) a matcher was given a disallowed token
@@ -39,6 +40,7 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "ConstraintTooLargeError",
     "ConstraintViolationError",
     "ConstraintViolationWarning",
     "GenerationError",
@@ -172,6 +174,24 @@ class UnsupportedConstraintError(OutlinesLikeError, TypeError):
 
 class InvalidConstraintError(OutlinesLikeError, ValueError):
     """The regex, JSON Schema or grammar is wrong; the message says where."""
+
+
+class ConstraintTooLargeError(InvalidConstraintError):
+    """Compiling or masking a constraint ran past a budget (``outlines_like.fsm.Budget``).
+
+    Raised where the work happens (while a regex's automaton grows, a grammar's tables are
+    built, a JSON Schema is converted or a mask is computed), so the work stops there.
+
+    Attributes:
+        limit: What ran out: ``"seconds"``, ``"states"``, ``"bytes"``, ``"grammar_size"`` or
+            ``"depth"``.
+        where: The construct being built when it ran out (a JSON pointer when known).
+    """
+
+    def __init__(self, message: str, *, limit: str, where: str = "") -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.where = where
 
 
 class ParseError(OutlinesLikeError, ValueError):

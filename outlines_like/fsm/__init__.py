@@ -7,11 +7,16 @@ m = compiled.matcher()
 m.fill_bitmask(out); m.advance(token_id)
 ```
 
+``compile_constraint(..., budget=Budget(...))`` bounds the work (time, states, bytes, grammar
+size, schema depth) of the compile and of every later mask; past a limit it raises
+``ConstraintTooLargeError`` (see :mod:`outlines_like.fsm.budget`).
+
 ``LogitsProcessor`` (``outlines_like.fsm.processors``) plugs a compiled constraint into
 transformers' ``generate()``; torch is imported only when it runs.
 """
 
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
+from outlines_like.fsm.budget import Budget
 from outlines_like.fsm.compile import clear_caches, compile_constraint
 from outlines_like.fsm.grammar import (
     JSON_OBJECT_GRAMMAR,
@@ -34,6 +39,7 @@ from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
     "JSON_OBJECT_GRAMMAR",
+    "Budget",
     "ByteDFA",
     "Compiled",
     "CompiledGrammar",

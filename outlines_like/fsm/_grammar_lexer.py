@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.fsm.budget import check
 from outlines_like.fsm.regex_dfa import compile_regex
 
 __all__ = ["ContextDFA", "TerminalDFA", "build_context", "literal_dfa", "terminal_dfa"]
@@ -194,50 +195,73 @@ def build_context(
     prio = [0] * n_live if priorities is None else [priorities[t] for t in live]
     by_priority = not all_matches and len(set(prio)) > 1
 
-    def matched(tup: tuple[int, ...]) -> int | None:
+    # A state keeps only its live components, as (component, state) pairs in component
+    # order: a context of thousands of literal terminals (`a: "w1" | "w2" | ...`) has all of
+    # them live at its start only, and a few after the first byte.
+    Sparse = tuple[tuple[int, int], ...]
+
+    def matched(tup: Sparse) -> int | None:
         """The highest priority among the terminals matching the lexeme now."""
-        found = [prio[i] for i in range(n_live) if comp_acc[i][tup[i]]]
+        found = [prio[i] for i, q in tup if i < n_live and comp_acc[i][q]]
         return max(found) if found else None
 
-    def label(state: tuple[tuple[int, ...], int | None]) -> tuple[int, ...]:
+    def label(state: tuple[Sparse, int | None]) -> tuple[int, ...]:
         tup, best = state
         if all_matches:
-            return tuple(sorted({comps[i] for i in range(n_live) if comp_acc[i][tup[i]]}))
-        for i in range(n_live):
-            if comp_acc[i][tup[i]]:
+            return tuple(sorted({comps[i] for i, q in tup if i < n_live and comp_acc[i][q]}))
+        at = dict(tup)
+        for i, q in tup:
+            if i >= n_live:
+                break
+            if comp_acc[i][q]:
                 if best is not None and prio[i] < best:
                     return ()  # a higher-priority terminal matched a shorter lexeme
                 for j in unless_pos.get(i, ()):
-                    if comp_acc[j][tup[j]]:
+                    qj = at.get(j)
+                    if qj is not None and comp_acc[j][qj]:
                         return (comps[j],)
                 return (comps[i],)
         return ()
 
-    start_tuple = tuple(dfas[t].start for t in comps)
-    # a state: (component states, highest priority matched so far when priorities matter)
-    states: list[tuple[tuple[int, ...], int | None]] = [(start_tuple, None)]
-    index: dict[tuple[tuple[int, ...], int | None], int] = {}  # the start is never returned to
+    start_tuple: Sparse = tuple((i, dfas[t].start) for i, t in enumerate(comps))
+    # a state: (live component states, highest priority matched so far when priorities matter)
+    states: list[tuple[Sparse, int | None]] = [(start_tuple, None)]
+    index: dict[tuple[Sparse, int | None], int] = {}  # the start is never returned to
     rows: list[npt.NDArray[np.int32]] = []
     k = 0
     while k < len(states):
         tup, best = states[k]
         k += 1
+        if not k & 255:
+            check("grammar lexer context")
         row = np.full(256, -1, dtype=np.int32)
         rows.append(row)
-        if not comps:  # nothing can be lexed here (the end of the input)
+        if not tup:  # nothing can be lexed here (the end of the input)
             continue
-        block = np.stack([comp_trans[i][s] for i, s in enumerate(tup)])
-        live_bytes = np.flatnonzero((block[:n_live] >= 0).any(axis=0))
+        if len(tup) == 1 and tup[0][0] < n_live and not by_priority:
+            # one terminal left (a literal's tail, say): its own row, no product to take
+            ((i, q),) = tup
+            own = comp_trans[i][q]
+            for byte in np.flatnonzero(own >= 0).tolist():
+                key1: tuple[Sparse, int | None] = (((i, int(own[byte])),), None)
+                sid = index.get(key1)
+                if sid is None:
+                    sid = index[key1] = len(states)
+                    states.append(key1)
+                row[byte] = sid
+            continue
+        members = [i for i, _ in tup]
+        block = np.stack([comp_trans[i][q] for i, q in tup])
+        n_members_live = sum(1 for i in members if i < n_live)
+        live_bytes = np.flatnonzero((block[:n_members_live] >= 0).any(axis=0))
         if len(live_bytes):
             cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
             ids = np.empty(len(cols), dtype=np.int32)
-            for c, col in enumerate(cols):
-                nxt = tuple(int(x) for x in col)
-                key: tuple[tuple[int, ...], int | None] = (nxt, None)
+            for c, col in enumerate(cols.tolist()):
+                nxt: Sparse = tuple((i, q) for i, q in zip(members, col, strict=True) if q >= 0)
+                key: tuple[Sparse, int | None] = (nxt, None)
                 if by_priority:
-                    if best is not None and all(
-                        prio[i] < best for i in range(n_live) if nxt[i] >= 0
-                    ):
+                    if best is not None and all(prio[i] < best for i, _ in nxt if i < n_live):
                         ids[c] = -1  # only lower-priority terminals could go on: cut here
                         continue
                     now = matched(nxt)

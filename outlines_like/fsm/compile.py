@@ -13,12 +13,21 @@ otherwise, chosen by measured size: a schema with a reachable ``$ref`` cycle goe
 soon as the regex passes it (milliseconds, never the seconds a multi-megabyte regex would take).
 The two paths accept the same documents up to the regex path's depth limits.
 
+Budgets: every compile runs under a :class:`~outlines_like.fsm.budget.Budget` (``budget=``;
+:data:`~outlines_like.fsm.budget.DEFAULT_BUDGET` when none is given): the JSON Schema's depth
+and conversion, the regex's automata (with an up-front estimate of the DFA's size), the
+grammar's size, tables and lexer DFAs, and the first mask, all checked where the work happens.
+The compiled constraint keeps the budget, and its later masks run under it. Past a limit:
+:class:`~outlines_like.errors.ConstraintTooLargeError` (an ``InvalidConstraintError``). A
+constraint whose mask ran out of budget is dropped from the caches, with its DFA.
+
 Caches:
 
 * the byte DFA of a regex, per (regex, ``max_states``), in memory (the vocabulary plays no
   part in it);
-* the compiled constraint, per (constraint, vocabulary hash), in memory, so repeated compiles
-  reuse the per-state token rows already computed;
+* the compiled constraint, per (constraint, vocabulary hash, budget), in memory, so repeated
+  compiles reuse the per-state token rows already computed (at most 128 entries and 1 GiB of
+  mask rows together, least recently used out first);
 * optionally the byte DFA on disk, as ``.npz`` files under ``cache_dir=`` or the
   ``OUTLINES_LIKE_CACHE_DIR`` environment variable (off by default).
 """
@@ -35,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from outlines_like.fsm._protocols import Compiled
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import compile_grammar, compile_json_object
 from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled
 from outlines_like.fsm.regex_dfa import (
@@ -66,6 +76,7 @@ while the grammar of the same schema compiles in ~130 ms.
 CACHE_DIR_ENV = "OUTLINES_LIKE_CACHE_DIR"
 _DISK_FORMAT = "ol-bytedfa-v1"
 _MAX_COMPILED = 128
+_MAX_COMPILED_BYTES = 1 << 30  # mask rows of all cached compiled constraints together
 _MAX_DFAS = 512
 
 _lock = threading.Lock()
@@ -88,12 +99,24 @@ def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:
         return value
 
 
-def _lru_put(cache: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+def _lru_put(
+    cache: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int, max_bytes: int = 0
+) -> None:
+    """Insert; evict the least recently used past ``limit`` entries or ``max_bytes`` bytes.
+
+    Compiled constraints grow after they are cached (rows are computed as generation reaches
+    their states), so the bytes are summed again at every insertion.
+    """
     with _lock:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > limit:
             cache.popitem(last=False)
+        if max_bytes:
+            total = sum(int(getattr(v, "nbytes", 0)) for v in cache.values())
+            while total > max_bytes and len(cache) > 1:
+                _, old = cache.popitem(last=False)
+                total -= int(getattr(old, "nbytes", 0))
 
 
 def _disk_path(cache_dir: Path, pattern: str, max_states: int) -> Path:
@@ -144,7 +167,8 @@ def compile_regex_cached(
     """Return the DFA of ``pattern`` (:func:`compile_regex_auto`), from the caches if present.
 
     Small regexes get a minimal eager :class:`ByteDFA`, large ones a :class:`LazyByteDFA`
-    (only eager DFAs go to the disk cache).
+    (only eager DFAs go to the disk cache). A regex whose DFA is estimated to need more than
+    ``max_states`` states is refused at once.
 
     Args:
         pattern: The regex.
@@ -154,6 +178,10 @@ def compile_regex_cached(
     """
     key = (pattern, max_states)
     dfa: ByteDFA | LazyByteDFA | None = _lru_get(_dfas, key)
+    if dfa is not None and dfa.lazy and dfa.n_states >= max_states:
+        with _lock:  # it ran out of states once: rebuild rather than keep its tables
+            _dfas.pop(key, None)
+        dfa = None
     if dfa is not None:
         return dfa
     folder = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
@@ -161,7 +189,7 @@ def compile_regex_cached(
     if path is not None and path.exists():
         dfa = _load_dfa(path, pattern)
     if dfa is None:
-        dfa = compile_regex_auto(pattern, max_states=max_states)
+        dfa = compile_regex_auto(pattern, max_states=max_states, refuse_blowup=True)
         if path is not None and isinstance(dfa, ByteDFA):
             _save_dfa(path, dfa)
     _lru_put(_dfas, key, dfa, _MAX_DFAS)
@@ -174,6 +202,7 @@ def compile_constraint(
     *,
     max_states: int = DEFAULT_MAX_STATES,
     cache_dir: str | Path | None = None,
+    budget: Budget | None = None,
 ) -> Compiled:
     """Compile any output type into a constraint over ``vocab``'s tokens.
 
@@ -183,38 +212,69 @@ def compile_constraint(
             type the type system maps (``int``, ``bool``, ``Literal``, ``Enum``, pydantic
             models, ``dict`` ...).
         vocab: The model's vocabulary.
-        max_states: Limit on the regex DFA's size.
+        max_states: Limit on the regex DFA's size (the budget's ``max_states`` also applies).
         cache_dir: On-disk cache folder for DFAs (default: ``OUTLINES_LIKE_CACHE_DIR``, unset =
             no disk cache).
+        budget: Limits on the work (:class:`~outlines_like.fsm.budget.Budget`: compile time
+            including the first mask, time per later mask, automaton states, bytes of mask
+            rows, grammar size, JSON Schema depth). ``None`` is
+            :data:`~outlines_like.fsm.budget.DEFAULT_BUDGET` (10 s of CPU to compile, 2 s per
+            later mask, 20,000 states, 256 MiB, 1,000,000 grammar characters, depth 64). The
+            compiled constraint keeps it: its matchers' ``fill_bitmask``/``advance`` raise
+            :class:`~outlines_like.errors.ConstraintTooLargeError` when a later mask passes
+            it. A server passes one per request, e.g. ``budget=Budget(seconds=5)``; equal
+            budgets share cache entries.
 
     Returns:
         A :class:`Compiled`; ``.matcher()`` gives per-generation matchers. Results are cached
-        per (constraint, vocabulary hash).
+        per (constraint, vocabulary hash, budget).
 
     Raises:
         UnsupportedConstraintError: The type has no local constraint.
-        InvalidConstraintError: The regex, schema or grammar is invalid or too large.
+        ConstraintTooLargeError: Compiling passed a limit of ``budget`` (the message names the
+            limit and where it ran out).
+        InvalidConstraintError: The regex, schema or grammar is invalid.
     """
     if not isinstance(vocab, Vocabulary):
         raise TypeError(
             f"compile_constraint needs a Vocabulary, got {type(vocab).__name__}; build one with "
             "Vocabulary(tokens, eos_token_ids) or Vocabulary.from_transformers(tokenizer)"
         )
+    if budget is None:
+        budget = DEFAULT_BUDGET
+    elif not isinstance(budget, Budget):
+        raise TypeError(f"budget must be an outlines_like.fsm.Budget, got {type(budget).__name__}")
+    max_states = min(max_states, budget.max_states)
     term = to_term(output_type)
     key: tuple[Any, ...]
     pattern = ""
     if isinstance(term, JsonSchema):
-        key = ("json", term, max_states, vocab.hash)
+        key = ("json", term, max_states, vocab.hash, budget)
     elif term is None:
         key = ("free", vocab.hash)
     elif isinstance(term, (CFG, JsonObject)):
-        key = ("cfg", term, vocab.hash)
+        key = ("cfg", term, vocab.hash, budget)
     else:
         pattern = to_regex(term)
-        key = ("regex", pattern, max_states, vocab.hash)
+        key = ("regex", pattern, max_states, vocab.hash, budget)
     cached: Compiled | None = _lru_get(_compiled, key)
-    if cached is not None:
+    if cached is not None and getattr(cached, "failed", None) is None:
         return cached
+    with budget.meter("compile"):
+        compiled = _compile(term, pattern, vocab, max_states, cache_dir, budget)
+    _lru_put(_compiled, key, compiled, _MAX_COMPILED, _MAX_COMPILED_BYTES)
+    return compiled
+
+
+def _compile(
+    term: object,
+    pattern: str,
+    vocab: Vocabulary,
+    max_states: int,
+    cache_dir: str | Path | None,
+    budget: Budget,
+) -> Compiled:
+    """Compile under the running meter; the first mask is computed here too."""
     compiled: Compiled
     if isinstance(term, JsonSchema):
         pattern, grammar = json_schema_path(
@@ -222,20 +282,29 @@ def compile_constraint(
             whitespace_pattern=term.whitespace_pattern,
             lenient=term.lenient,
             regex_budget=JSON_REGEX_BUDGET,
+            max_depth=budget.max_depth,
+            check=check,
         )
         if grammar is not None:
-            compiled = compile_grammar(CFG(grammar, "lark"), vocab)
+            budget.check_grammar_size(len(grammar), "the grammar of the JSON Schema")
+            compiled = compile_grammar(CFG(grammar, "lark"), vocab, budget=budget)
         else:
-            dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
-            compiled = RegexCompiled(dfa, vocab)
+            compiled = _regex(pattern, vocab, max_states, cache_dir, budget)
     elif term is None:
-        compiled = FreeTextCompiled(vocab)
+        return FreeTextCompiled(vocab)
     elif isinstance(term, CFG):
-        compiled = compile_grammar(term, vocab)
+        budget.check_grammar_size(len(term.definition), "the grammar")
+        compiled = compile_grammar(term, vocab, budget=budget)
     elif isinstance(term, JsonObject):
-        compiled = compile_json_object(vocab)
+        compiled = compile_json_object(vocab, budget=budget)
     else:
-        dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
-        compiled = RegexCompiled(dfa, vocab)
-    _lru_put(_compiled, key, compiled, _MAX_COMPILED)
+        compiled = _regex(pattern, vocab, max_states, cache_dir, budget)
+    compiled.matcher().fill_bitmask(np.zeros(vocab.mask_words, dtype=np.int32))
     return compiled
+
+
+def _regex(
+    pattern: str, vocab: Vocabulary, max_states: int, cache_dir: str | Path | None, budget: Budget
+) -> RegexCompiled:
+    dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
+    return RegexCompiled(dfa, vocab, budget=budget)

@@ -57,7 +57,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.errors import (
+    ConstraintTooLargeError,
+    InvalidConstraintError,
+    UnsupportedConstraintError,
+)
 from outlines_like.fsm._grammar_lexer import ContextDFA, TerminalDFA, build_context, terminal_dfa
 from outlines_like.fsm._grammar_parser import (
     GLRParser,
@@ -67,6 +71,7 @@ from outlines_like.fsm._grammar_parser import (
 )
 from outlines_like.fsm._grammar_walk import ByteTable, byte_table, walk
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
 from outlines_like.types import CFG
 
 if TYPE_CHECKING:
@@ -108,7 +113,9 @@ Config = Hashable
 Row = npt.NDArray[np.int32]
 
 
-def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
+def compile_grammar(
+    cfg: CFG, vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET
+) -> CompiledGrammar:
     """Compile a context-free grammar for a vocabulary.
 
     Compiling builds the parse tables and the terminals' DFAs only; token masks are computed
@@ -119,6 +126,8 @@ def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
         cfg: The grammar (``CFG``; EBNF is converted to Lark by ``cfg.lark``). Its start rule
             is ``start``.
         vocab: The model's vocabulary.
+        budget: Limits on later masks (time per mask); the compile's own time is the caller's
+            meter (``compile_constraint`` runs one).
 
     Returns:
         An immutable :class:`CompiledGrammar`; ``.matcher()`` gives per-generation matchers.
@@ -137,19 +146,20 @@ def compile_grammar(cfg: CFG, vocab: Vocabulary) -> CompiledGrammar:
         text = cfg.lark
     except ImportError as exc:  # the EBNF converter is an optional module
         raise UnsupportedConstraintError(f"cannot convert this EBNF grammar: {exc}") from exc
-    cache: dict[str, CompiledGrammar] = vocab._cache.setdefault(_COMPILED_KEY, {})
-    compiled = cache.get(text)
-    if compiled is None:
-        compiled = CompiledGrammar(text, vocab)
+    cache: dict[tuple[str, Budget], CompiledGrammar]
+    cache = vocab._cache.setdefault(_COMPILED_KEY, {})
+    compiled = cache.get((text, budget))
+    if compiled is None or compiled.failed is not None:
+        compiled = CompiledGrammar(text, vocab, budget=budget)
         if len(cache) >= _MAX_CACHED_GRAMMARS:
             cache.pop(next(iter(cache)))
-        cache[text] = compiled
+        cache[(text, budget)] = compiled
     return compiled
 
 
-def compile_json_object(vocab: Vocabulary) -> CompiledGrammar:
+def compile_json_object(vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> CompiledGrammar:
     """Compile :data:`JSON_OBJECT_GRAMMAR` (any JSON object) for a vocabulary."""
-    return compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab)
+    return compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab, budget=budget)
 
 
 def _build_lark(text: str) -> tuple[Any, bool]:
@@ -535,11 +545,13 @@ class CompiledGrammar(Compiled):
         terminal_names: Lark's terminal names, by terminal id.
     """
 
-    def __init__(self, grammar: str, vocab: Vocabulary) -> None:
+    def __init__(self, grammar: str, vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> None:
         from lark.lexer import UnlessCallback
 
         self._vocab = vocab
         self.grammar = grammar
+        self.budget = budget
+        self.failed: ConstraintTooLargeError | None = None  # a mask ran out of budget
         parser, lalr_ok = _build_lark(grammar)
         try:
             rules = list(parser.rules)
@@ -577,6 +589,7 @@ class CompiledGrammar(Compiled):
         self._dfas: list[TerminalDFA] = []
         for t in lark_terminals:
             pattern = t.pattern
+            check(f"grammar terminal {t.name}")
             try:
                 dfa = terminal_dfa(t.name, pattern.type, pattern.value, tuple(pattern.flags))
             except InvalidConstraintError as exc:
@@ -613,6 +626,11 @@ class CompiledGrammar(Compiled):
         self._finished_row.flags.writeable = False
 
     # ------------------------------------------------------------------ public
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the cached masks (what the compile cache bounds)."""
+        return len(self._masks) * int(self._finished_row.nbytes)
+
     @property
     def vocabulary(self) -> Vocabulary:
         """The vocabulary the grammar was compiled for."""
@@ -658,9 +676,18 @@ class CompiledGrammar(Compiled):
     def _lark_context(self, state: int) -> int:
         """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
         lexer = self._contextual.lexers[state]
-        order = tuple(self._term_id[t.name] for t in lexer.scanner.terminals)
+        try:  # the scanner's order and retyping without compiling its regexes (a second for
+            # 5,000 terminals, and the matcher never runs them)
+            from lark.lexer import _create_unless
+
+            terminals, callbacks = _create_unless(  # type: ignore[no-untyped-call]
+                lexer.terminals, lexer.g_regex_flags, lexer.re, lexer.use_bytes
+            )
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - lark moved
+            terminals, callbacks = lexer.scanner.terminals, lexer.callback
+        order = tuple(self._term_id[t.name] for t in terminals)
         unless: dict[int, tuple[int, ...]] = {}
-        for name, callback in lexer.callback.items():
+        for name, callback in callbacks.items():
             if isinstance(callback, self._unless_cls):
                 unless[self._term_id[name]] = tuple(
                     self._term_id[t.name] for t in callback.scanner.terminals
@@ -794,7 +821,12 @@ class CompiledGrammar(Compiled):
                     if len(memo) >= _MAX_MEMO:
                         memo.clear()
                 self._parser.trim(_MAX_MEMO)
-                row = self._compute_mask(stack, lex)
+                try:
+                    with metered(self.budget, "mask"):
+                        row = self._compute_mask(stack, lex)
+                except ConstraintTooLargeError as exc:
+                    self.failed = exc
+                    raise
                 if len(self._masks) >= _MAX_CACHED_MASKS:
                     self._masks.pop(next(iter(self._masks)))
                 self._masks[key] = row

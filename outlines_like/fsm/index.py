@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._grammar_walk import byte_table
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types._charset import utf8_byte_ranges
@@ -781,8 +783,12 @@ class TokenIndex:
         lookahead: int = 0,
         eager_limit: int = 0,
         precompute: float = 0.0,
+        budget: Budget = DEFAULT_BUDGET,
     ) -> None:
         self.dfa = dfa
+        self.budget = budget
+        self.nbytes = 0  # bytes of the rows kept, checked against budget.max_bytes
+        self.failed: ConstraintTooLargeError | None = None  # a budget ran out: evict me
         self.vocab = vocab
         self.table = token_table(vocab)
         self.rows: dict[int, StateRow] = {}
@@ -815,7 +821,12 @@ class TokenIndex:
             with self._lock:
                 r = self.rows.get(state)
                 if r is None:
-                    self._compute_ahead(state)
+                    try:
+                        with metered(self.budget, "mask"):
+                            self._compute_ahead(state)
+                    except ConstraintTooLargeError as exc:
+                        self.failed = exc
+                        raise
                     r = self.rows[state]
         return r
 
@@ -844,6 +855,8 @@ class TokenIndex:
                 bits[eos] = True
             mask: I32 = np.packbits(bits, bitorder="little").view(np.int32)
             bits[:] = False
+            self.nbytes += mask.nbytes + 64
+            self.budget.check_bytes(self.nbytes, "token index rows")
             row = StateRow(mask, self.dfa, tokens, s)
             if self.lookahead:
                 row.successors = np.unique(ends).tolist()

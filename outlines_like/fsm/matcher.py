@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget
 from outlines_like.fsm.index import TokenIndex, pack_ids, token_table
 from outlines_like.fsm.regex_dfa import ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
@@ -42,6 +44,8 @@ class RegexCompiled(Compiled):
         lookahead: See :class:`TokenIndex`.
         eager_limit: See :class:`TokenIndex`.
         precompute: See :class:`TokenIndex`.
+        budget: Limits on every later mask (time, lazy DFA states, bytes of rows); past them
+            ``fill_bitmask``/``advance`` raise :class:`ConstraintTooLargeError`.
     """
 
     def __init__(
@@ -52,11 +56,18 @@ class RegexCompiled(Compiled):
         lookahead: int = 0,
         eager_limit: int = 0,
         precompute: float = DEFAULT_PRECOMPUTE,
+        budget: Budget = DEFAULT_BUDGET,
     ) -> None:
         self.dfa = dfa
         self._vocab = vocab
+        self.budget = budget
         self.index = TokenIndex(
-            dfa, vocab, lookahead=lookahead, eager_limit=eager_limit, precompute=precompute
+            dfa,
+            vocab,
+            lookahead=lookahead,
+            eager_limit=eager_limit,
+            precompute=precompute,
+            budget=budget,
         )
         words = vocab.mask_words
         self.eos_row: I32 = pack_ids(vocab.eos_token_ids, words)
@@ -72,6 +83,16 @@ class RegexCompiled(Compiled):
     def pattern(self) -> str:
         """The regex."""
         return self.dfa.pattern
+
+    @property
+    def failed(self) -> ConstraintTooLargeError | None:
+        """The budget error a mask raised, if any (the caches drop such a constraint)."""
+        return self.index.failed
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the mask rows computed so far (what the compile cache bounds)."""
+        return self.index.nbytes
 
     def matcher(self) -> RegexMatcher:
         """Return a fresh matcher at the start state."""

@@ -22,7 +22,9 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
+from outlines_like.fsm._regex_estimate import dfa_blowup, nfa_states
+from outlines_like.fsm.budget import check as _check
 from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
 from outlines_like.types._regex import (
     Alt,
@@ -124,10 +126,14 @@ class _NFA:
 
     def new(self) -> int:
         if self.size >= _MAX_NFA_STATES:
-            raise InvalidConstraintError(
+            raise ConstraintTooLargeError(
                 f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
-                "states (large counted repetitions?); use a grammar or smaller bounds"
+                "states (large counted repetitions?); use a grammar or smaller bounds",
+                limit="states",
+                where="regex NFA",
             )
+        if not len(self.edges) & 1023:
+            _check("regex NFA")
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -364,6 +370,7 @@ class _SubsetBuilder:
 
     def expand(self, i: int) -> list[int]:
         """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states."""
+        _check("regex DFA")
         acc: dict[int, set[int]] = {}
         for s in self.order[i]:
             for clo, chi, tgt in self.edges_of(s):
@@ -381,10 +388,12 @@ class _SubsetBuilder:
             if j is None:
                 j = len(order)
                 if j >= self.max_states:
-                    raise InvalidConstraintError(
+                    raise ConstraintTooLargeError(
                         f"regex {_short(self.pattern)} needs more than max_states="
                         f"{self.max_states} DFA states; simplify it (smaller repetition bounds, "
-                        "fewer alternatives), raise max_states, or use a grammar"
+                        "fewer alternatives), raise max_states, or use a grammar",
+                        limit="states",
+                        where="regex DFA",
                     )
                 ids[f] = j
                 order.append(f)
@@ -490,10 +499,27 @@ def _merge_classes(
     return np.ascontiguousarray(new_table, dtype=np.int32), new_cls[classes].astype(np.int32)
 
 
-def _build(pattern: str, max_states: int) -> _SubsetBuilder:
+def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> _SubsetBuilder:
     if not isinstance(pattern, str):
         raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
     ast = parse_regex(pattern, strip_anchors=True)
+    if nfa_states(ast) > 2 * _MAX_NFA_STATES:  # refused before the states are built
+        raise ConstraintTooLargeError(
+            f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
+            "states (large counted repetitions?); use a grammar or smaller bounds",
+            limit="states",
+            where="regex NFA",
+        )
+    if refuse_blowup:
+        w = dfa_blowup(ast)
+        if w >= 62 or 2**w > max_states:
+            raise ConstraintTooLargeError(
+                f"regex {_short(pattern)} needs an estimated 2**{w} DFA states, more than "
+                f"max_states={max_states}: a loop is followed by {w} positions that can each "
+                "start where the loop goes on; bound the loop or shorten what follows it",
+                limit="states",
+                where="regex DFA (estimate)",
+            )
     nfa = _NFA()
     start, final = nfa.build(ast)
     return _SubsetBuilder(nfa, start, final, max_states, pattern)
@@ -637,18 +663,30 @@ EAGER_NFA_LIMIT = 3000
 
 
 def compile_regex_auto(
-    pattern: str, *, max_states: int = DEFAULT_MAX_STATES, eager_nfa_limit: int = EAGER_NFA_LIMIT
+    pattern: str,
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+    eager_nfa_limit: int = EAGER_NFA_LIMIT,
+    refuse_blowup: bool = False,
 ) -> ByteDFA | LazyByteDFA:
     """Compile eagerly (minimal :class:`ByteDFA`) when the regex is small, else lazily.
 
     Large regexes (JSON Schemas) would spend seconds in an up-front subset construction and
     minimisation; lazily, only the states generation reaches are ever built.
 
+    Args:
+        pattern: The regex.
+        max_states: DFA size limit (checked as the lazy DFA grows).
+        eager_nfa_limit: Largest NFA built eagerly.
+        refuse_blowup: Refuse at once a regex whose DFA can be estimated to need more than
+            ``max_states`` states (:func:`~outlines_like.fsm._regex_estimate.dfa_blowup`),
+            rather than when generation reaches them.
+
     Raises:
-        InvalidConstraintError: As :func:`compile_regex` (the state limit is checked as the
-            lazy DFA grows).
+        InvalidConstraintError: As :func:`compile_regex`; a
+            :class:`~outlines_like.errors.ConstraintTooLargeError` for the size limits.
     """
-    builder = _build(pattern, max_states)
+    builder = _build(pattern, max_states, refuse_blowup)
     if builder.nfa.size <= eager_nfa_limit:
         return _eager(builder)
     return LazyByteDFA(builder)

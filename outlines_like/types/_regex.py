@@ -27,7 +27,7 @@ import re
 import unicodedata
 from typing import Final, Literal, TypeAlias
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types._charset import (
     MAX_CODEPOINT,
     ClassTable,
@@ -112,6 +112,9 @@ EMPTY: Final = Concat(())
 class RegexFeatureError(InvalidConstraintError):
     """A valid regex construct the caller cannot use (lookaround, backreference, flag...)."""
 
+
+MAX_GROUP_DEPTH: Final = 100
+"""Deepest nesting of groups the reader takes (its passes and the NFA build recurse per level)."""
 
 _CHAR_ESCAPES: Final = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
@@ -198,6 +201,7 @@ class _Reader:
         self.possessive = possessive
         self.where = where
         self.anchored = False  # an Anchor is in the tree
+        self.depth = 0  # groups open at the reading position
 
     # ------------------------------------------------------------------ errors
 
@@ -440,7 +444,16 @@ class _Reader:
                 atomic = True
             else:
                 flags = self.scoped_flags(flags, start)
+        if self.depth >= MAX_GROUP_DEPTH:
+            raise ConstraintTooLargeError(
+                f"{self.where} {_clip(self.p)} at position {start}: groups nested more than "
+                f"{MAX_GROUP_DEPTH} deep",
+                limit="depth",
+                where=f"{self.where} position {start}",
+            )
+        self.depth += 1
         node = self.alternation(flags)
+        self.depth -= 1
         if self.i >= self.n or p[self.i] != ")":
             raise self.error("missing ')', unterminated subpattern", start)
         self.i += 1
@@ -581,6 +594,10 @@ class _Reader:
             raise self.error(f"undefined character name {name!r}", start) from None
         self.i = j + 1
         return cp
+
+
+def _clip(pattern: str) -> str:
+    return repr(pattern) if len(pattern) <= 80 else repr(pattern[:77] + "...")
 
 
 # Where a character set ends, in Python's syntax: a ']' right after '[' or '[^' is literal.

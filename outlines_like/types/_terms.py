@@ -91,6 +91,8 @@ def _as_term(value: object) -> Term:
 def _check_regex(pattern: str) -> None:
     try:
         re.compile(pattern)
+    except RecursionError:  # re's parser recurses per group: ((((...)))) thousands deep
+        raise InvalidConstraintError(f"regex {pattern[:60]!r}... nests too deep") from None
     except re.error as exc:
         where = f" at position {exc.pos}" if exc.pos is not None else ""
         raise InvalidConstraintError(f"invalid regex {pattern!r}{where}: {exc.msg}") from exc
@@ -221,13 +223,45 @@ def between(low: int, high: int, term: Term | str) -> Repeat:
     return Repeat(_as_term(term), low, high)
 
 
+_MAX_SCHEMA_NESTING = 500  # json.dumps and json.loads recurse per level (limit ~1000)
+
+
+def too_deep_at(document: Any, max_depth: int) -> str | None:
+    """The JSON pointer of the first value nested more than ``max_depth`` deep, or ``None``.
+
+    Iterative (a document nested thousands deep costs no recursion), linear in the document.
+    """
+    stack: list[tuple[Any, str, int]] = [(document, "#", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > max_depth:
+            return path
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if isinstance(value, (Mapping, list)):
+                    token = str(key).replace("~", "~0").replace("/", "~1")
+                    stack.append((value, f"{path}/{token}", depth + 1))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                if isinstance(value, (Mapping, list)):
+                    stack.append((value, f"{path}/{i}", depth + 1))
+    return None
+
+
 def _schema_from(source: object) -> tuple[dict[str, Any], object]:
     """Return (schema dict, python type or None) for every source ``JsonSchema`` accepts."""
     if isinstance(source, Mapping):
+        deep = too_deep_at(source, _MAX_SCHEMA_NESTING)
+        if deep is not None:
+            raise InvalidConstraintError(
+                f"the JSON Schema nests more than {_MAX_SCHEMA_NESTING} levels deep (at {deep})"
+            )
         return json.loads(json.dumps(source)), None
     if isinstance(source, str):
         try:
             value = json.loads(source)
+        except RecursionError:
+            raise InvalidConstraintError("the JSON Schema text nests too deep to read") from None
         except json.JSONDecodeError as exc:
             raise InvalidConstraintError(
                 f"JSON Schema text is not valid JSON: {exc.msg} at line {exc.lineno} "

@@ -10,14 +10,20 @@ schema, whether a ``$ref`` cycle is reachable from the root.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
+from outlines_like.types._terms import too_deep_at
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
 from outlines_like.types.json_schema._text import Rx
 
-__all__ = ["RegexBudgetExceeded", "bounded_json_schema_regex", "schema_is_recursive"]
+__all__ = [
+    "RegexBudgetExceeded",
+    "bounded_json_schema_regex",
+    "check_depth",
+    "schema_is_recursive",
+]
 
 
 class RegexBudgetExceeded(InvalidConstraintError):
@@ -30,6 +36,22 @@ class RegexBudgetExceeded(InvalidConstraintError):
         )
         self.path = path
         self.size = size
+
+
+def check_depth(schema: Any, max_depth: int) -> None:
+    """Raise :class:`ConstraintTooLargeError` when ``schema`` nests past ``max_depth``.
+
+    The converters recurse once per level of the schema, so this runs first (iteratively,
+    linear in the schema) and names the pointer where the nesting passes the limit.
+    """
+    deep = too_deep_at(schema, max_depth)
+    if deep is not None:
+        raise ConstraintTooLargeError(
+            f"the JSON Schema nests more than {max_depth} levels deep at {deep} (pass a "
+            "larger outlines_like.fsm.Budget(max_depth=...) or flatten the schema)",
+            limit="depth",
+            where=deep,
+        )
 
 
 def _options_checked(schema: Any, whitespace_pattern: str | None) -> dict[str, Any]:
@@ -74,10 +96,26 @@ class _BudgetedConverter(_Converter):
     rather than issued, so that a conversion that is abandoned warns nothing.
     """
 
-    def __init__(self, root: dict[str, Any], budget: int, defer: bool = False, **options: Any):
+    def __init__(
+        self,
+        root: dict[str, Any],
+        budget: int,
+        defer: bool = False,
+        check: Callable[[str], None] | None = None,
+        **options: Any,
+    ):
         super().__init__(root, **options)
         self.budget = budget
         self.deferred: list[tuple[str, str, str]] | None = [] if defer else None
+        self.check = check
+
+    def work(self, path: str) -> None:
+        if self.check is not None:
+            self.check(path)
+
+    def grown(self, size: int, path: str) -> None:
+        if size > self.budget:
+            raise RegexBudgetExceeded(path, size, self.budget)
 
     def unenforced(self, keyword: str, path: str, why: str = "") -> None:
         if self.deferred is not None and self.lenient:
@@ -126,12 +164,17 @@ def _bounded_regex(
     whitespace_pattern: str | None,
     lenient: bool,
     defer: bool,
+    check: Callable[[str], None] | None = None,
 ) -> tuple[str, _BudgetedConverter]:
-    """The bounded regex of a checked schema, and its converter (deferred warnings)."""
+    """The bounded regex of a checked schema, and its converter (deferred warnings).
+
+    ``check(pointer)`` runs once per sub-schema (a time budget's check).
+    """
     converter = _BudgetedConverter(
         schema,
         budget,
         defer,
+        check,
         whitespace_pattern=whitespace_pattern,
         lenient=lenient,
         max_recursion_depth=3,

@@ -34,9 +34,10 @@ by measured size (:mod:`outlines_like.types.json_schema_budget`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER, UNENFORCED
 from outlines_like.types.json_schema._driver import _Converter
 from outlines_like.types.json_schema._text import NUMBER, REGEX_SPECIALS, STRING, Rx, esc
@@ -46,6 +47,7 @@ from outlines_like.types.json_schema_budget import (
     _bounded_regex,
     _BudgetedConverter,
     _options_checked,
+    check_depth,
     schema_is_recursive,
 )
 
@@ -53,6 +55,8 @@ __all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_gramm
 
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
+
+MAX_OPTIONAL_RUN: Final = 100  # optional properties in a row: Lark's time grows with the cube
 
 # A sequence of grammar symbols (rule or terminal names); None: the empty language.
 _Seq = list[str] | None
@@ -129,6 +133,8 @@ class _GrammarConverter(_Converter):
         )
         self.whitespace_pattern = whitespace_pattern
         self.max_size = max_size
+        self.check: Callable[[str], None] = lambda path: None  # a budget's, per sub-schema
+        self.max_optional_run: int | None = None
         self.size = 0
         self.rules: dict[str, list[list[str]]] = {}
         self._rule_by_body: dict[tuple[tuple[str, ...], ...], str] = {}
@@ -150,9 +156,11 @@ class _GrammarConverter(_Converter):
         """Count ``amount`` more symbols; raise past the budget, naming ``path``."""
         self.size += amount
         if self.size > self.max_size:
-            raise InvalidConstraintError(
+            raise ConstraintTooLargeError(
                 f"the JSON Schema's grammar grows past {self.max_size:,} symbols at {path} "
-                "(a very large minItems/maxItems or a schema this size cannot be compiled)"
+                "(a very large minItems/maxItems or a schema this size cannot be compiled)",
+                limit="grammar_size",
+                where=path,
             )
 
     def terminal(self, regex: str, path: str) -> str:
@@ -231,6 +239,7 @@ class _GrammarConverter(_Converter):
 
     def symbol(self, schema: Any, path: str) -> _Seq:
         """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
+        self.check(path)
         if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
             target, target_path = self.resolve(schema["$ref"], path)
             return self.shared(target_path, target, target_path)
@@ -438,7 +447,17 @@ class _GrammarConverter(_Converter):
         # tail: members i.. after something was written; first: members i.. with none written
         tail: list[str] = [] if extra is None else self.star([self.comma, *extra], path)
         first: _Seq = [] if extra is None else self.rule([extra + tail, []], path)
+        run = 0
         for member, is_required in reversed(members):
+            run = 0 if is_required else run + 1
+            if self.max_optional_run is not None and run > self.max_optional_run:
+                raise ConstraintTooLargeError(
+                    f"the JSON Schema at {path} has over {self.max_optional_run} optional "
+                    "properties in a row (the LALR table grows with their cube): make some "
+                    "required, or split the object",
+                    limit="grammar_size",
+                    where=path,
+                )
             written = member + tail
             first = self.rule([written] if is_required else [written, first], path)
             after = [self.comma, *written]
@@ -519,12 +538,20 @@ def json_schema_to_grammar(
 
 
 def _grammar_of(
-    schema: dict[str, Any], whitespace_pattern: str | None, lenient: bool, max_size: int
+    schema: dict[str, Any],
+    whitespace_pattern: str | None,
+    lenient: bool,
+    max_size: int,
+    check: Callable[[str], None] | None = None,
+    max_optional_run: int | None = None,
 ) -> str:
-    """The grammar of a checked schema."""
+    """The grammar of a checked schema (``check(pointer)`` once per sub-schema)."""
     converter = _GrammarConverter(
         schema, whitespace_pattern=whitespace_pattern, lenient=lenient, max_size=max_size
     )
+    converter.max_optional_run = max_optional_run
+    if check is not None:
+        converter.check = check
     start = converter.symbol({"$ref": "#"}, "#")
     if start is None:
         raise InvalidConstraintError("the JSON Schema accepts no document")
@@ -538,6 +565,8 @@ def json_schema_path(
     lenient: bool = False,
     regex_budget: int,
     max_size: int = DEFAULT_MAX_GRAMMAR_SIZE,
+    max_depth: int | None = None,
+    check: Callable[[str], None] | None = None,
 ) -> tuple[str, str | None]:
     """Choose how the token masker compiles a schema: ``(regex, None)`` or ``("", grammar)``.
 
@@ -546,19 +575,26 @@ def json_schema_path(
     (checked as it grows, so a schema past it costs about the time to write that many), else
     the grammar. Lenient warnings come once, from the path taken.
 
+    ``max_depth`` bounds the nesting (checked first), ``check(pointer)`` runs per sub-schema (a
+    time budget), and over :data:`MAX_OPTIONAL_RUN` optional properties in a row are refused.
+
     Raises:
+        ConstraintTooLargeError: Past ``max_depth``, ``max_size`` or the optional run (or
+            raised by ``check``).
         InvalidConstraintError: As :func:`json_schema_to_grammar` (the regex path's errors when
             the regex is taken).
     """
+    if max_depth is not None:
+        check_depth(schema, max_depth)
     schema = _options_checked(schema, whitespace_pattern)
     if not schema_is_recursive(schema):
         try:
             regex, converter = _bounded_regex(
-                schema, regex_budget, whitespace_pattern, lenient, defer=True
+                schema, regex_budget, whitespace_pattern, lenient, defer=True, check=check
             )
         except RegexBudgetExceeded:
             pass
         else:
             converter.emit()
             return regex, None
-    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size)
+    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN)

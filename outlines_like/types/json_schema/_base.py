@@ -177,3 +177,9 @@ class ConverterBase:
     def sub(self, schema: Any, path: str) -> Rx:
         """The regex of a subschema (the driver defines it)."""
         raise NotImplementedError
+
+    def grown(self, size: int, path: str) -> None:
+        """A regex of ``size`` characters is being written at ``path`` (budgets override)."""
+
+    def work(self, path: str) -> None:
+        """Called once per sub-schema converted (a budget's time check overrides it)."""

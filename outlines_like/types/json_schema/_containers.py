@@ -113,10 +113,14 @@ class ContainersMixin(ConverterBase):
         for i in range(len(members) - 1, -1, -1):
             member, is_required = members[i]
             tails[i] = (f"{sep}{member}" if is_required else f"(?:{sep}{member})?") + tails[i + 1]
+            self.grown(len(tails[i]), path)
         firsts: list[str] = []
         all_optional = True
+        written = 0
         for i, (member, is_required) in enumerate(members):
             firsts.append(member + tails[i + 1])
+            written += len(firsts[-1])
+            self.grown(written, path)
             if is_required:
                 all_optional = False
                 break

@@ -31,6 +31,7 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
 
     def convert(self, schema: Any, path: str) -> Rx:
         """Regex for the documents ``schema`` accepts (``None``: none)."""
+        self.work(path)
         refs: list[str] = []
         flat = self.flatten(schema, path, refs, ())
         if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:

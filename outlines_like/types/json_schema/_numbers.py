@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 from typing import Any
 
 from outlines_like.types.json_schema._base import ConverterBase
 from outlines_like.types.json_schema._text import INTEGER, NUMBER, Rx, alt
+
+_MAX_BOUND = 10**400  # _same_length_range recurses once per digit
 
 
 def _same_length_range(lo: str, hi: str) -> str:
@@ -109,12 +112,22 @@ class NumbersMixin(ConverterBase):
         out = []
         for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
             value = s.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _MAX_BOUND:
+                raise self.invalid(
+                    f"{path}/{key}",
+                    f"{key} (a {len(str(abs(value)))}-digit integer) is too large for the "
+                    "local masker (bounds up to 10**400; drop the bound)",
+                )
             if value is not None and (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
                 or not math.isfinite(value)
             ):
                 raise self.invalid(f"{path}/{key}", f"{key} must be a finite number")
+            if isinstance(value, float) and abs(value) >= 2**53 and value.is_integer():
+                # the decimal the schema wrote (1e300 is 10**300), not the binary float's
+                # digits: the range regex nests once per digit that differs from a round bound
+                value = int(decimal.Decimal(repr(value)))
             out.append(value)
         return out[0], out[1], out[2], out[3]
 

@@ -1,0 +1,176 @@
+r"""Up-front size estimates of a regex's automata, so a hopeless regex is refused at compile.
+
+Two estimates, both read off the regex tree in time linear in it:
+
+* :func:`nfa_states`: the NFA's size (counted repetitions multiply their item), so that
+  ``(a{1000}){1000}`` is refused before a million states are built.
+* :func:`dfa_blowup`: the classic exponential subset construction. A loop ``X*`` followed by
+  text that can also start where the loop goes on (``[0-9]*1[0-9]{3000}``: after any digit the
+  ``1`` may have been the one) keeps one NFA thread alive per recent position that could have
+  started it, so the DFA needs a state per set of such positions: ``2 ** w`` for ``w``
+  positions after the first one that tells the loop's characters apart. Literal runs add
+  nothing (their threads are ordered, as in KMP), nor does text the loop cannot go on with.
+  The lazy DFA would find out during generation, after seconds and thousands of states; the
+  estimate says it at compile. It is a lower bound in the cases it recognises and silent
+  otherwise (the state limit, checked as the DFA grows, still applies).
+"""
+
+from __future__ import annotations
+
+from outlines_like.types._charset import Ranges, normalize
+from outlines_like.types._regex import Alt, Anchor, Atomic, Chars, Concat, Node, Repeat, width
+
+__all__ = ["dfa_blowup", "nfa_states"]
+
+_CAP = 1 << 62
+
+
+def nfa_states(node: Node) -> int:
+    """A rough count of the NFA states of ``node`` (capped, so it never overflows)."""
+    if isinstance(node, Chars):
+        return 1 + min(len(node.ranges), 4)
+    if isinstance(node, Anchor):
+        return 0
+    if isinstance(node, (Concat, Alt)):
+        return min(_CAP, sum(nfa_states(item) for item in node.items) + 1)
+    if isinstance(node, Atomic):
+        return nfa_states(node.item)
+    copies = node.high if node.high is not None else node.low + 1
+    return min(_CAP, max(copies, 1) * nfa_states(node.item) + 1)
+
+
+class _Facts:
+    """Width, characters and first characters of the tree's nodes, each computed once."""
+
+    def __init__(self) -> None:
+        self._width: dict[int, tuple[int, int | None]] = {}
+        self._chars: dict[int, Ranges] = {}
+        self._first: dict[int, Ranges] = {}
+        self._keep: list[Node] = []  # the ids stay valid while the memo lives
+
+    def width(self, node: Node) -> tuple[int, int | None]:
+        got = self._width.get(id(node))
+        if got is None:
+            got = self._width[id(node)] = width(node)
+            self._keep.append(node)
+        return got
+
+    def nullable(self, node: Node) -> bool:
+        return self.width(node)[0] == 0
+
+    def chars(self, node: Node) -> Ranges:
+        """Every character ``node`` can read."""
+        got = self._chars.get(id(node))
+        if got is not None:
+            return got
+        found: list[tuple[int, int]] = []
+        todo = [node]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, Chars):
+                found.extend(n.ranges)
+            elif isinstance(n, (Concat, Alt)):
+                todo.extend(n.items)
+            elif isinstance(n, (Repeat, Atomic)):
+                todo.append(n.item)
+        got = self._chars[id(node)] = normalize(found)
+        self._keep.append(node)
+        return got
+
+    def first(self, node: Node) -> Ranges:
+        """The characters ``node``'s text can start with."""
+        got = self._first.get(id(node))
+        if got is not None:
+            return got
+        out: list[tuple[int, int]] = []
+        if isinstance(node, Chars):
+            out.extend(node.ranges)
+        elif isinstance(node, Alt):
+            for item in node.items:
+                out.extend(self.first(item))
+        elif isinstance(node, Concat):
+            for item in node.items:
+                out.extend(self.first(item))
+                if not self.nullable(item):
+                    break
+        elif isinstance(node, (Repeat, Atomic)):
+            out.extend(self.first(node.item))
+        got = self._first[id(node)] = normalize(out)
+        self._keep.append(node)
+        return got
+
+
+def _common(a: Ranges, b: Ranges) -> int:
+    """How many code points ``a`` and ``b`` share."""
+    total = 0
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            total += hi - lo + 1
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _size(a: Ranges) -> int:
+    return sum(hi - lo + 1 for lo, hi in a)
+
+
+def _flat(node: Concat) -> list[Node]:
+    out: list[Node] = []
+    todo: list[Node] = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, Concat):
+            todo.extend(reversed(n.items))
+        else:
+            out.append(n)
+    return out
+
+
+def _blowup_after(facts: _Facts, loop: Ranges, rest: list[Node]) -> int:
+    """Positions after a loop over ``loop`` whose threads the DFA must track independently."""
+    started = False
+    w = 0
+    for item in rest:
+        common = _common(facts.chars(item), loop)
+        if not common:
+            if facts.nullable(item):
+                continue
+            break
+        lo, hi = facts.width(item)
+        if not started:
+            started = common < _size(loop)  # this item tells the loop's characters apart
+            if started:
+                w += 0 if hi is None else max(hi - 1, 0)
+            if hi is None:
+                break
+            continue
+        if common >= 2:  # a wide position: a thread may be here or not, independently
+            w += lo if hi is None else hi
+        if hi is None:
+            break
+    return w
+
+
+def dfa_blowup(node: Node) -> int:
+    """An estimate of ``log2`` of the DFA states the subset construction needs (0: no blowup)."""
+    facts = _Facts()
+    worst = 0
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, Concat):
+            items = _flat(n)
+            for k, item in enumerate(items):
+                if isinstance(item, Repeat) and item.high is None:
+                    worst = max(worst, _blowup_after(facts, facts.first(item.item), items[k + 1 :]))
+            todo.extend(items)
+        elif isinstance(n, Alt):
+            todo.extend(n.items)
+        elif isinstance(n, (Repeat, Atomic)):
+            todo.append(n.item)
+    return worst

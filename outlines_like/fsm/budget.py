@@ -1,0 +1,182 @@
+"""The masker's budget: time, automaton states, table bytes, grammar size and nesting depth.
+
+A :class:`Budget` holds limits only (a frozen value: compiled constraints are cached per
+budget). Work runs under a :class:`Meter`, the budget started for one phase (a compile, or
+one later mask): the loops that can grow with the input call :func:`check` (or
+``meter.check``), which reads the clock and raises
+:class:`~outlines_like.errors.ConstraintTooLargeError` naming what ran out and where. The meter
+of the running phase is found through a context variable, so the deep loops (subset
+construction, token walks, grammar tables) need no extra argument; with no meter active,
+:func:`check` does nothing.
+
+```python
+compiled = compile_constraint(schema, vocab, budget=Budget(seconds=5, max_states=10_000))
+m = compiled.matcher()      # every later mask runs under Budget.mask_seconds and the same
+m.fill_bitmask(out)         # state and byte limits; past them: ConstraintTooLargeError
+```
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from outlines_like.errors import ConstraintTooLargeError
+
+__all__ = ["DEFAULT_BUDGET", "Budget", "Meter", "active", "check", "metered"]
+
+Phase = Literal["compile", "mask"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Limits on the work one constraint may cost; every field has a documented default.
+
+    Attributes:
+        seconds: Compiling, first mask included (regex and JSON Schema conversion, automata,
+            Lark load and tables, lexer DFAs, the first mask's token walk).
+        mask_seconds: Any later mask or advance (a lazy DFA's or grammar's first visit of a
+            state). Steady-state masks are row copies and never reach a check.
+        clock: ``"cpu"`` (the working thread's CPU time: a loaded machine does not make a
+            constraint fail) or ``"wall"``.
+        max_states: Automaton states: a regex's DFA (eager or lazy, growth during generation
+            included), and a regex whose DFA can be estimated up front to need more is refused
+            at compile.
+        max_bytes: Bytes of mask rows one compiled constraint keeps (its per-state cache).
+        max_grammar_size: Characters of a grammar (given, or written from a JSON Schema).
+        max_depth: Nesting depth of a JSON Schema (objects and arrays inside each other).
+    """
+
+    seconds: float = 10.0
+    mask_seconds: float = 2.0
+    clock: Literal["cpu", "wall"] = "cpu"
+    max_states: int = 20_000
+    max_bytes: int = 256 * 2**20
+    max_grammar_size: int = 1_000_000
+    max_depth: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("seconds", "mask_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"Budget.{name} must be a positive number, got {value!r}")
+        for name in ("max_states", "max_bytes", "max_grammar_size", "max_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"Budget.{name} must be a positive int, got {value!r}")
+        if self.clock not in ("cpu", "wall"):
+            raise ValueError(f"Budget.clock must be 'cpu' or 'wall', got {self.clock!r}")
+
+    def meter(self, phase: Phase) -> Meter:
+        """Start the clock of one phase (``"compile"`` or ``"mask"``)."""
+        return Meter(self, phase)
+
+    def exceeded(self, limit: str, where: str, detail: str) -> ConstraintTooLargeError:
+        """The error for ``limit`` running out at ``where`` (``detail``: what was measured)."""
+        at = f" at {where}" if where else ""
+        return ConstraintTooLargeError(
+            f"constraint too large{at}: {detail} (pass a larger "
+            f"outlines_like.fsm.Budget({_limit_field(limit)}=...) or simplify the constraint)",
+            limit=limit,
+            where=where,
+        )
+
+    def check_states(self, n: int, where: str) -> None:
+        """Raise when ``n`` automaton states pass :attr:`max_states`."""
+        if n > self.max_states:
+            raise self.exceeded("states", where, f"needs more than {self.max_states:,} states")
+
+    def check_bytes(self, n: int, where: str) -> None:
+        """Raise when ``n`` bytes of tables pass :attr:`max_bytes`."""
+        if n > self.max_bytes:
+            raise self.exceeded("bytes", where, f"its tables pass {self.max_bytes:,} bytes")
+
+    def check_grammar_size(self, n: int, where: str) -> None:
+        """Raise when a grammar of ``n`` characters passes :attr:`max_grammar_size`."""
+        if n > self.max_grammar_size:
+            raise self.exceeded(
+                "grammar_size",
+                where,
+                f"a grammar of {n:,} characters is over {self.max_grammar_size:,}",
+            )
+
+
+def _limit_field(limit: str) -> str:
+    """The :class:`Budget` field of a limit name."""
+    return {"seconds": "seconds", "mask_seconds": "mask_seconds"}.get(limit, f"max_{limit}")
+
+
+DEFAULT_BUDGET = Budget()
+"""What ``compile_constraint`` uses when no budget is given."""
+
+_CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time.perf_counter}
+_active: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("ol_meter", default=None)
+
+
+class Meter:
+    """One phase of work under a budget: a deadline on the budget's clock.
+
+    Use as a context manager to make it the meter :func:`check` sees.
+    """
+
+    __slots__ = ("_clock", "_tokens", "budget", "deadline", "phase")
+
+    def __init__(self, budget: Budget, phase: Phase) -> None:
+        self.budget = budget
+        self.phase = phase
+        self._clock = _CLOCKS[budget.clock]
+        seconds = budget.seconds if phase == "compile" else budget.mask_seconds
+        self.deadline = self._clock() + seconds
+        self._tokens: list[contextvars.Token[Meter | None]] = []
+
+    def check(self, where: str = "") -> None:
+        """Raise :class:`ConstraintTooLargeError` when the phase's time has run out."""
+        if self._clock() > self.deadline:
+            b = self.budget
+            limit = "seconds" if self.phase == "compile" else "mask_seconds"
+            seconds = b.seconds if self.phase == "compile" else b.mask_seconds
+            raise b.exceeded(
+                limit, where, f"the {self.phase} took more than {seconds:g} s of {b.clock} time"
+            )
+
+    def __enter__(self) -> Meter:
+        self._tokens.append(_active.set(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _active.reset(self._tokens.pop())
+
+
+def check(where: str = "") -> None:
+    """Check the running phase's deadline (a no-op outside any :class:`Meter`)."""
+    meter = _active.get()
+    if meter is not None:
+        meter.check(where)
+
+
+def active() -> Meter | None:
+    """The meter of the running phase, if any."""
+    return _active.get()
+
+
+class metered:
+    """Run under ``budget``'s meter for ``phase``, unless a meter is running already.
+
+    A compile's first mask runs inside the compile's meter; a later mask gets its own.
+    """
+
+    __slots__ = ("_meter",)
+
+    def __init__(self, budget: Budget, phase: Phase) -> None:
+        self._meter = None if _active.get() is not None else budget.meter(phase)
+
+    def __enter__(self) -> None:
+        if self._meter is not None:
+            self._meter.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._meter is not None:
+            self._meter.__exit__()

@@ -46,7 +46,14 @@ from outlines_like.models._reader import (
     check_verify,
     read_response,
 )
-from outlines_like.models.detection import detection_flow
+from outlines_like.models.detection import (
+    detection_flow,
+    name_unreachable,
+    pick_model,
+    server_name,
+    shown_ids,
+)
+from outlines_like.models.enforcement import enforcement_flow
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
 from outlines_like.reasoning import model_thinks, warn_if_thinking_unconstrained
 from outlines_like.types import Term, parse
@@ -85,37 +92,6 @@ def _create_params(endpoint: Endpoint) -> frozenset[str]:
     return frozenset(names)
 
 
-def _shown(ids: Sequence[str]) -> str:
-    return ", ".join(repr(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
-
-
-def _server_name(kind: str, url: str) -> str:
-    """``the vllm server at URL`` (a ``generic`` kind is not named: it means "unknown")."""
-    return f"the server at {url}" if kind == "generic" else f"the {kind} server at {url}"
-
-
-def _pick_model(ids: Sequence[str], server: str) -> str:
-    if len(ids) == 1:
-        return ids[0]
-    if not ids:
-        raise ValueError(
-            f"{server} lists no models; pass model_name=... when creating the model "
-            "or model=... per call"
-        )
-    raise ValueError(
-        f"{server} serves {len(ids)} models ({_shown(ids)}); choose one with "
-        "model_name=... when creating the model, or model=... per call"
-    )
-
-
-def _unreachable(error: APIConnectionError, url: str) -> APIConnectionError:
-    """Name the URL in a connection error's message (the error itself is kept)."""
-    prefix = "could not reach the server"
-    rest = error.message[len(prefix) :] if error.message.startswith(prefix) else error.message
-    error.message = f"could not reach the server at {url}{rest}; is it running?"
-    return error
-
-
 class ModelCore(Generic[ClientT]):
     """Everything ``Model`` and ``AsyncModel`` share; the subclasses only add I/O.
 
@@ -139,6 +115,9 @@ class ModelCore(Generic[ClientT]):
             (``ConstraintViolationWarning``) and returns it, ``False`` checks nothing. Also
             a per-call keyword (``model(p, T, verify=False)``), never sent to the server.
             See ``models/_reader.py`` for the rule, cut answers included.
+        probe_enforcement: Prove, with one tiny constrained request when the server is first
+            resolved (and again after it changed), that it enforces the fields it is sent
+            (``models/enforcement.py``).
 
     Detection: with ``server=None`` the server is probed at the first call (or at
     ``detect()``) and what it said is kept on this model; with ``server="vllm"`` only vLLM's
@@ -159,6 +138,7 @@ class ModelCore(Generic[ClientT]):
         adapter: Adapter | None = None,
         reasoning_parser: bool | None = None,
         verify: Verify = True,
+        probe_enforcement: bool = False,
     ) -> None:
         if server is not None and server not in SERVER_KINDS:
             raise ValueError(
@@ -207,6 +187,8 @@ class ModelCore(Generic[ClientT]):
         self._allowed = _create_params(endpoint)
         self.reasoning_parser = reasoning_parser
         self.verify: Verify = check_verify(verify)
+        self.probe_enforcement = bool(probe_enforcement)
+        self._proven: Target | None = None
         """How answers are checked against their output type (``verify=`` per call wins)."""
         self._thinks: dict[str, bool | None] = {}
 
@@ -330,7 +312,7 @@ class ModelCore(Generic[ClientT]):
                 try:
                     ids = yield ListModels()
                 except APIConnectionError as exc:
-                    _unreachable(exc, self.base_url)
+                    name_unreachable(exc, self.base_url)
                     raise
                 except APIError as exc:
                     whose = "" if info.kind == "generic" else f"the {info.kind} server's "
@@ -339,9 +321,12 @@ class ModelCore(Generic[ClientT]):
                         f"({exc.message}); pass model_name=... or model=..."
                     )
                     raise
-            model = _pick_model(ids, _server_name(info.kind, self.base_url))
+            model = pick_model(ids, server_name(info.kind, self.base_url))
             if info is self._info:
                 self._default_model = model
+        if self.probe_enforcement and self._proven is not target:
+            yield from enforcement_flow(self, target, model)
+            self._proven = target
         return target, model
 
     def send_flow(self, call: Call, target: Target, model: str) -> Flow[Any]:
@@ -363,7 +348,7 @@ class ModelCore(Generic[ClientT]):
                 changed = yield from self._redetect_flow(target)
             if not changed:
                 if isinstance(error, APIConnectionError):
-                    _unreachable(error, self.base_url)
+                    name_unreachable(error, self.base_url)
                 raise
         else:
             if not (self._redetects and self._misfits(call, response)):
@@ -425,8 +410,8 @@ class ModelCore(Generic[ClientT]):
         if target.info.kind == "llamacpp" and served and model not in served:
             # llama-server answers any model name with its own model: refuse it here.
             raise NotFoundError(
-                f"model {model!r} is not served by {_server_name('llamacpp', self.base_url)}; "
-                f"it serves {_shown(served)}",
+                f"model {model!r} is not served by {server_name('llamacpp', self.base_url)}; "
+                f"it serves {shown_ids(served)}",
                 status_code=404,
             )
         fields = self.constraint_fields(target, call.constraint.term)

@@ -18,6 +18,7 @@ info = detect_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key=
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import openai
@@ -31,6 +32,7 @@ from outlines_like.adapters.detect import (
     root_url,
     vllm_version,
 )
+from outlines_like.errors import APIConnectionError
 from outlines_like.models.retry import NO_RETRY, Flow, adrive, drive
 
 __all__ = [
@@ -40,7 +42,11 @@ __all__ = [
     "aprobe",
     "detect_server",
     "detection_flow",
+    "name_unreachable",
+    "pick_model",
     "probe",
+    "server_name",
+    "shown_ids",
 ]
 
 PROBE_TIMEOUT = 3.0
@@ -160,3 +166,36 @@ async def adetect_server(
     flow = detection_flow(str(client.base_url), server)
     info, _ = await adrive(flow, execute, NO_RETRY)
     return info
+
+
+def shown_ids(ids: Sequence[str]) -> str:
+    """Up to ten served model ids, quoted."""
+    return ", ".join(repr(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
+
+
+def server_name(kind: str, url: str) -> str:
+    """``the vllm server at URL`` (a ``generic`` kind is not named: it means "unknown")."""
+    return f"the server at {url}" if kind == "generic" else f"the {kind} server at {url}"
+
+
+def pick_model(ids: Sequence[str], server: str) -> str:
+    """The single served model, or a ValueError that says how to choose one."""
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        raise ValueError(
+            f"{server} lists no models; pass model_name=... when creating the model "
+            "or model=... per call"
+        )
+    raise ValueError(
+        f"{server} serves {len(ids)} models ({shown_ids(ids)}); choose one with "
+        "model_name=... when creating the model, or model=... per call"
+    )
+
+
+def name_unreachable(error: APIConnectionError, url: str) -> APIConnectionError:
+    """Name the URL in a connection error's message (the error itself is kept)."""
+    prefix = "could not reach the server"
+    rest = error.message[len(prefix) :] if error.message.startswith(prefix) else error.message
+    error.message = f"could not reach the server at {url}{rest}; is it running?"
+    return error

@@ -44,6 +44,7 @@ def from_server(
     reasoning_parser: bool | None = None,
     verify: Verify = True,
     masker: Masker = "server",
+    probe_enforcement: bool = False,
 ) -> Model: ...
 @overload
 def from_server(
@@ -57,6 +58,7 @@ def from_server(
     reasoning_parser: bool | None = None,
     verify: Verify = True,
     masker: Masker = "server",
+    probe_enforcement: bool = False,
 ) -> AsyncModel: ...
 def from_server(
     client: openai.OpenAI | openai.AsyncOpenAI,
@@ -69,6 +71,7 @@ def from_server(
     reasoning_parser: bool | None = None,
     verify: Verify = True,
     masker: Masker = "server",
+    probe_enforcement: bool = False,
 ) -> Model | AsyncModel:
     """Wrap a client: ``Model`` for ``openai.OpenAI``, ``AsyncModel`` for ``openai.AsyncOpenAI``.
 
@@ -97,6 +100,10 @@ def from_server(
             ``verify=`` wins.
         masker: ``"server"`` (default): the server's own backend enforces constraints;
             ``"outlines_like"``: our logits processor inside vLLM does (docs/vllm.md).
+        probe_enforcement: Prove at once that the server enforces what it is sent: one tiny
+            constrained request (``models/enforcement.py``). A sync model does it here and
+            raises ``UnsupportedConstraintError`` when the server ignores the constraint; an
+            async model at ``await amodel.detect()`` or its first call.
 
     Raises:
         TypeError: ``client`` is not an ``openai.OpenAI`` or ``openai.AsyncOpenAI``.
@@ -110,11 +117,15 @@ def from_server(
         "reasoning_parser": reasoning_parser,
         "verify": verify,
         "adapter": masker_adapter(server, masker),
+        "probe_enforcement": probe_enforcement,
     }
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncModel(client, server, **options)  # type: ignore[arg-type]
     if isinstance(client, openai.OpenAI):
-        return Model(client, server, **options)  # type: ignore[arg-type]
+        model = Model(client, server, **options)  # type: ignore[arg-type]
+        if probe_enforcement:
+            model.detect()
+        return model
     raise TypeError(
         f"from_server takes an openai.OpenAI (gives a Model) or an openai.AsyncOpenAI "
         f"(gives an AsyncModel) client, got {type(client).__module__}.{type(client).__qualname__}; "

@@ -143,11 +143,17 @@ class Model(ModelCore[openai.OpenAI]):
         Args:
             refresh: Probe again even when the server is known (a server detected, not
                 named, may have been replaced behind the same URL).
+
+        Raises:
+            UnsupportedConstraintError: with ``probe_enforcement=True``, the server did not
+                enforce the probe's constraint.
         """
         info = self._info
         if info is None or refresh:
             with self._lock:
                 info = drive(self.server_flow(refresh=refresh), self._execute, self._policy)
+        if self.probe_enforcement:
+            self._ready(None)  # resolve the model id and prove enforcement (once per server)
         return info
 
     def __call__(self, prompt: object, output_type: object = None, **inference_kwargs: Any) -> Any:
@@ -354,6 +360,8 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         if info is None or refresh:
             async with self._alock:
                 info = await adrive(self.server_flow(refresh=refresh), self._execute, self._policy)
+        if self.probe_enforcement:
+            await self._ready(None)  # resolve the model id and prove enforcement
         return info
 
     async def __call__(

@@ -166,3 +166,41 @@ def test_a_list_of_values_is_not_an_output_type() -> None:
 
     with pytest.raises(UnsupportedConstraintError, match="Literal\\['red', 'green'\\]"):
         vllm(FakeServer())("hi", ["red", "green"])
+
+
+def test_probe_enforcement_passes_on_a_server_that_enforces() -> None:
+    fake = FakeServer(chat_body("yes-42"), models=("tiny",), owned_by="sglang")
+    model = m.from_server(fake.client(), probe_enforcement=True)  # probes here, at once
+    assert model.server == "sglang"
+    assert fake.bodies[0]["regex"] == "(yes|no)-[0-9]{2}"
+    assert len(fake.bodies) == 1
+    fake.answers = [chat_body("7")]
+    assert model("x", int) == "7"
+    assert len(fake.bodies) == 2  # proved once, not per call
+
+
+def test_probe_enforcement_reports_a_server_that_ignores_its_fields() -> None:
+    from outlines_like.errors import UnsupportedConstraintError
+
+    fake = FakeServer(chat_body("Sure! Here you go."), models=("tiny",), owned_by="vllm")
+    with pytest.raises(UnsupportedConstraintError, match="does not enforce") as info:
+        m.from_server(fake.client(), probe_enforcement=True)
+    assert "structured_outputs" in str(info.value)
+
+
+def test_probe_enforcement_uses_a_schema_where_no_regex_goes() -> None:
+    fake = FakeServer(chat_body('{"n": 150}'))
+    model = m.from_openai(fake.client(), "gpt", retry=None)
+    model.probe_enforcement = True
+    model.detect()
+    assert fake.bodies[0]["response_format"]["type"] == "json_schema"
+
+
+async def test_async_probe_enforcement_at_detect() -> None:
+    from outlines_like.errors import UnsupportedConstraintError
+
+    fake = FakeServer(chat_body("no"), models=("tiny",), owned_by="sglang")
+    amodel = m.from_server(fake.aclient(), probe_enforcement=True)
+    assert fake.bodies == []  # nothing at construction: an async model cannot block there
+    with pytest.raises(UnsupportedConstraintError):
+        await amodel.detect()

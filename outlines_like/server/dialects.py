@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.server.grammar_check import check_grammar
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Regex, Term
 
 __all__ = ["CONSTRAINT_FIELDS", "ConstraintSpec", "RequestError", "read_constraint"]
@@ -116,9 +117,14 @@ def _schema(value: object, field: str) -> dict[str, Any]:
 def _grammar(value: object, field: str, syntax: Literal["ebnf"] | None = None) -> CFG:
     text = _text(value, field)
     try:
-        return CFG(text, syntax) if syntax == "ebnf" else CFG(text)
+        grammar = CFG(text, syntax) if syntax == "ebnf" else CFG(text)
     except (ValueError, TypeError) as exc:
         raise RequestError(f"{field}: {exc}", param=field) from exc
+    try:
+        check_grammar(grammar)
+    except (ValueError, InvalidConstraintError, UnsupportedConstraintError) as exc:
+        raise RequestError(f"{field}: {exc}", param=field, code="invalid_constraint") from exc
+    return grammar
 
 
 def _choice(value: object, field: str) -> Choice:

@@ -1,0 +1,277 @@
+"""Trial compiles in worker processes that are killed past their time or memory budget.
+
+A constraint from a request is first compiled, with its first mask, in a separate process:
+one that runs past ``timeout`` seconds or grows past ``memory_bytes`` of resident memory is
+killed (and replaced), so the work stops instead of running on after the client got its 400.
+Only a constraint that passed its trial is compiled in the server process, where the same
+work is then known to fit the same budgets (compiling is deterministic).
+
+Compiled constraints hold locks and lazily built tables and do not cross processes, hence the
+second compile; it costs the compile time once per constraint (the server caches the result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from outlines_like.fsm.vocabulary import Vocabulary
+    from outlines_like.types import Term
+
+__all__ = ["CompileWorkers", "TrialResult"]
+
+_log = logging.getLogger("outlines_like.server")
+_STARTUP_S = 120.0
+"""Seconds a worker may take to import the masker (slow on a busy machine)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialResult:
+    """How a trial compile ended.
+
+    Attributes:
+        outcome: ``"ok"``, ``"invalid"`` (the masker refused it), ``"unsupported"``,
+            ``"timeout"`` or ``"memory"`` (the worker was killed).
+        message: The masker's message for ``invalid`` / ``unsupported``.
+        seconds: How long the trial took.
+    """
+
+    outcome: str
+    message: str = ""
+    seconds: float = 0.0
+
+
+def _serve(conn_in: Connection, conn_out: Connection) -> None:
+    """A worker process: compile each term it is sent, report how it went."""
+    import numpy as np
+
+    from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+    from outlines_like.fsm.compile import clear_caches, compile_constraint
+    from outlines_like.fsm.processors import bitmask_words
+
+    vocabulary, max_states = conn_in.recv()
+    words = np.zeros(bitmask_words(len(vocabulary)), dtype=np.int32)
+    conn_out.send(("ready", ""))
+    while True:
+        try:
+            term = conn_in.recv()
+        except EOFError:
+            return
+        try:
+            compile_constraint(term, vocabulary, max_states=max_states).matcher().fill_bitmask(
+                words
+            )
+            reply = ("ok", "")
+        except InvalidConstraintError as exc:
+            reply = ("invalid", str(exc))
+        except UnsupportedConstraintError as exc:
+            reply = ("unsupported", str(exc))
+        except RecursionError:
+            reply = ("invalid", "it is nested too deeply")
+        except MemoryError:
+            reply = ("memory", "")
+        except Exception as exc:  # the masker failed on it: the constraint is at fault
+            reply = ("invalid", f"{type(exc).__name__}: {exc}")
+        finally:
+            clear_caches()
+        conn_out.send(reply)
+
+
+def _rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` (0 where ``/proc`` cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class _Worker:
+    """One worker: ``python -m outlines_like.server.compile_workers`` over two pipes.
+
+    A plain subprocess rather than ``multiprocessing``: it never re-imports the parent's main
+    script, and the server process (with its threads) is never forked.
+    """
+
+    def __init__(self, vocabulary: Vocabulary, max_states: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "outlines_like.server.compile_workers"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+        )
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.send = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.recv = Connection(os.dup(self.process.stdout.fileno()), writable=False)
+        self.process.stdin.close()
+        self.process.stdout.close()
+        self.send.send((vocabulary, max_states))
+        self.ready = False
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=5)
+        self.send.close()
+        self.recv.close()
+
+
+class CompileWorkers:
+    """A few compile worker processes, each running one trial at a time.
+
+    Args:
+        vocabulary: The served model's vocabulary (sent to each worker once).
+        processes: Worker processes.
+        timeout: Seconds a trial may take (the worker is killed after).
+        memory_bytes: Resident memory a worker may reach (killed after).
+        max_states: The DFA state limit.
+    """
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        *,
+        processes: int,
+        timeout: float,
+        memory_bytes: int,
+        max_states: int,
+    ) -> None:
+        self.vocabulary = vocabulary
+        self.timeout = timeout
+        self.memory_bytes = memory_bytes
+        self.max_states = max_states
+        self.processes = max(1, processes)
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._guard = threading.Lock()
+        self._starting = threading.Lock()
+        self._started = False
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self.processes, "outlines-like-compile-watch"
+        )
+        self.killed = 0
+        """Workers killed for running past a budget (tests and ``/stats``)."""
+
+    def _spawn(self) -> None:
+        """Start a worker; it joins the idle queue once loaded (start-up is no request's time)."""
+        worker = _Worker(self.vocabulary, self.max_states)
+        with self._guard:
+            self._all.append(worker)
+        threading.Thread(
+            target=self._when_ready, args=(worker,), name="outlines-like-compile-start", daemon=True
+        ).start()
+
+    def _when_ready(self, worker: _Worker) -> None:
+        try:
+            if worker.recv.poll(_STARTUP_S) and worker.recv.recv()[0] == "ready":
+                worker.ready = True
+                self._idle.put(worker)
+                return
+        except (EOFError, OSError):
+            pass
+        self._retire(worker)  # it could not even start: leave the pool short, say so
+        _log.error("a compile worker failed to start (exit code %s)", worker.process.poll())
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._guard:
+            if worker in self._all:
+                self._all.remove(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        self._retire(worker)
+        with self._starting:
+            if self._started:
+                self._spawn()
+
+    def start(self) -> None:
+        """Start the workers (they load in the background); idempotent."""
+        with self._starting:
+            if self._started:
+                return
+            self._started = True
+            for _ in range(self.processes):
+                self._spawn()
+
+    def shutdown(self) -> None:
+        """Kill every worker (a later :meth:`start` makes new ones)."""
+        with self._starting:
+            self._started = False
+            with self._guard:
+                workers = list(self._all)
+            for worker in workers:
+                self._retire(worker)
+            while not self._idle.empty():
+                self._idle.get_nowait()
+
+    async def trial(self, term: Term) -> TrialResult:
+        """Compile ``term`` (and its first mask) in a worker, within the budgets."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.trial_sync, term)
+
+    def trial_sync(self, term: Term) -> TrialResult:
+        """:meth:`trial`, blocking."""
+        self.start()
+        try:
+            worker = self._idle.get(timeout=_STARTUP_S)
+        except queue.Empty:
+            return TrialResult("timeout", "no compile worker is available")
+        try:
+            result = self._run(worker, term)
+        except BaseException:
+            self._replace(worker)
+            raise
+        if result.outcome in ("timeout", "memory"):
+            self.killed += 1
+            self._replace(worker)
+        else:
+            self._idle.put(worker)
+        return result
+
+    def _run(self, worker: _Worker, term: Term) -> TrialResult:
+        """Send one term and watch the worker (on a helper thread)."""
+        start = time.monotonic()
+        worker.send.send(term)
+        deadline = start + self.timeout
+        while True:
+            if worker.recv.poll(0.02):
+                try:
+                    outcome, message = worker.recv.recv()
+                except (EOFError, OSError):  # the worker died (the OS's memory limit, a crash)
+                    return TrialResult("memory", "", time.monotonic() - start)
+                return TrialResult(outcome, message, time.monotonic() - start)
+            if not worker.alive():
+                return TrialResult("memory", "", time.monotonic() - start)
+            if time.monotonic() > deadline:
+                return TrialResult("timeout", "", time.monotonic() - start)
+            if _rss(worker.process.pid) > self.memory_bytes:
+                return TrialResult("memory", "", time.monotonic() - start)
+
+    def status(self) -> dict[str, Any]:
+        """Worker counts for ``/stats``."""
+        return {"workers": len(self._all), "killed": self.killed}
+
+
+def _main() -> None:
+    """Entry point of a worker process: the parent speaks over stdin and stdout."""
+    out = os.dup(1)
+    os.dup2(2, 1)  # stray prints go to stderr, not into the reply pipe
+    _serve(Connection(0, writable=False), Connection(out, readable=False))
+
+
+if __name__ == "__main__":
+    _main()

@@ -110,6 +110,7 @@ class MaskWorkers:
         self._locks: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
         self.threads = threads
         self._threads: list[threading.Thread] = []
+        self._orphans: list[tuple[MaskJob, Any]] = []
 
     def start(self) -> None:
         """Start the threads (idempotent; :meth:`submit` starts them too)."""
@@ -142,6 +143,28 @@ class MaskWorkers:
                 if running is job:
                     raise_in_thread(ident, MaskTimeoutError)
                     return
+
+    def orphan(self, job: MaskJob, owner: Any) -> None:
+        """Keep an eye on the job of a sequence that was released (cancelled) mid-mask."""
+        with self._guard:
+            self._orphans.append((job, owner))
+
+    def reap_orphans(self) -> list[Any]:
+        """Stop orphaned jobs past their budget; the owners they may have left half-built."""
+        now = time.monotonic()
+        stopped: list[Any] = []
+        with self._guard:
+            orphans, self._orphans = self._orphans, []
+        for job, owner in orphans:
+            if job.done():
+                continue
+            if job.elapsed(now) > self.job_timeout:
+                self.stop_job(job)
+                stopped.append(owner)
+            else:
+                with self._guard:
+                    self._orphans.append((job, owner))
+        return stopped
 
     def shutdown(self) -> None:
         """Let the threads exit after their current job (a later :meth:`start` makes new ones)."""

@@ -214,7 +214,6 @@ class TransformersPipeline:
             (k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None
         )
         self._sequences: dict[str, _Sequence] = {}
-        self._orphans: list[tuple[MaskJob, Any]] = []  # mask jobs of released sequences
         self.stats = PipelineStats()
         self._host_words: Any = None
 
@@ -223,8 +222,9 @@ class TransformersPipeline:
     def release(self, request_id: str) -> None:
         """Free a request's KV cache and matcher (unknown ids are ignored)."""
         seq = self._sequences.pop(request_id, None)
-        if seq is not None and seq.job is not None and not seq.job.done():
-            self._orphans.append((seq.job, seq.request.constraint))  # stopped when overdue
+        workers = self.mask_workers
+        if workers is not None and seq is not None and seq.job is not None:
+            workers.orphan(seq.job, seq.request.constraint)  # stopped if it runs too long
 
     def execute(self, batch: Sequence[GenerationRequest]) -> dict[str, StepOutput]:
         """Run one forward pass for the whole batch and sample one token per request."""
@@ -322,17 +322,7 @@ class TransformersPipeline:
         assert workers is not None
         deadline = time.monotonic() + workers.step_wait
         ready: list[_Sequence] = []
-        poisoned: list[Any] = []
-        now = time.monotonic()
-        orphans, self._orphans = self._orphans, []
-        for orphan, constraint in orphans:
-            if orphan.done():
-                continue
-            if orphan.elapsed(now) > workers.job_timeout:
-                workers.stop_job(orphan)
-                poisoned.append(constraint)
-            else:
-                self._orphans.append((orphan, constraint))
+        poisoned = workers.reap_orphans()
         for seq in seqs:
             job = seq.job
             if job is None:

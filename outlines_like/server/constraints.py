@@ -17,6 +17,7 @@ import concurrent.futures
 import gc
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
@@ -39,6 +40,7 @@ _OUTCOMES: dict[str, tuple[str, str]] = {
 """How a failed constraint is refused: the message after the field's name, and the error code."""
 
 _MAX_REMEMBERED_FAILURES = 4096
+_REMEASURE_S = 1.0
 
 
 def nbytes(root: object, skip: set[int] | None = None) -> int:
@@ -105,6 +107,7 @@ class ConstraintCompiler:
             collections.OrderedDict()
         )
         self._sizes: dict[tuple[str, str], int] = {}
+        self._measured: dict[tuple[str, str], float] = {}
         self._failed: collections.OrderedDict[tuple[str, str], tuple[str, str]] = (
             collections.OrderedDict()
         )
@@ -192,11 +195,16 @@ class ConstraintCompiler:
         return compiled
 
     def remeasure(self, key: tuple[str, str]) -> None:
-        """Measure a cached constraint again (it grew while generating) and trim the cache."""
+        """Measure a cached constraint again (it grew while generating) and trim the cache.
+
+        At most once a second per constraint: a busy constraint is measured often enough.
+        """
+        now = time.monotonic()
         with self._lock:
             compiled = self._compiled.get(key)
-        if compiled is None:
-            return
+            if compiled is None or now - self._measured.get(key, 0.0) < _REMEASURE_S:
+                return
+            self._measured[key] = now
         size = nbytes(compiled, self._skip)
         with self._lock:
             if key in self._compiled:
@@ -208,6 +216,7 @@ class ConstraintCompiler:
         with self._lock:
             self._compiled.pop(key, None)
             self._sizes.pop(key, None)
+            self._measured.pop(key, None)
         self._remember_failure(key, "failed", reason)
 
     def _trim(self) -> None:
@@ -216,6 +225,7 @@ class ConstraintCompiler:
         while total > self.cache_bytes and self._compiled:
             old, _ = self._compiled.popitem(last=False)
             total -= self._sizes.pop(old, 0)
+            self._measured.pop(old, None)
 
     def status(self) -> dict[str, Any]:
         """Cache and worker figures for ``/stats``."""

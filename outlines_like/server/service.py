@@ -66,6 +66,12 @@ class Job:
         return sum(r.completion_tokens for r in self.runs)
 
 
+def _engine_failure() -> RequestError:
+    return RequestError(
+        "generation failed inside the server (see its log)", code="internal_error", status=500
+    )
+
+
 class GenerationService:
     """The served model: its engine, vocabulary and constraint compiler.
 
@@ -217,10 +223,16 @@ class GenerationService:
 
         When it ends, a constraint that failed in the engine is evicted from the cache, and
         one that worked is measured again (its tables grew while generating).
+
+        Raises:
+            RequestError: a run failed inside the engine (a 500, or the stream's error
+                event; the log has the details). The job's other runs are cancelled.
         """
         try:
-            async for item in generate_all(self.scheduler, job.runs):
-                yield item
+            async for run, out in generate_all(self.scheduler, job.runs):
+                if out.finish_reason == "error":  # a stream ends with its own error event
+                    raise _engine_failure()
+                yield run, out
         finally:
             await self._after(job)
 
@@ -241,10 +253,4 @@ class GenerationService:
         """
         async for _ in self.stream(job):
             pass
-        if any(r.finish_reason == "error" for r in job.runs):
-            raise RequestError(
-                "generation failed inside the server (see its log)",
-                code="internal_error",
-                status=500,
-            )
         return job

@@ -143,10 +143,12 @@ def _hostile(rng: random.Random, base: str) -> tuple[str, Callable[[], int]]:
     tag = f"t{rng.randrange(10**9)}"
     chat: dict[str, Any] = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 16}
 
-    def post(body: dict[str, Any], timeout: float = 120.0, path: str = "/v1/chat/completions"):
+    def post(body: dict[str, Any], timeout: float = 300.0, path: str = "/v1/chat/completions"):
         def send() -> int:
+            raw = json.dumps(body)  # ASCII: lone surrogates travel as escapes
+            headers = {"content-type": "application/json"}
             with httpx.Client(base_url=base, timeout=timeout) as http:
-                return http.post(path, json=body).status_code
+                return http.post(path, content=raw, headers=headers).status_code
 
         return send
 

@@ -1,23 +1,30 @@
-"""Trial compiles in worker processes that are killed past their time or memory budget.
+"""Trial compiles in processes that are killed past their time or memory budget.
 
-A constraint from a request is first compiled, with its first mask, in a separate process:
-one that runs past ``timeout`` seconds or grows past ``memory_bytes`` of resident memory is
-killed (and replaced), so the work stops instead of running on after the client got its 400.
-Only a constraint that passed its trial is compiled in the server process, where the same
-work is then known to fit the same budgets (compiling is deterministic).
+A constraint from a request is first compiled, with its first mask, outside the server: each
+worker (``python -m outlines_like.server.compile_workers``, a plain subprocess at a lower CPU
+priority) imports the masker once, then forks one child per trial; a child that runs past
+``timeout`` seconds or grows past ``memory_bytes`` of resident memory is killed, so the work
+stops instead of running on after the client got its 400, and the next trial starts at once
+(a fork costs milliseconds, a fresh interpreter seconds). Where there is no ``fork`` the
+worker compiles itself and the server kills and replaces it.
 
-Compiled constraints hold locks and lazily built tables and do not cross processes, hence the
-second compile; it costs the compile time once per constraint (the server caches the result).
+Only a constraint that passed its trial is compiled in the server process, where the same work
+is then known to fit the same budgets (compiling is deterministic). Compiled constraints hold
+locks and lazily built tables and do not cross processes, hence the second compile; it costs
+the compile time once per constraint (the server caches the result).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
+import multiprocessing
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["CompileWorkers", "TrialResult"]
 
 _log = logging.getLogger("outlines_like.server")
+_GRACE_S = 2.0
+"""Seconds past the compile budget before the server gives up on a worker itself."""
 _STARTUP_S = 120.0
 """Seconds a worker may take to import the masker (slow on a busy machine)."""
 
@@ -52,39 +61,87 @@ class TrialResult:
     seconds: float = 0.0
 
 
-def _serve(conn_in: Connection, conn_out: Connection) -> None:
-    """A worker process: compile each term it is sent, report how it went."""
+def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int) -> tuple[str, str]:
+    """Compile ``term`` and compute its first mask; ``(outcome, message)``."""
     import numpy as np
 
     from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
     from outlines_like.fsm.compile import clear_caches, compile_constraint
     from outlines_like.fsm.processors import bitmask_words
 
-    vocabulary, max_states = conn_in.recv()
     words = np.zeros(bitmask_words(len(vocabulary)), dtype=np.int32)
+    try:
+        compile_constraint(term, vocabulary, max_states=max_states).matcher().fill_bitmask(words)
+        return ("ok", "")
+    except InvalidConstraintError as exc:
+        return ("invalid", str(exc))
+    except UnsupportedConstraintError as exc:
+        return ("unsupported", str(exc))
+    except RecursionError:
+        return ("invalid", "it is nested too deeply")
+    except MemoryError:
+        return ("memory", "")
+    except Exception as exc:  # the masker failed on it: the constraint is at fault
+        return ("invalid", f"{type(exc).__name__}: {exc}")
+    finally:
+        clear_caches()
+
+
+def _forked_trial(
+    term: Term, vocabulary: Vocabulary, budget: tuple[int, float, int]
+) -> tuple[str, str]:
+    """Run one trial in a forked child of this (single-threaded) worker, under the budgets.
+
+    The child starts with every module already imported (a fork costs milliseconds), and is
+    killed past the time or memory budget: the worker itself never runs masker code, so it
+    never needs replacing.
+    """
+    max_states, timeout, memory_bytes = budget
+    read, write = multiprocessing.Pipe(duplex=False)
+    pid = os.fork()
+    if pid == 0:  # the child
+        read.close()
+        try:
+            write.send(_compile_once(term, vocabulary, max_states))
+        finally:
+            os._exit(0)
+    write.close()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if read.poll(0.02):
+                try:
+                    reply: tuple[str, str] = read.recv()
+                    return reply
+                except (EOFError, OSError):
+                    return ("memory", "")  # the child died: the OS's memory limit
+            if time.monotonic() > deadline:
+                return ("timeout", "")
+            if _rss(pid) > memory_bytes:
+                return ("memory", "")
+    finally:
+        read.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _serve(conn_in: Connection, conn_out: Connection) -> None:
+    """A worker process: trial-compile each term it is sent, report how it went."""
+    import outlines_like.fsm.compile  # noqa: F401  (imported once, before any fork)
+
+    vocabulary, budget = conn_in.recv()
     conn_out.send(("ready", ""))
+    forks = hasattr(os, "fork")
     while True:
         try:
             term = conn_in.recv()
         except EOFError:
             return
-        try:
-            compile_constraint(term, vocabulary, max_states=max_states).matcher().fill_bitmask(
-                words
-            )
-            reply = ("ok", "")
-        except InvalidConstraintError as exc:
-            reply = ("invalid", str(exc))
-        except UnsupportedConstraintError as exc:
-            reply = ("unsupported", str(exc))
-        except RecursionError:
-            reply = ("invalid", "it is nested too deeply")
-        except MemoryError:
-            reply = ("memory", "")
-        except Exception as exc:  # the masker failed on it: the constraint is at fault
-            reply = ("invalid", f"{type(exc).__name__}: {exc}")
-        finally:
-            clear_caches()
+        if forks:
+            reply = _forked_trial(term, vocabulary, budget)
+        else:  # no fork: compile here, the parent watches and kills this worker
+            reply = _compile_once(term, vocabulary, budget[0])
         conn_out.send(reply)
 
 
@@ -104,7 +161,7 @@ class _Worker:
     script, and the server process (with its threads) is never forked.
     """
 
-    def __init__(self, vocabulary: Vocabulary, max_states: int) -> None:
+    def __init__(self, vocabulary: Vocabulary, budget: tuple[int, float, int]) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "outlines_like.server.compile_workers"],
             stdin=subprocess.PIPE,
@@ -117,7 +174,7 @@ class _Worker:
         self.recv = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
         self.process.stdout.close()
-        self.send.send((vocabulary, max_states))
+        self.send.send((vocabulary, budget))
         self.ready = False
 
     def alive(self) -> bool:
@@ -168,7 +225,8 @@ class CompileWorkers:
 
     def _spawn(self) -> None:
         """Start a worker; it joins the idle queue once loaded (start-up is no request's time)."""
-        worker = _Worker(self.vocabulary, self.max_states)
+        budget = (self.max_states, self.timeout, self.memory_bytes)
+        worker = _Worker(self.vocabulary, budget)
         with self._guard:
             self._all.append(worker)
         threading.Thread(
@@ -231,35 +289,41 @@ class CompileWorkers:
         except queue.Empty:
             return TrialResult("timeout", "no compile worker is available")
         try:
-            result = self._run(worker, term)
+            result, stalled = self._run(worker, term)
         except BaseException:
             self._replace(worker)
             raise
         if result.outcome in ("timeout", "memory"):
             self.killed += 1
+        if stalled:  # the worker itself ran past the budget (no fork): replace it
             self._replace(worker)
         else:
             self._idle.put(worker)
         return result
 
-    def _run(self, worker: _Worker, term: Term) -> TrialResult:
-        """Send one term and watch the worker (on a helper thread)."""
+    def _run(self, worker: _Worker, term: Term) -> tuple[TrialResult, bool]:
+        """Send one term and watch the worker (on a helper thread); whether it stalled.
+
+        The worker enforces the budgets on its forked child; this watch is the safety net
+        (and the enforcement where there is no fork), with a grace period past the budget.
+        """
         start = time.monotonic()
         worker.send.send(term)
-        deadline = start + self.timeout
+        deadline = start + self.timeout + _GRACE_S
         while True:
+            elapsed = time.monotonic() - start
             if worker.recv.poll(0.02):
                 try:
                     outcome, message = worker.recv.recv()
                 except (EOFError, OSError):  # the worker died (the OS's memory limit, a crash)
-                    return TrialResult("memory", "", time.monotonic() - start)
-                return TrialResult(outcome, message, time.monotonic() - start)
+                    return TrialResult("memory", "", elapsed), True
+                return TrialResult(outcome, message, elapsed), False
             if not worker.alive():
-                return TrialResult("memory", "", time.monotonic() - start)
+                return TrialResult("memory", "", elapsed), True
             if time.monotonic() > deadline:
-                return TrialResult("timeout", "", time.monotonic() - start)
+                return TrialResult("timeout", "", elapsed), True
             if _rss(worker.process.pid) > self.memory_bytes:
-                return TrialResult("memory", "", time.monotonic() - start)
+                return TrialResult("memory", "", elapsed), True
 
     def status(self) -> dict[str, Any]:
         """Worker counts for ``/stats``."""
@@ -270,6 +334,8 @@ def _main() -> None:
     """Entry point of a worker process: the parent speaks over stdin and stdout."""
     out = os.dup(1)
     os.dup2(2, 1)  # stray prints go to stderr, not into the reply pipe
+    if hasattr(os, "nice"):
+        os.nice(10)  # the engine's forward passes come first on a busy machine
     _serve(Connection(0, writable=False), Connection(out, readable=False))
 
 

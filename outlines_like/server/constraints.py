@@ -40,7 +40,7 @@ _OUTCOMES: dict[str, tuple[str, str]] = {
 """How a failed constraint is refused: the message after the field's name, and the error code."""
 
 _MAX_REMEMBERED_FAILURES = 4096
-_REMEASURE_S = 1.0
+_REMEASURE_S = 5.0
 
 
 def nbytes(root: object, skip: set[int] | None = None) -> int:
@@ -197,7 +197,7 @@ class ConstraintCompiler:
     def remeasure(self, key: tuple[str, str]) -> None:
         """Measure a cached constraint again (it grew while generating) and trim the cache.
 
-        At most once a second per constraint: a busy constraint is measured often enough.
+        At most once every 5 s per constraint: a busy constraint is measured often enough.
         """
         now = time.monotonic()
         with self._lock:

@@ -102,10 +102,10 @@ async def _read_all(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _client_left(request: Request, when: str) -> None:
+def _client_left(request: Request) -> None:
     """One log line for a client that went away (no traceback: it is not our failure)."""
     peer = request.client.host if request.client is not None else "?"
-    _log.info("client %s went away %s (%s %s)", peer, when, request.method, request.url.path)
+    _log.info("client %s went away (%s %s)", peer, request.method, request.url.path)
 
 
 async def _unless_disconnected(request: Request, work: Awaitable[_T]) -> _T:
@@ -144,7 +144,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ClientDisconnect)
     async def _client_gone(request: Request, exc: ClientDisconnect) -> Response:
-        _client_left(request, "while sending its request")
+        _client_left(request)
         return _error(400, "the client went away", None, "client_disconnected")
 
     @app.exception_handler(Exception)

@@ -62,7 +62,7 @@ class ServerConfig:
     compile_timeout: float = 10.0
     compile_memory_bytes: int = 2_000_000_000
     compile_workers: int = 2
-    cache_bytes: int = 1_000_000_000
+    cache_bytes: int = 256_000_000
     mask_timeout: float = 2.0
     step_mask_wait: float = 0.02
     mask_workers: int = 2

@@ -88,7 +88,7 @@ class ConstraintCompiler:
         timeout: float,
         memory_bytes: int = 2_000_000_000,
         workers: int = 2,
-        cache_bytes: int = 1_000_000_000,
+        cache_bytes: int = 256_000_000,
     ) -> None:
         self.vocabulary = vocabulary
         self.max_states = max_states

@@ -68,9 +68,13 @@ def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int) -> tuple[
     from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
     from outlines_like.fsm.compile import clear_caches, compile_constraint
     from outlines_like.fsm.processors import bitmask_words
+    from outlines_like.server.grammar_check import check_grammar
+    from outlines_like.types import CFG
 
     words = np.zeros(bitmask_words(len(vocabulary)), dtype=np.int32)
     try:
+        if isinstance(term, CFG):
+            check_grammar(term)  # every rule productive, and it builds
         compile_constraint(term, vocabulary, max_states=max_states).matcher().fill_bitmask(words)
         return ("ok", "")
     except InvalidConstraintError as exc:
@@ -79,6 +83,8 @@ def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int) -> tuple[
         return ("unsupported", str(exc))
     except RecursionError:
         return ("invalid", "it is nested too deeply")
+    except ValueError as exc:  # the grammar check
+        return ("invalid", str(exc))
     except MemoryError:
         return ("memory", "")
     except Exception as exc:  # the masker failed on it: the constraint is at fault

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
-from outlines_like.server.grammar_check import check_grammar
+from outlines_like.server.grammar_check import check_directives
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Regex, Term
 
 __all__ = ["CONSTRAINT_FIELDS", "ConstraintSpec", "RequestError", "read_constraint"]
@@ -167,7 +167,7 @@ def _grammar(value: object, field: str, syntax: Literal["ebnf"] | None = None) -
     except (ValueError, TypeError) as exc:
         raise RequestError(f"{field}: {exc}", param=field) from exc
     try:
-        check_grammar(grammar)
+        check_directives(grammar)  # the rest of the checks run in the trial compile
     except (ValueError, InvalidConstraintError, UnsupportedConstraintError) as exc:
         raise RequestError(f"{field}: {exc}", param=field, code="invalid_constraint") from exc
     return grammar

@@ -16,13 +16,27 @@ import re
 
 from outlines_like.types import CFG
 
-__all__ = ["check_grammar"]
+__all__ = ["check_directives", "check_grammar"]
 
 _DIRECTIVE = re.compile(r"^[ \t]*%(import|declare)\b", re.MULTILINE)
 
 
+def check_directives(grammar: CFG) -> None:
+    """Refuse ``%import`` and ``%declare`` (cheap: done when the request arrives).
+
+    Raises:
+        ValueError: the reason, worded for the client (the caller names the field).
+    """
+    directive = _DIRECTIVE.search(grammar.lark)
+    if directive is not None:
+        raise ValueError(f"%{directive.group(1)} is not allowed in a request's grammar")
+
+
 def check_grammar(grammar: CFG) -> None:
     """Refuse a grammar the server will not compile.
+
+    Building the grammar costs as much as compiling it (seconds for thousands of
+    alternatives), so the server runs this in its trial compile, under the compile budget.
 
     Args:
         grammar: The request's grammar (Lark or EBNF).
@@ -30,10 +44,8 @@ def check_grammar(grammar: CFG) -> None:
     Raises:
         ValueError: the reason, worded for the client (the caller names the field).
     """
+    check_directives(grammar)
     text = grammar.lark
-    directive = _DIRECTIVE.search(text)
-    if directive is not None:
-        raise ValueError(f"%{directive.group(1)} is not allowed in a request's grammar")
     from lark.exceptions import LarkError
     from lark.load_grammar import GrammarBuilder
 

@@ -16,8 +16,6 @@ the compile time once per constraint (the server caches the result).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -223,9 +221,6 @@ class CompileWorkers:
         self._guard = threading.Lock()
         self._starting = threading.Lock()
         self._started = False
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            self.processes, "outlines-like-compile-watch"
-        )
         self.killed = 0
         """Workers killed for running past a budget (tests and ``/stats``)."""
 
@@ -282,13 +277,8 @@ class CompileWorkers:
             while not self._idle.empty():
                 self._idle.get_nowait()
 
-    async def trial(self, term: Term) -> TrialResult:
-        """Compile ``term`` (and its first mask) in a worker, within the budgets."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self.trial_sync, term)
-
     def trial_sync(self, term: Term) -> TrialResult:
-        """:meth:`trial`, blocking."""
+        """Compile ``term`` (and its first mask) in a worker, within the budgets (blocking)."""
         self.start()
         try:
             worker = self._idle.get(timeout=_STARTUP_S)

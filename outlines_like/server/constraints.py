@@ -112,7 +112,8 @@ class ConstraintCompiler:
             collections.OrderedDict()
         )
         self._skip = {id(vocabulary), *(id(o) for o in gc.get_referents(vocabulary))}
-        self._pool = concurrent.futures.ThreadPoolExecutor(2, "outlines-like-compile")
+        self._inflight: dict[tuple[str, str], concurrent.futures.Future[Compiled]] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers + 2, "outlines-like-compile")
 
     def start(self) -> None:
         """Start the trial workers (they load in the background)."""
@@ -173,26 +174,34 @@ class ConstraintCompiler:
                 param=spec.field,
                 code="constraint_too_large",
             )
-        trial = await self.trials.trial(spec.term)
-        if trial.outcome != "ok":
-            self._remember_failure(key, trial.outcome, trial.message)
-            raise self._refuse(spec, trial.outcome, trial.message)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, self._compile_now, spec)
-        try:  # passed its trial: the same work, so the timeout is only a safety net
-            compiled = await asyncio.wait_for(future, 2 * self.timeout + 5)
-        except (InvalidConstraintError, UnsupportedConstraintError, RecursionError) as exc:
-            self._remember_failure(key, "invalid", str(exc))
-            raise self._refuse(spec, "invalid", str(exc)) from exc
-        except asyncio.TimeoutError as exc:
-            self._remember_failure(key, "timeout", "")
-            raise self._refuse(spec, "timeout", "") from exc
-        size = nbytes(compiled, self._skip)
-        with self._lock:
-            self._compiled[key] = compiled
-            self._sizes[key] = size
-            self._trim()
-        return compiled
+        with self._lock:  # one compile per constraint, however many requests wait for it
+            shared = self._inflight.get(key)
+            if shared is None:
+                shared = self._inflight[key] = self._pool.submit(self._compile_sync, spec)
+        return await asyncio.wrap_future(shared)
+
+    def _compile_sync(self, spec: ConstraintSpec) -> Compiled:
+        """Trial, then compile here and cache (on a pool thread); shared by concurrent callers."""
+        key = spec.key
+        try:
+            trial = self.trials.trial_sync(spec.term)
+            if trial.outcome != "ok":
+                self._remember_failure(key, trial.outcome, trial.message)
+                raise self._refuse(spec, trial.outcome, trial.message)
+            try:  # passed its trial: the same work, known to fit the budgets
+                compiled = self._compile_now(spec)
+            except (InvalidConstraintError, UnsupportedConstraintError, RecursionError) as exc:
+                self._remember_failure(key, "invalid", str(exc))
+                raise self._refuse(spec, "invalid", str(exc)) from exc
+            size = nbytes(compiled, self._skip)
+            with self._lock:
+                self._compiled[key] = compiled
+                self._sizes[key] = size
+                self._trim()
+            return compiled
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
 
     def remeasure(self, key: tuple[str, str]) -> None:
         """Measure a cached constraint again (it grew while generating) and trim the cache.

@@ -54,7 +54,7 @@ def _sandbox(max_bytes: int, deadline: list[float]) -> Any:
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
             if time.monotonic() > deadline[0]:
-                raise SecurityError("the template ran past its time budget")
+                raise TemplateLimitError("ran past its time budget")
             return super().call(__context, __obj, *args, **kwargs)
 
     def raise_exception(message: str) -> None:

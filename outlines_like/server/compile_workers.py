@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["CompileWorkers", "TrialResult"]
 
 _log = logging.getLogger("outlines_like.server")
+_WALL_FACTOR = 10.0
+"""A trial may take this many times its CPU budget in wall time (it runs at a low priority)."""
 _GRACE_S = 2.0
 """Seconds past the compile budget before the server gives up on a worker itself."""
 _STARTUP_S = 120.0
@@ -110,7 +112,9 @@ def _forked_trial(
         finally:
             os._exit(0)
     write.close()
-    deadline = time.monotonic() + timeout
+    # the budget is CPU time (a niced child on a busy machine gets little of the wall clock),
+    # capped at _WALL_FACTOR times as much wall time
+    deadline = time.monotonic() + _WALL_FACTOR * timeout
     try:
         while True:
             if read.poll(0.02):
@@ -119,7 +123,7 @@ def _forked_trial(
                     return reply
                 except (EOFError, OSError):
                     return ("memory", "")  # the child died: the OS's memory limit
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or _cpu_seconds(pid) > timeout:
                 return ("timeout", "")
             if _rss(pid) > memory_bytes:
                 return ("memory", "")
@@ -132,7 +136,12 @@ def _forked_trial(
 
 def _serve(conn_in: Connection, conn_out: Connection) -> None:
     """A worker process: trial-compile each term it is sent, report how it went."""
-    import outlines_like.fsm.compile  # noqa: F401  (imported once, before any fork)
+    # everything a trial needs is imported once, here, before any fork
+    import lark.load_grammar  # noqa: F401
+    import numpy  # noqa: F401
+
+    import outlines_like.fsm.compile
+    import outlines_like.server.grammar_check  # noqa: F401
 
     vocabulary, budget = conn_in.recv()
     conn_out.send(("ready", ""))
@@ -147,6 +156,16 @@ def _serve(conn_in: Connection, conn_out: Connection) -> None:
         else:  # no fork: compile here, the parent watches and kills this worker
             reply = _compile_once(term, vocabulary, budget[0])
         conn_out.send(reply)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (0 where ``/proc`` cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _rss(pid: int) -> int:
@@ -305,7 +324,7 @@ class CompileWorkers:
         """
         start = time.monotonic()
         worker.send.send(term)
-        deadline = start + self.timeout + _GRACE_S
+        deadline = start + _WALL_FACTOR * self.timeout + _GRACE_S
         while True:
             elapsed = time.monotonic() - start
             if worker.recv.poll(0.02):

@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-batch-size", type=int, default=64)
     serve.add_argument("--max-tokens-limit", type=int, default=2048)
     serve.add_argument("--compile-timeout", type=float, default=10.0, help="seconds per constraint")
+    _limits(serve)
     serve.add_argument(
         "--threads",
         type=int,
@@ -82,6 +83,39 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+_LIMITS: tuple[tuple[str, type, str], ...] = (
+    ("compile_memory_bytes", int, "resident bytes a compile worker may reach"),
+    ("compile_workers", int, "compile worker processes"),
+    ("cache_bytes", int, "memory the compiled-constraint cache may hold"),
+    ("mask_timeout", float, "seconds one mask may take before its request fails"),
+    ("step_mask_wait", float, "seconds a step waits for masks that are not ready"),
+    ("mask_workers", int, "threads computing masks off the engine thread"),
+    ("body_timeout", float, "seconds a client may take to send its request body"),
+    ("template_timeout", float, "seconds a chat template may render"),
+    ("template_max_bytes", int, "largest rendered chat prompt"),
+)
+"""The budget options of ``serve``: (ServerConfig field, type, help); defaults are the config's."""
+
+
+def _limits(serve: argparse.ArgumentParser) -> None:
+    from outlines_like.server.config import ServerConfig
+
+    defaults = ServerConfig()
+    for field, kind, text in _LIMITS:
+        default = getattr(defaults, field)
+        serve.add_argument(
+            "--" + field.replace("_", "-"),
+            type=kind,
+            default=default,
+            help=f"{text} (default: {default:g})" if kind is float else f"{text} ({default})",
+        )
+    serve.add_argument(
+        "--allow-request-templates",
+        action="store_true",
+        help="render a chat template sent in chat_template_kwargs (sandboxed, time-limited)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -98,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             compile_timeout=args.compile_timeout,
             torch_threads=args.threads,
             reasoning=args.reasoning,
+            allow_request_templates=args.allow_request_templates,
+            **{field: getattr(args, field) for field, _, _ in _LIMITS},
         )
         serve(config, host=args.host, port=args.port, log_level=args.log_level)
         return 0

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from outlines_like.engine.masking import MaskJob, MaskTimeoutError, MaskWorkers
 from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, import_torch
 
 if TYPE_CHECKING:
@@ -147,6 +148,8 @@ class _Sequence:
     emitted: int = 0  # characters of ``text`` already returned
     finished: bool = False
     thinking: bool = False  # reasoning-aware mode, before the think-end token
+    mask: Any = None  # with mask workers: the ready bitmask words of the next step
+    job: MaskJob | None = None  # with mask workers: the mask work in flight
 
 
 def _held_back(text: str, stops: tuple[str, ...]) -> int:
@@ -168,12 +171,24 @@ class TransformersPipeline:
         tokenizer: Its tokenizer.
         eos_token_ids: Ids that end generation; the tokenizer's EOS and the model's
             ``generation_config.eos_token_id`` when not given.
+        mask_workers: Compute masks and advance matchers on these threads, under their time
+            budgets (the server); ``None`` computes them inline on the caller's thread (the
+            local model, one caller).
+
+    A failure while admitting, masking or sampling one request ends that request alone
+    (``finish_reason="error"``); its batch neighbours go on.
     """
 
     def __init__(
-        self, model: Any, tokenizer: Any, *, eos_token_ids: Sequence[int] | None = None
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        eos_token_ids: Sequence[int] | None = None,
+        mask_workers: MaskWorkers | None = None,
     ) -> None:
         self.torch = import_torch()
+        self.mask_workers = mask_workers
         self.model = model
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
@@ -206,7 +221,10 @@ class TransformersPipeline:
 
     def release(self, request_id: str) -> None:
         """Free a request's KV cache and matcher (unknown ids are ignored)."""
-        self._sequences.pop(request_id, None)
+        seq = self._sequences.pop(request_id, None)
+        workers = self.mask_workers
+        if workers is not None and seq is not None and seq.job is not None:
+            workers.orphan(seq.job, seq.request.constraint)  # stopped if it runs too long
 
     def execute(self, batch: Sequence[GenerationRequest]) -> dict[str, StepOutput]:
         """Run one forward pass for the whole batch and sample one token per request."""
@@ -217,29 +235,44 @@ class TransformersPipeline:
         for req in batch:
             seq = self._sequences.get(req.request_id)
             if seq is None:
-                seq = self._admit(req)
+                try:
+                    seq = self._admit(req)
+                except Exception as exc:  # this request's fault (a seed, a constraint...)
+                    _log.error("request %s failed on admission: %r", req.request_id, exc)
+                    outputs[req.request_id] = self._failed(req)
+                    continue
             if seq.finished:
                 outputs[req.request_id] = self._output(seq, (), "", None)
                 continue
             seqs.append(seq)
+        t_wait = time.perf_counter()
+        if self.mask_workers is not None:
+            seqs = self._collect_masks(seqs, outputs)
+        t_ready = time.perf_counter()
         if not seqs:
+            self.stats.mask_seconds += t_ready - t_wait
             return outputs
         with torch.inference_mode():
             t1 = time.perf_counter()
             logits = self._forward(seqs)
             t2 = time.perf_counter()
-            self._mask(seqs, logits)
+            seqs, logits = self._mask(seqs, logits, outputs)
             t3 = time.perf_counter()
             self._ignore_eos(seqs, logits)
             tokens = self._sample(seqs, logits)
             t4 = time.perf_counter()
         for seq, token in zip(seqs, tokens, strict=True):
+            if token < 0:  # sampling failed for this row alone
+                outputs[seq.request.request_id] = self._fail(seq, "sampling", None)
+                continue
+            was_thinking = seq.thinking
             try:
                 outputs[seq.request.request_id] = self._advance(seq, token)
-            except Exception:  # one broken row must not take the batch down
-                _log.exception("request %s failed at token %d", seq.request.request_id, token)
-                seq.finished = True
-                outputs[seq.request.request_id] = self._output(seq, (token,), "", "error")
+            except Exception as exc:  # one broken row must not take the batch down
+                outputs[seq.request.request_id] = self._fail(seq, f"token {token}", exc)
+                continue
+            self._queue_mask(seq, None if was_thinking else token)
+        self.stats.mask_seconds += t_ready - t_wait
         self.stats.steps += 1
         self.stats.rows += len(seqs)
         self.stats.tokens += len(seqs)
@@ -248,6 +281,74 @@ class TransformersPipeline:
         self.stats.sample_seconds += t4 - t3
         self.stats.step_seconds += time.perf_counter() - t0
         return outputs
+
+    # -- failures -------------------------------------------------------------------------
+
+    def _failed(self, req: GenerationRequest) -> StepOutput:
+        return StepOutput(req.request_id, (), "", True, "error", len(req.prompt_ids), 0)
+
+    def _fail(self, seq: _Sequence, where: str, exc: BaseException | None) -> StepOutput:
+        """End one sequence with ``finish_reason="error"`` (its neighbours go on)."""
+        _log.error("request %s failed (%s): %r", seq.request.request_id, where, exc)
+        seq.finished = True
+        seq.job = None
+        return self._output(seq, (), "", "error")
+
+    # -- masks off the engine thread --------------------------------------------------------
+
+    def _queue_mask(self, seq: _Sequence, token: int | None) -> None:
+        """With mask workers: advance the matcher by ``token`` and compute the next mask."""
+        workers, matcher, constraint = self.mask_workers, seq.matcher, seq.request.constraint
+        if workers is None or matcher is None or constraint is None or seq.finished:
+            return
+        if seq.thinking:
+            return
+        words = np.zeros(bitmask_words(len(constraint.vocabulary)), dtype=np.int32)
+
+        def work() -> Any:
+            if token is not None:
+                matcher.advance(token)
+            matcher.fill_bitmask(words)
+            return words
+
+        seq.mask = None
+        seq.job = workers.submit(constraint, work)
+
+    def _collect_masks(
+        self, seqs: list[_Sequence], outputs: dict[str, StepOutput]
+    ) -> list[_Sequence]:
+        """The rows whose masks are ready; the rest sit this step out, the overdue fail."""
+        workers = self.mask_workers
+        assert workers is not None
+        deadline = time.monotonic() + workers.step_wait
+        ready: list[_Sequence] = []
+        poisoned = workers.reap_orphans()
+        for seq in seqs:
+            job = seq.job
+            if job is None:
+                ready.append(seq)
+                continue
+            if not job.wait(deadline - time.monotonic()):
+                if job.elapsed(time.monotonic()) > workers.job_timeout:
+                    workers.stop_job(job)
+                    poisoned.append(seq.request.constraint)
+                    outputs[seq.request.request_id] = self._fail(
+                        seq, f"mask over {workers.job_timeout:g} s", None
+                    )
+                continue
+            seq.job = None
+            try:
+                seq.mask = job.outcome()
+            except (Exception, MaskTimeoutError) as exc:
+                outputs[seq.request.request_id] = self._fail(seq, "mask", exc)
+                continue
+            ready.append(seq)
+        if poisoned:  # a stopped job may have left its constraint's tables half-built
+            for seq in [*ready, *self._sequences.values()]:
+                if not seq.finished and any(seq.request.constraint is c for c in poisoned):
+                    outputs[seq.request.request_id] = self._fail(seq, "constraint stopped", None)
+            ready = [s for s in ready if not s.finished]
+        return ready
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -263,6 +364,7 @@ class TransformersPipeline:
         seq = _Sequence(req, [], prompt, matcher, generator)
         seq.thinking = matcher is not None and req.think_end_token_id is not None
         self._sequences[req.request_id] = seq
+        self._queue_mask(seq, None)
         return seq
 
     def _forward(self, seqs: list[_Sequence]) -> Any:
@@ -325,9 +427,12 @@ class TransformersPipeline:
             s.pending = []
         return out.logits[:, -1, :].float()
 
-    def _mask(self, seqs: list[_Sequence], logits: Any) -> None:
+    def _mask(
+        self, seqs: list[_Sequence], logits: Any, outputs: dict[str, StepOutput]
+    ) -> tuple[list[_Sequence], Any]:
+        """Apply each constrained row's mask; rows whose mask fails end alone (dropped)."""
         if all(s.matcher is None for s in seqs):
-            return
+            return seqs, logits
         torch = self.torch
         n, width = logits.shape
         words = bitmask_words(width)
@@ -342,12 +447,24 @@ class TransformersPipeline:
         host = self._host_words[:n]
         host_np = host.numpy()
         host_np[...] = -1
+        failed: list[int] = []
         for i, s in enumerate(seqs):
             if s.matcher is not None and s.request.constraint is not None and not s.thinking:
                 vw = bitmask_words(len(s.request.constraint.vocabulary))
-                s.matcher.fill_bitmask(host_np[i, :vw])
+                try:
+                    if s.mask is not None:
+                        host_np[i, :vw] = s.mask
+                    else:
+                        s.matcher.fill_bitmask(host_np[i, :vw])
+                except Exception as exc:
+                    outputs[s.request.request_id] = self._fail(s, "mask", exc)
+                    failed.append(i)
                 host_np[i, vw:] = 0
         apply_token_bitmask(logits, host.to(logits.device, non_blocking=True))
+        if failed:
+            keep = [i for i in range(n) if i not in set(failed)]
+            return [seqs[i] for i in keep], logits[keep]
+        return seqs, logits
 
     def _ignore_eos(self, seqs: list[_Sequence], logits: Any) -> None:
         rows = [i for i, s in enumerate(seqs) if s.request.params.ignore_eos]
@@ -362,6 +479,15 @@ class TransformersPipeline:
                 logits[i, eos] = saved
 
     def _sample(self, seqs: list[_Sequence], logits: Any) -> list[int]:
+        """Pick one token per row; a row whose sampling fails gets -1 (the others go on)."""
+        try:
+            return self._sample_rows(seqs, logits)
+        except Exception:
+            if len(seqs) == 1:
+                return [-1]
+        return [self._sample([seq], logits[i : i + 1])[0] for i, seq in enumerate(seqs)]
+
+    def _sample_rows(self, seqs: list[_Sequence], logits: Any) -> list[int]:
         """Pick one token per row: argmax when greedy, else an exponential race.
 
         Sampling ``argmax(p / E)`` with ``E ~ Exp(1)`` drawn from the row's own generator is
@@ -407,14 +533,20 @@ class TransformersPipeline:
     def _advance(self, seq: _Sequence, token: int) -> StepOutput:
         params = seq.request.params
         seq.n_tokens += 1
+        inline = self.mask_workers is None  # else the workers advance the matcher
         if token in self.eos_token_ids:
-            if seq.matcher is not None and not seq.thinking and not seq.matcher.is_finished():
+            if (
+                inline
+                and seq.matcher is not None
+                and not seq.thinking
+                and not seq.matcher.is_finished()
+            ):
                 seq.matcher.advance(token)
             seq.finished = True
             return self._flush(seq, (token,), "stop")
         if seq.thinking:
             seq.thinking = token != seq.request.think_end_token_id
-        elif seq.matcher is not None:
+        elif seq.matcher is not None and inline:
             t0 = time.perf_counter()
             seq.matcher.advance(token)
             self.stats.mask_seconds += time.perf_counter() - t0

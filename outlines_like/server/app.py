@@ -17,8 +17,8 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 from outlines_like.server.config import SERVER_VERSION, ServerConfig
 from outlines_like.server.dialects import RequestError
@@ -45,6 +45,7 @@ try:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, StreamingResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import ClientDisconnect
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the reference server needs the server extra: pip install 'outlines-like[server]'"
@@ -53,6 +54,8 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 __all__ = ["create_app"]
 
 _log = logging.getLogger("outlines_like.server")
+_T = TypeVar("_T")
+_DISCONNECT_POLL_S = 0.25
 
 
 def _error(status: int, message: str, param: str | None, code: str | None) -> JSONResponse:
@@ -72,8 +75,19 @@ def _check_auth(request: Request, api_key: str | None) -> None:
         raise RequestError("invalid or missing API key", code="invalid_api_key", status=401)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refused (413) as soon as it grows past ``limit`` bytes."""
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The raw body, refused (413) as soon as it grows past ``limit`` bytes (408 if too slow)."""
+    try:
+        return await asyncio.wait_for(_read_all(request, limit), timeout)
+    except asyncio.TimeoutError:
+        raise RequestError(
+            f"the request body did not arrive within {timeout:g} s",
+            code="body_timeout",
+            status=408,
+        ) from None
+
+
+async def _read_all(request: Request, limit: int) -> bytes:
     too_large = RequestError(f"request body over {limit} bytes", code="body_too_large", status=413)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
@@ -88,6 +102,33 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _client_left(request: Request) -> None:
+    """One log line for a client that went away (no traceback: it is not our failure)."""
+    peer = request.client.host if request.client is not None else "?"
+    _log.info("client %s went away (%s %s)", peer, request.method, request.url.path)
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[_T]) -> _T:
+    """Await ``work``, cancelling it when the client disconnects (nobody waits for the answer).
+
+    Raises:
+        ClientDisconnect: the client went away (the work was cancelled).
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientDisconnect()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestError)
     async def _request_error(request: Request, exc: RequestError) -> Response:
@@ -100,6 +141,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         return _error(400, str(exc), None, "invalid_request")
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(request: Request, exc: ClientDisconnect) -> Response:
+        _client_left(request)
+        return _error(400, "the client went away", None, "client_disconnected")
 
     @app.exception_handler(Exception)
     async def _server_error(request: Request, exc: Exception) -> Response:
@@ -147,7 +193,8 @@ def create_app(
 
     async def body_of(request: Request) -> tuple[GenerationService, dict[str, Any]]:
         svc = authorized(request)
-        body = parse_body(await _read_body(request, svc.config.max_body_bytes))
+        config = svc.config
+        body = parse_body(await _read_body(request, config.max_body_bytes, config.body_timeout))
         check_model(body, svc.model_name)
         return svc, body
 
@@ -173,7 +220,8 @@ def create_app(
         job = await svc.prepare_chat(validate_chat(body, svc.config))
         head = response_head("chat", svc.model_name)
         if not job.common.stream:
-            return JSONResponse(chat_completion(head, await svc.finish(job)))
+            done = await _unless_disconnected(request, svc.finish(job))
+            return JSONResponse(chat_completion(head, done))
         events = chat_events(head, job, svc.stream(job))
         return StreamingResponse(events, media_type="text/event-stream")
 
@@ -184,7 +232,8 @@ def create_app(
         job = await svc.prepare_completion(valid)
         head = response_head("completion", svc.model_name)
         if not job.common.stream:
-            return JSONResponse(text_completion(head, await svc.finish(job)))
+            done = await _unless_disconnected(request, svc.finish(job))
+            return JSONResponse(text_completion(head, done))
         events = text_completion_events(head, job, svc.stream(job))
         return StreamingResponse(events, media_type="text/event-stream")
 

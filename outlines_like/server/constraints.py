@@ -1,45 +1,82 @@
-"""Compiling request constraints for the server: cached, size-limited, timed out off the loop."""
+"""Compiling request constraints for the server: tried in a killable worker, cached by bytes.
+
+A constraint the server has not seen is first compiled (with its first mask) in a worker
+process under the time and memory budgets (:mod:`~outlines_like.server.compile_workers`);
+past a budget the worker is killed and the request gets a 400. A constraint that passed is
+compiled here, off the event loop, and cached. The cache is bounded by the memory its entries
+hold (they grow as generation reaches new states; sizes are measured again after each use),
+not by their number. A constraint that fails (at compile time, or later while masking) is
+evicted and its failure remembered, so that a resend costs nothing.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
-from typing import TYPE_CHECKING
+import gc
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.server.compile_workers import CompileWorkers
 from outlines_like.server.dialects import ConstraintSpec, RequestError
 
 if TYPE_CHECKING:
     from outlines_like.fsm._protocols import Compiled
     from outlines_like.fsm.vocabulary import Vocabulary
 
-__all__ = ["ConstraintCompiler"]
+__all__ = ["ConstraintCompiler", "nbytes"]
 
-_REFUSALS: dict[type[BaseException], tuple[str, str]] = {
-    asyncio.TimeoutError: (
-        "did not compile within {timeout:g} s; simplify it",
-        "constraint_too_complex",
-    ),
-    InvalidConstraintError: ("is invalid: {exc}", "invalid_constraint"),
-    UnsupportedConstraintError: ("is not supported: {exc}", "unsupported_constraint"),
-    RecursionError: ("is nested too deeply to compile", "constraint_too_complex"),
+_OUTCOMES: dict[str, tuple[str, str]] = {
+    "timeout": ("did not compile within {timeout:g} s; simplify it", "constraint_too_complex"),
+    "memory": ("needs more memory than this server allows to compile", "constraint_too_complex"),
+    "invalid": ("is invalid: {message}", "invalid_constraint"),
+    "unsupported": ("is not supported: {message}", "unsupported_constraint"),
+    "failed": ("failed while generating and is refused: {message}", "constraint_too_complex"),
 }
-"""How a failed compile is refused: the message after the field's name, and the error code."""
+"""How a failed constraint is refused: the message after the field's name, and the error code."""
+
+_MAX_REMEMBERED_FAILURES = 4096
+_REMEASURE_S = 5.0
+
+
+def nbytes(root: object, skip: set[int] | None = None) -> int:
+    """Approximate memory held by ``root``: every object reachable from it, numpy arrays whole.
+
+    Objects whose ids are in ``skip`` (and what only they reach) are not counted, nor are
+    modules, classes and functions.
+    """
+    seen: set[int] = set(skip or ())
+    total = 0
+    stack = [root]
+    ignored = (type, type(sys), type(nbytes))
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, ignored):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj, 64)
+        owned = getattr(obj, "nbytes", None)
+        if isinstance(owned, int) and getattr(obj, "base", None) is None:
+            total += owned
+        stack.extend(gc.get_referents(obj))
+    return total
 
 
 class ConstraintCompiler:
-    """Compile request constraints with our masker, keeping the last ``cache_size`` of them.
-
-    Compiles run on two worker threads, so that one slow constraint cannot starve request
-    handling; a compile past its timeout keeps its worker until it ends (the request gets a
-    400 now).
+    """Compile request constraints with our masker under budgets, keeping them by bytes.
 
     Args:
         vocabulary: The served model's vocabulary.
         max_states: DFA state limit.
         max_bytes: Largest constraint text.
-        timeout: Seconds a compile may take.
-        cache_size: Compiled constraints kept.
+        timeout: Seconds a compile (and its first mask) may take.
+        memory_bytes: Resident memory a trial compile may reach.
+        workers: Trial compile processes.
+        cache_bytes: Memory the cached constraints may hold.
     """
 
     def __init__(
@@ -49,50 +86,167 @@ class ConstraintCompiler:
         max_states: int,
         max_bytes: int,
         timeout: float,
-        cache_size: int = 256,
+        memory_bytes: int = 2_000_000_000,
+        workers: int = 2,
+        cache_bytes: int = 256_000_000,
     ) -> None:
         self.vocabulary = vocabulary
         self.max_states = max_states
         self.max_bytes = max_bytes
         self.timeout = timeout
-        self.cache_size = cache_size
-        self._compiled: dict[tuple[str, str], Compiled] = {}
-        self._pool = concurrent.futures.ThreadPoolExecutor(2, "outlines-like-compile")
+        self.cache_bytes = cache_bytes
+        self.trials = CompileWorkers(
+            vocabulary,
+            processes=workers,
+            timeout=timeout,
+            memory_bytes=memory_bytes,
+            max_states=max_states,
+        )
+        self._lock = threading.Lock()
+        self._compiled: collections.OrderedDict[tuple[str, str], Compiled] = (
+            collections.OrderedDict()
+        )
+        self._sizes: dict[tuple[str, str], int] = {}
+        self._measured: dict[tuple[str, str], float] = {}
+        self._failed: collections.OrderedDict[tuple[str, str], tuple[str, str]] = (
+            collections.OrderedDict()
+        )
+        self._skip = {id(vocabulary), *(id(o) for o in gc.get_referents(vocabulary))}
+        self._inflight: dict[tuple[str, str], concurrent.futures.Future[Compiled]] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers + 2, "outlines-like-compile")
+
+    def start(self) -> None:
+        """Start the trial workers (they load in the background)."""
+        self.trials.start()
 
     def shutdown(self) -> None:
-        """Stop the workers (compiles in flight are dropped)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the trial workers (compiles in flight end with a 400); ``start`` again later."""
+        self.trials.shutdown()
+
+    @property
+    def cached_bytes(self) -> int:
+        """Memory held by the cached constraints, as last measured."""
+        with self._lock:
+            return sum(self._sizes.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._compiled)
+
+    def _refuse(self, spec: ConstraintSpec, outcome: str, message: str) -> RequestError:
+        what, code = _OUTCOMES[outcome]
+        text = what.format(message=message, timeout=self.timeout)
+        return RequestError(f"{spec.field} {text}", param=spec.field, code=code)
+
+    def _remember_failure(self, key: tuple[str, str], outcome: str, message: str) -> None:
+        with self._lock:
+            self._failed[key] = (outcome, message)
+            while len(self._failed) > _MAX_REMEMBERED_FAILURES:
+                self._failed.popitem(last=False)
 
     def _compile_now(self, spec: ConstraintSpec) -> Compiled:
-        from outlines_like.fsm.compile import compile_constraint
+        from outlines_like.fsm.compile import clear_caches, compile_constraint
 
-        return compile_constraint(spec.term, self.vocabulary, max_states=self.max_states)
+        try:
+            return compile_constraint(spec.term, self.vocabulary, max_states=self.max_states)
+        finally:
+            clear_caches()  # this cache is the one owner: its byte bound holds
 
     async def compile(self, spec: ConstraintSpec) -> Compiled:
         """Compile (or fetch from the cache) a request's constraint.
 
         Raises:
-            RequestError: Invalid, unsupported, too large or too slow to compile.
+            RequestError: Invalid, unsupported, too large, too slow or too big to compile,
+                or known to have failed before.
         """
-        cached = self._compiled.get(spec.key)
-        if cached is not None:
-            return cached
-        if len(spec.key[1]) > self.max_bytes:
+        key = spec.key
+        with self._lock:
+            cached = self._compiled.get(key)
+            if cached is not None:
+                self._compiled.move_to_end(key)
+                return cached
+            failed = self._failed.get(key)
+        if failed is not None:
+            raise self._refuse(spec, *failed)
+        if len(key[1]) > self.max_bytes:
             raise RequestError(
-                f"{spec.field} is too large ({len(spec.key[1])} bytes; the limit is "
-                f"{self.max_bytes})",
+                f"{spec.field} is too large ({len(key[1])} bytes; the limit is {self.max_bytes})",
                 param=spec.field,
                 code="constraint_too_large",
             )
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, self._compile_now, spec)
+        with self._lock:  # one compile per constraint, however many requests wait for it
+            shared = self._inflight.get(key)
+            if shared is None:
+                shared = self._inflight[key] = self._pool.submit(self._compile_sync, spec)
+        return await asyncio.wrap_future(shared)
+
+    def _compile_sync(self, spec: ConstraintSpec) -> Compiled:
+        """Trial, then compile here and cache (on a pool thread); shared by concurrent callers."""
+        key = spec.key
         try:
-            compiled = await asyncio.wait_for(future, self.timeout)
-        except tuple(_REFUSALS) as exc:
-            what, code = next(v for k, v in _REFUSALS.items() if isinstance(exc, k))
-            message = what.format(exc=exc, timeout=self.timeout)
-            raise RequestError(f"{spec.field} {message}", param=spec.field, code=code) from exc
-        if len(self._compiled) >= self.cache_size:
-            self._compiled.pop(next(iter(self._compiled)))
-        self._compiled[spec.key] = compiled
-        return compiled
+            trial = self.trials.trial_sync(spec.term)
+            if trial.outcome != "ok":
+                self._remember_failure(key, trial.outcome, trial.message)
+                raise self._refuse(spec, trial.outcome, trial.message)
+            try:  # passed its trial: the same work, known to fit the budgets
+                compiled = self._compile_now(spec)
+            except (InvalidConstraintError, UnsupportedConstraintError, RecursionError) as exc:
+                self._remember_failure(key, "invalid", str(exc))
+                raise self._refuse(spec, "invalid", str(exc)) from exc
+            size = nbytes(compiled, self._skip)
+            with self._lock:
+                self._compiled[key] = compiled
+                self._sizes[key] = size
+                self._trim()
+            return compiled
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+
+    def remeasure(self, key: tuple[str, str]) -> None:
+        """Measure a cached constraint again (it grew while generating) and trim the cache.
+
+        At most once every 5 s per constraint: a busy constraint is measured often enough.
+        """
+        now = time.monotonic()
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is None or now - self._measured.get(key, 0.0) < _REMEASURE_S:
+                return
+            self._measured[key] = now
+        size = nbytes(compiled, self._skip)
+        with self._lock:
+            if key in self._compiled:
+                self._sizes[key] = size
+                self._trim()
+
+    def evict(self, key: tuple[str, str], reason: str) -> None:
+        """Drop a constraint that failed while generating; resends are refused at once."""
+        with self._lock:
+            self._compiled.pop(key, None)
+            self._sizes.pop(key, None)
+            self._measured.pop(key, None)
+        self._remember_failure(key, "failed", reason)
+
+    def _trim(self) -> None:
+        """Under the lock: drop the least recently used entries until under the byte bound."""
+        total = sum(self._sizes.values())
+        while total > self.cache_bytes and self._compiled:
+            old, _ = self._compiled.popitem(last=False)
+            total -= self._sizes.pop(old, 0)
+            self._measured.pop(old, None)
+
+    def status(self) -> dict[str, Any]:
+        """Cache and worker figures for ``/stats``."""
+        with self._lock:
+            entries, held, failures = (
+                len(self._compiled),
+                sum(self._sizes.values()),
+                len(self._failed),
+            )
+        return {
+            "cached": entries,
+            "cached_bytes": held,
+            "remembered_failures": failures,
+            **self.trials.status(),
+        }

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.server.grammar_check import check_directives
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Regex, Term
 
 __all__ = ["CONSTRAINT_FIELDS", "ConstraintSpec", "RequestError", "read_constraint"]
@@ -112,15 +114,65 @@ def _schema(value: object, field: str) -> dict[str, Any]:
             ) from exc
     if isinstance(value, bool) or not isinstance(value, Mapping):
         raise RequestError(f"{field} must be a JSON Schema object", param=field)
+    _check_schema_values(value, field)
     return dict(value)
+
+
+_BOUND_KEYS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)
+MAX_SCHEMA_BOUND = 10**15
+"""Largest numeric bound a schema may set: beyond it float64 stops counting integers exactly."""
+
+
+def _check_schema_values(schema: object, field: str) -> None:
+    """Refuse numeric bounds the masker cannot enforce, and text that is not text.
+
+    A schema sent as JSON text was decoded after the body's own surrogate check, so its
+    strings are checked here again.
+    """
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if (
+                    key in _BOUND_KEYS
+                    and isinstance(value, (int, float))
+                    and not isinstance(value, bool)
+                    and not (math.isfinite(value) and abs(value) <= MAX_SCHEMA_BOUND)
+                ):
+                    raise RequestError(
+                        f"{field}: {key} {value!r} is beyond what this server enforces (bounds "
+                        f"must be finite and within +-{MAX_SCHEMA_BOUND:.0e})",
+                        param=field,
+                        code="invalid_constraint",
+                    )
+                stack.extend((key, value))
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RequestError(
+                    f"{field} holds a lone UTF-16 surrogate, which is not text",
+                    param=field,
+                    code="invalid_string",
+                ) from None
 
 
 def _grammar(value: object, field: str, syntax: Literal["ebnf"] | None = None) -> CFG:
     text = _text(value, field)
     try:
-        return CFG(text, syntax) if syntax == "ebnf" else CFG(text)
+        grammar = CFG(text, syntax) if syntax == "ebnf" else CFG(text)
     except (ValueError, TypeError) as exc:
         raise RequestError(f"{field}: {exc}", param=field) from exc
+    try:
+        check_directives(grammar)  # the rest of the checks run in the trial compile
+    except (ValueError, InvalidConstraintError, UnsupportedConstraintError) as exc:
+        raise RequestError(f"{field}: {exc}", param=field, code="invalid_constraint") from exc
+    return grammar
 
 
 def _choice(value: object, field: str) -> Choice:

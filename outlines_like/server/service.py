@@ -18,13 +18,13 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from outlines_like.engine.masking import MaskWorkers
 from outlines_like.engine.pipeline import StepOutput, TransformersPipeline
 from outlines_like.engine.prepare import (
     PreparedPrompt,
     expand_runs,
     prepare_rendered,
     prepare_text,
-    render_chat,
     think_end_token_id,
 )
 from outlines_like.engine.runs import Run, generate_all
@@ -32,6 +32,7 @@ from outlines_like.engine.scheduler import Scheduler
 from outlines_like.server.config import ServerConfig
 from outlines_like.server.constraints import ConstraintCompiler
 from outlines_like.server.dialects import ConstraintSpec, RequestError
+from outlines_like.server.templates import TemplateLimitError, TemplateRenderer
 from outlines_like.server.validation import ChatRequest, Common, CompletionRequest
 
 if TYPE_CHECKING:
@@ -57,11 +58,18 @@ class Job:
     prompt_tokens: int
     common: Common
     tools: bool = False
+    constraint_key: tuple[str, str] | None = None
 
     @property
     def completion_tokens(self) -> int:
         """Tokens generated over every run."""
         return sum(r.completion_tokens for r in self.runs)
+
+
+def _engine_failure() -> RequestError:
+    return RequestError(
+        "generation failed inside the server (see its log)", code="internal_error", status=500
+    )
 
 
 class GenerationService:
@@ -84,13 +92,22 @@ class GenerationService:
         self.model_name = model_name
         self.tokenizer = tokenizer
         self.vocabulary: Vocabulary = Vocabulary.from_transformers(tokenizer)
-        self.pipeline = TransformersPipeline(model, tokenizer)
+        self.mask_workers = MaskWorkers(
+            config.mask_workers, job_timeout=config.mask_timeout, step_wait=config.step_mask_wait
+        )
+        self.pipeline = TransformersPipeline(model, tokenizer, mask_workers=self.mask_workers)
         self.scheduler = Scheduler(self.pipeline, max_batch_size=config.max_batch_size)
         self.compiler = ConstraintCompiler(
             self.vocabulary,
             max_states=config.max_states,
             max_bytes=config.max_constraint_bytes,
             timeout=config.compile_timeout,
+            memory_bytes=config.compile_memory_bytes,
+            workers=config.compile_workers,
+            cache_bytes=config.cache_bytes,
+        )
+        self.templates = TemplateRenderer(
+            timeout=config.template_timeout, max_bytes=config.template_max_bytes
         )
         self.created = int(time.time())
         self.think_end_token_id: int | None = (
@@ -98,12 +115,14 @@ class GenerationService:
         )
 
     def start(self) -> None:
-        """Start the engine thread."""
+        """Start the engine thread and the compile workers."""
         self.scheduler.start()
+        self.compiler.start()
 
     def stop(self) -> None:
-        """Stop the engine thread and the compile workers."""
+        """Stop the engine thread, the mask threads and the compile workers."""
         self.scheduler.stop()
+        self.mask_workers.shutdown()
         self.compiler.shutdown()
 
     def model_card(self) -> dict[str, Any]:
@@ -121,6 +140,7 @@ class GenerationService:
         out = dataclasses.asdict(self.pipeline.stats)
         out["batch_sizes"] = dict(self.scheduler.batch_sizes)
         out["load"] = self.scheduler.load
+        out["constraints"] = self.compiler.status()
         return out
 
     # -- preparing ---------------------------------------------------------------------------
@@ -134,12 +154,16 @@ class GenerationService:
         """
         try:
             rendered = await asyncio.to_thread(
-                render_chat,
+                self.templates.render,
                 self.tokenizer,
                 request.messages,
                 tools=request.tools,
                 template_kwargs=request.template_kwargs,
             )
+        except TemplateLimitError as exc:
+            raise RequestError(
+                f"the chat template {exc}", param="messages", code="template_too_costly"
+            ) from exc
         except Exception as exc:  # a template error is the request's fault (bad messages)
             raise RequestError(
                 f"the chat template failed on these messages: {exc}", param="messages"
@@ -148,7 +172,9 @@ class GenerationService:
             self.tokenizer, rendered, think_end_token_id=self.think_end_token_id
         )
         runs = await self._runs([prompt], request.common, request.constraint, "chat")
-        return Job("chat", runs, len(prompt.ids), request.common, request.tools is not None)
+        job = Job("chat", runs, len(prompt.ids), request.common, request.tools is not None)
+        job.constraint_key = request.constraint.key if request.constraint else None
+        return job
 
     async def prepare_completion(self, request: CompletionRequest) -> Job:
         """Encode the prompts, compile the constraint, and make one run per prompt and choice.
@@ -162,7 +188,9 @@ class GenerationService:
             for p in request.prompts
         ]
         runs = await self._runs(prompts, request.common, request.constraint, "cmpl")
-        return Job("completion", runs, sum(len(p.ids) for p in prompts), request.common)
+        job = Job("completion", runs, sum(len(p.ids) for p in prompts), request.common)
+        job.constraint_key = request.constraint.key if request.constraint else None
+        return job
 
     async def _runs(
         self,
@@ -190,9 +218,32 @@ class GenerationService:
 
     # -- running -----------------------------------------------------------------------------
 
-    def stream(self, job: Job) -> AsyncIterator[tuple[Run, StepOutput]]:
-        """The job's outputs as they come, every run interleaved (the runs fill in)."""
-        return generate_all(self.scheduler, job.runs)
+    async def stream(self, job: Job) -> AsyncIterator[tuple[Run, StepOutput]]:
+        """The job's outputs as they come, every run interleaved (the runs fill in).
+
+        When it ends, a constraint that failed in the engine is evicted from the cache, and
+        one that worked is measured again (its tables grew while generating).
+
+        Raises:
+            RequestError: a run failed inside the engine (a 500, or the stream's error
+                event; the log has the details). The job's other runs are cancelled.
+        """
+        try:
+            async for run, out in generate_all(self.scheduler, job.runs):
+                if out.finish_reason == "error":  # a stream ends with its own error event
+                    raise _engine_failure()
+                yield run, out
+        finally:
+            await self._after(job)
+
+    async def _after(self, job: Job) -> None:
+        key = job.constraint_key
+        if key is None:
+            return
+        if any(r.finish_reason == "error" for r in job.runs):
+            self.compiler.evict(key, "the masker failed on it or ran past its time budget")
+        else:
+            await asyncio.to_thread(self.compiler.remeasure, key)
 
     async def finish(self, job: Job) -> Job:
         """Run the job to the end.
@@ -202,10 +253,4 @@ class GenerationService:
         """
         async for _ in self.stream(job):
             pass
-        if any(r.finish_reason == "error" for r in job.runs):
-            raise RequestError(
-                "generation failed inside the server (see its log)",
-                code="internal_error",
-                status=500,
-            )
         return job

@@ -27,6 +27,7 @@ from outlines_like.server.dialects import (
 from outlines_like.server.tool_choice import tool_choice_spec
 
 __all__ = [
+    "MAX_SEED",
     "ChatRequest",
     "Common",
     "CompletionRequest",
@@ -65,6 +66,9 @@ _CHAT_FIELDS = _COMMON_FIELDS | {
 }
 _COMPLETION_FIELDS = _COMMON_FIELDS | {"prompt", "echo", "suffix"}
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_TEMPLATE_KEYS = frozenset({"chat_template", "template"})
+MAX_SEED = 2**63 - 1
+"""Seeds go to numpy's generators, which take ``0 <= seed``; choice ``j`` is seeded ``seed + j``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +139,45 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         ) from exc
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
+    _check_strings(body)
     return body
+
+
+def _check_strings(body: dict[str, Any]) -> None:
+    """Refuse a lone UTF-16 surrogate (an unpaired JSON `uD800` escape) anywhere, keys too.
+
+    JSON lets a request spell one, but no text holds it: the tokenizer, the regex compiler and
+    the response encoder would each fail on it in their own way.
+    """
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                where = f"{path}.{key}" if path else str(key)
+                if _has_surrogate(key):
+                    raise RequestError(
+                        f"a field name in {path or 'the body'} holds a lone surrogate",
+                        param=path or None,
+                        code="invalid_string",
+                    )
+                stack.append((where, value))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node))
+        elif isinstance(node, str) and _has_surrogate(node):
+            raise RequestError(
+                f"{path} holds a lone UTF-16 surrogate, which is not text",
+                param=path,
+                code="invalid_string",
+            )
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def check_model(body: Mapping[str, Any], served: str) -> None:
@@ -219,6 +261,10 @@ def _common(body: Mapping[str, Any], config: ServerConfig, fields: frozenset[str
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise RequestError("seed must be an integer", param="seed")
+    if seed is not None and not 0 <= seed <= MAX_SEED - config.max_n:
+        raise RequestError(
+            f"seed must be between 0 and {MAX_SEED - config.max_n}, got {seed}", param="seed"
+        )
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestError("stream must be a boolean", param="stream")
@@ -308,6 +354,14 @@ def validate_chat(body: Mapping[str, Any], config: ServerConfig) -> ChatRequest:
     kwargs = body.get("chat_template_kwargs") or {}
     if not isinstance(kwargs, Mapping):
         raise RequestError("chat_template_kwargs must be an object", param="chat_template_kwargs")
+    for key in _TEMPLATE_KEYS & kwargs.keys():
+        if not config.allow_request_templates:
+            raise RequestError(
+                f"chat_template_kwargs.{key}: this server renders its own chat template only "
+                "(the operator can allow request templates with --allow-request-templates)",
+                param=f"chat_template_kwargs.{key}",
+                code="template_not_allowed",
+            )
     return ChatRequest(common, messages, tools, _constraint(body, forced), dict(kwargs))
 
 

@@ -16,7 +16,7 @@ one_torch_thread = _tiny.one_torch_thread
 
 
 @pytest.fixture(scope="session")
-def service(tiny_model: tuple[Any, Any]) -> Any:
+def service(tiny_model: tuple[Any, Any]) -> Iterator[Any]:
     from outlines_like.server.config import ServerConfig
     from outlines_like.server.service import GenerationService
 
@@ -27,7 +27,9 @@ def service(tiny_model: tuple[Any, Any]) -> Any:
         max_body_bytes=200_000,
         max_constraint_bytes=20_000,
     )
-    return GenerationService(model, tokenizer, config, "tiny")
+    svc = GenerationService(model, tokenizer, config, "tiny")
+    yield svc
+    svc.stop()  # idempotent: the engine thread, mask threads and compile workers
 
 
 @pytest.fixture(scope="session")

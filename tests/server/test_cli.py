@@ -45,3 +45,32 @@ def test_demo_runs_and_every_shape_holds(
     assert "all shapes held" in text
     for label in ("int", "Literal", "Regex", "pydantic", "Lark grammar", "stream", "async x4"):
         assert f"[ok ] {label}" in text
+
+
+def test_serve_passes_every_budget_to_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    import outlines_like.server.run as run
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(run, "serve", lambda config, **kw: seen.update(config=config, **kw))
+    argv = ["serve", "--mask-timeout", "0.5", "--cache-bytes", "1000", "--allow-request-templates"]
+    assert main([*argv, "--body-timeout", "3", "--compile-workers", "1"]) == 0
+    from outlines_like.server.config import ServerConfig
+
+    config = seen["config"]
+    assert isinstance(config, ServerConfig)
+    assert (config.mask_timeout, config.cache_bytes, config.body_timeout) == (0.5, 1000, 3.0)
+    assert config.compile_workers == 1
+    assert config.allow_request_templates is True
+
+
+def test_every_serve_option_is_documented() -> None:
+    from outlines_like.cli import _parser
+
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "server.md").read_text(encoding="utf-8")
+    import argparse
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    serve = sub.choices["serve"]
+    options = [o for action in serve._actions for o in action.option_strings if o.startswith("--")]
+    missing = [o for o in options if o not in ("--help", "--log-level") and f"`{o}`" not in doc]
+    assert not missing, missing

@@ -361,7 +361,11 @@ class ModelCore(Generic[ClientT]):
         return (yield from retry_flow(request, self._policy, self.rate_limiter))
 
     def _misfits(self, call: Call, response: object) -> bool:
-        """Whether a whole answer (not cut at ``max_tokens``) breaks its output type."""
+        """Whether an answer breaks its output type.
+
+        A cut answer counts too: a server that enforces the constraint writes a valid start,
+        and probing the server again costs less than checking a prefix.
+        """
         term = call.constraint.term
         if term is None or call.stream or call.verify is False:
             return False
@@ -370,9 +374,7 @@ class ModelCore(Generic[ClientT]):
             completions = read_response(response, chat=chat, text_tools=False)
         except (APIError, ValueError):
             return False  # reading it again later raises the right error
-        return any(
-            c.finish_reason != "length" and violation(term, c.text) is not None for c in completions
-        )
+        return any(violation(term, c.text) is not None for c in completions)
 
     def _redetect_flow(self, stale: Target) -> Flow[bool]:
         """Probe again after a failure; True when another server than ``stale``'s now answers."""

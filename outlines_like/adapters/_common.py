@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from outlines_like.adapters._schema import schema_name
-from outlines_like.adapters.base import ConstraintFields, Endpoint, ServerKind
+from outlines_like.adapters.base import LENIENT_MARK, ConstraintFields, Endpoint, ServerKind
 from outlines_like.adapters.capabilities import KeywordUse, Support, unenforced
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types import (
@@ -70,6 +70,9 @@ class BaseAdapter:
     ``None`` when it enforces or refuses every keyword (or we do not know it to drop any)."""
     takes_whitespace_pattern: ClassVar[bool] = False
     """Whether the server's schema field carries a ``whitespace_pattern`` (vLLM's does)."""
+    marks_lenient: ClassVar[bool] = True
+    """Whether a lenient schema is sent with ``LENIENT_MARK`` (an ``x-`` annotation other
+    engines ignore), so that our reference server compiles it leniently too."""
 
     # --- what subclasses override -------------------------------------------------------
     def regex(self, pattern: str, term: Term, endpoint: Endpoint) -> ConstraintFields:
@@ -130,6 +133,12 @@ class BaseAdapter:
             dropped = self.dropped_keywords(term)
             if dropped:
                 return self._compiled_schema(term, endpoint, dropped)
+            if term.lenient and self.marks_lenient:
+                term = JsonSchema(
+                    {**term.schema, LENIENT_MARK: True},
+                    whitespace_pattern=term.whitespace_pattern,
+                    lenient=True,
+                )
             return self.json_schema(term, endpoint)
         if isinstance(term, JsonObject):
             return self.json_object(term, endpoint)

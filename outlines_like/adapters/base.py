@@ -16,6 +16,7 @@ from typing_extensions import Required, TypedDict
 from outlines_like.types import Term
 
 __all__ = [
+    "LENIENT_MARK",
     "Adapter",
     "ConstraintFields",
     "Endpoint",
@@ -26,6 +27,10 @@ __all__ = [
     "ServerInfo",
     "ServerKind",
 ]
+
+LENIENT_MARK = "x-outlines-like-lenient"
+"""Schema annotation saying the schema was made with ``JsonSchema(..., lenient=True)``: other
+engines ignore ``x-`` keywords, and our reference server then compiles it leniently too."""
 
 ServerKind = Literal["sglang", "vllm", "llamacpp", "tgi", "ollama", "openai", "generic"]
 """The dialects we know; ``generic`` is any other OpenAI-compatible server."""

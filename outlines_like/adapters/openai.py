@@ -25,6 +25,7 @@ class OpenAIAdapter(ResponseFormatAdapter):
     completions_hint: ClassVar[str] = (
         "OpenAI's legacy completions endpoint takes no response_format; use chat"
     )
+    marks_lenient: ClassVar[bool] = False  # strict mode refuses unknown keywords
 
     def prepare_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The schema made valid for strict mode (raises for what strict mode cannot express)."""

@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from outlines_like.adapters.base import LENIENT_MARK
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.server.grammar_check import check_directives
 from outlines_like.types import CFG, Choice, JsonObject, JsonSchema, Regex, Term
@@ -162,6 +163,13 @@ def _check_schema_values(schema: object, field: str) -> None:
                 ) from None
 
 
+def _json_schema(value: object, field: str) -> JsonSchema:
+    """A schema field's term; the client's ``x-outlines-like-lenient`` mark makes it lenient."""
+    schema = _schema(value, field)
+    lenient = schema.pop(LENIENT_MARK, False) is True
+    return JsonSchema(schema, lenient=lenient)
+
+
 def _grammar(value: object, field: str, syntax: Literal["ebnf"] | None = None) -> CFG:
     text = _text(value, field)
     try:
@@ -199,7 +207,7 @@ def _term_unchecked(field: str, value: object) -> Term | None:
     if field in ("grammar", "structured_outputs.grammar", "guided_grammar"):
         return _grammar(value, field)
     if field in ("json_schema", "structured_outputs.json", "guided_json"):
-        return JsonSchema(_schema(value, field))
+        return _json_schema(value, field)
     if field in ("structured_outputs.choice", "guided_choice"):
         return _choice(value, field)
     if field == "structured_outputs.json_object":
@@ -220,7 +228,7 @@ def _response_format(value: object) -> tuple[str, Term] | None:
         return None
     if kind == "json_object":
         if value.get("schema") is not None:  # llama.cpp's extension
-            return field + ".schema", JsonSchema(_schema(value["schema"], field + ".schema"))
+            return field + ".schema", _json_schema(value["schema"], field + ".schema")
         return field, JsonObject()
     if kind == "json_schema":
         spec = value.get("json_schema")
@@ -229,8 +237,8 @@ def _response_format(value: object) -> tuple[str, Term] | None:
                 "response_format.json_schema must be an object with a 'schema'",
                 param="response_format.json_schema",
             )
-        return field + ".json_schema", JsonSchema(
-            _schema(spec["schema"], "response_format.json_schema.schema")
+        return field + ".json_schema", _json_schema(
+            spec["schema"], "response_format.json_schema.schema"
         )
     raise RequestError(
         f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}",

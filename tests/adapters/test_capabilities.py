@@ -86,7 +86,8 @@ def test_what_nobody_can_enforce_is_refused_by_name() -> None:
 def test_lenient_sends_the_schema_natively() -> None:
     schema = {"type": "integer", "multipleOf": 5}
     fields = LlamaCppAdapter().constraint_fields(JsonSchema(schema, lenient=True), endpoint="chat")
-    assert fields == {"extra_body": {"json_schema": schema}}
+    marked = {**schema, "x-outlines-like-lenient": True}  # our server reads it; others ignore x-
+    assert fields == {"extra_body": {"json_schema": marked}}
 
 
 def test_xgrammar_table() -> None:

@@ -70,3 +70,25 @@ def _fits(term: Term, text: str) -> bool:
     if isinstance(term, JsonSchema):
         return re.fullmatch(to_regex(term), text) is not None
     return violation(term, text) is None
+
+
+@pytest.mark.parametrize(("kind", "version"), [("vllm", None), ("vllm", "0.8.5"), ("sglang", None)])
+def test_lenient_travels_to_the_reference_server(kind: str, version: str | None) -> None:
+    """JsonSchema(..., lenient=True) means the same on the server: it compiles leniently."""
+    import warnings
+
+    from outlines_like.adapters.base import LENIENT_MARK
+    from outlines_like.errors import UnenforcedKeywordWarning
+
+    term = JsonSchema({"type": "integer", "multipleOf": 5}, lenient=True)
+    fields = get_adapter_for(kind, version).constraint_fields(term, endpoint="chat")
+    assert LENIENT_MARK in str(fields)
+    spec = read_constraint(_body(fields))
+    assert spec is not None
+    read = spec.term
+    assert isinstance(read, JsonSchema)
+    assert read.lenient
+    assert LENIENT_MARK not in read.schema
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnenforcedKeywordWarning)
+        assert re.fullmatch(to_regex(read), "12")  # compiles (multipleOf left to the check)

@@ -9,12 +9,12 @@ schema, whether a ``$ref`` cycle is reachable from the root.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types._terms import too_deep_at
+from outlines_like.types.json_schema._base import check_whitespace_pattern
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
 from outlines_like.types.json_schema._text import Rx
 
@@ -60,13 +60,7 @@ def _options_checked(schema: Any, whitespace_pattern: str | None) -> dict[str, A
         raise InvalidConstraintError(
             f"a JSON Schema must be a dict (or a boolean), not {type(schema).__name__}"
         )
-    if whitespace_pattern is not None:
-        try:
-            re.compile(whitespace_pattern)
-        except re.error as exc:
-            raise InvalidConstraintError(
-                f"whitespace_pattern {whitespace_pattern!r} is not a valid regex: {exc}"
-            ) from exc
+    check_whitespace_pattern(whitespace_pattern)
     checked: dict[str, Any] = dict(schema)
     if "$schema" in checked or not _passes_draft7(checked):
         _check_against_metaschema(checked)  # the full check, which says where it fails

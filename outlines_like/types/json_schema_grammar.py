@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
-from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER, UNENFORCED
+from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER
 from outlines_like.types.json_schema._driver import _Converter
 from outlines_like.types.json_schema._text import NUMBER, REGEX_SPECIALS, STRING, Rx, esc
 from outlines_like.types.json_schema._text import alt as regex_alt
@@ -270,16 +270,9 @@ class _GrammarConverter(_Converter):
             return None
         if not s:
             return self.any_value_rule()
-        for keyword in UNENFORCED:
-            if keyword in s:
-                self.unenforced(keyword, path)
-                del s[keyword]
-        for key in ("anyOf", "oneOf"):
-            if key in s:
-                branches = s.pop(key)
-                if not isinstance(branches, list) or not branches:
-                    raise self.invalid(path, f"{key} must be a non-empty list")
-                return self.union(s, key, branches, path)
+        union = self.take_union(s, path)
+        if union is not None:
+            return self.union(s, *union, path)
         if "enum" in s:
             return self.enum(s, path)
         types = self.types_of(s, path)
@@ -375,13 +368,7 @@ class _GrammarConverter(_Converter):
         return [self._any]
 
     def array(self, s: dict[str, Any], path: str) -> _Seq:
-        min_items = self.natural(s, "minItems", path) or 0
-        max_items = self.natural(s, "maxItems", path)
-        if max_items is not None and max_items < min_items:
-            raise self.invalid(path, f"minItems {min_items} is greater than maxItems {max_items}")
-        prefix = s.get("prefixItems", [])
-        if not isinstance(prefix, list):
-            raise self.invalid(path + "/prefixItems", "prefixItems must be a list")
+        min_items, max_items, prefix = self.array_bounds(s, path)
         count = len(prefix) if max_items is None else min(len(prefix), max_items)
         item = self.symbol(s.get("items", True), path + "/items")
         tail: _Seq
@@ -412,19 +399,12 @@ class _GrammarConverter(_Converter):
         return self.cat([self.lbrack], tail, [self.rbrack])
 
     def object(self, s: dict[str, Any], path: str) -> _Seq:
-        properties = s.get("properties", {})
-        if not isinstance(properties, dict):
-            raise self.invalid(path + "/properties", "properties must be an object")
+        declared = self.declared_members(s, path)
+        if declared is None:
+            return None
         required = s.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise self.invalid(path + "/required", "required must be a list of strings")
         additional = s.get("additionalProperties")
-        declared = dict(properties)
-        for name in required:  # required but undeclared: validated by additionalProperties
-            if name not in declared:
-                if additional is False:
-                    return None
-                declared[name] = True if additional is None else additional
+        properties = s.get("properties", {})
         members: list[tuple[list[str], bool]] = []
         for name, schema in declared.items():
             pointer = name.replace("~", "~0").replace("/", "~1")

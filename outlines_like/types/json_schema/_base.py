@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from typing import Any, Final
 
@@ -164,6 +165,56 @@ class ConverterBase:
     def invalid(path: str, why: str) -> InvalidConstraintError:
         return InvalidConstraintError(f"invalid JSON Schema at {path}: {why}")
 
+    def take_union(self, s: dict[str, Any], path: str) -> tuple[str, list[Any]] | None:
+        """Drop ``s``'s unenforced keywords; pop its ``anyOf``/``oneOf``.
+
+        Unenforced keywords raise, or warn when lenient. Returns ``(keyword, branches)``, or
+        ``None`` when ``s`` has neither.
+        """
+        for keyword in UNENFORCED:
+            if keyword in s:
+                self.unenforced(keyword, path)
+                del s[keyword]
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                branches = s.pop(key)
+                if not isinstance(branches, list) or not branches:
+                    raise self.invalid(path, f"{key} must be a non-empty list")
+                return key, branches
+        return None
+
+    def array_bounds(self, s: dict[str, Any], path: str) -> tuple[int, int | None, list[Any]]:
+        """An array's ``(minItems, maxItems, prefixItems)``, checked."""
+        min_items = self.natural(s, "minItems", path) or 0
+        max_items = self.natural(s, "maxItems", path)
+        if max_items is not None and max_items < min_items:
+            raise self.invalid(path, f"minItems {min_items} is greater than maxItems {max_items}")
+        prefix = s.get("prefixItems", [])
+        if not isinstance(prefix, list):
+            raise self.invalid(path + "/prefixItems", "prefixItems must be a list")
+        return min_items, max_items, prefix
+
+    def declared_members(self, s: dict[str, Any], path: str) -> dict[str, Any] | None:
+        """An object's members by name, or ``None`` when no document fits.
+
+        ``properties``, plus the required names it does not declare (typed by
+        ``additionalProperties``).
+        """
+        properties = s.get("properties", {})
+        if not isinstance(properties, dict):
+            raise self.invalid(path + "/properties", "properties must be an object")
+        required = s.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise self.invalid(path + "/required", "required must be a list of strings")
+        additional = s.get("additionalProperties")
+        declared = dict(properties)
+        for name in required:  # required but undeclared: validated by additionalProperties
+            if name not in declared:
+                if additional is False:
+                    return None
+                declared[name] = True if additional is None else additional
+        return declared
+
     def natural(self, s: dict[str, Any], key: str, path: str) -> int | None:
         value = s.get(key)
         if value is None:
@@ -183,3 +234,19 @@ class ConverterBase:
 
     def work(self, path: str) -> None:
         """Called once per sub-schema converted (a budget's time check overrides it)."""
+
+
+def check_whitespace_pattern(pattern: str | None) -> None:
+    """Refuse a ``whitespace_pattern`` that is not a regex.
+
+    Raises:
+        InvalidConstraintError: it does not compile.
+    """
+    if pattern is None:
+        return
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise InvalidConstraintError(
+            f"whitespace_pattern {pattern!r} is not a valid regex: {exc}"
+        ) from exc

@@ -37,13 +37,7 @@ class ContainersMixin(ConverterBase):
         return self._any_cache[depth]
 
     def convert_array(self, s: dict[str, Any], path: str) -> Rx:
-        min_items = self.natural(s, "minItems", path) or 0
-        max_items = self.natural(s, "maxItems", path)
-        if max_items is not None and max_items < min_items:
-            raise self.invalid(path, f"minItems {min_items} is greater than maxItems {max_items}")
-        prefix = s.get("prefixItems", [])
-        if not isinstance(prefix, list):
-            raise self.invalid(path + "/prefixItems", "prefixItems must be a list")
+        min_items, max_items, prefix = self.array_bounds(s, path)
         sep = f"{self.ws},{self.ws}"
         count = len(prefix) if max_items is None else min(len(prefix), max_items)
         item_rx = self.sub(s.get("items", True), path + "/items")
@@ -74,19 +68,12 @@ class ContainersMixin(ConverterBase):
         return seq("\\[", self.ws, tail, self.ws, "\\]")
 
     def convert_object(self, s: dict[str, Any], path: str) -> Rx:
-        properties = s.get("properties", {})
-        if not isinstance(properties, dict):
-            raise self.invalid(path + "/properties", "properties must be an object")
+        declared = self.declared_members(s, path)
+        if declared is None:
+            return None
         required = s.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise self.invalid(path + "/required", "required must be a list of strings")
         additional = s.get("additionalProperties")
-        declared = dict(properties)
-        for name in required:  # required but undeclared: validated by additionalProperties
-            if name not in declared:
-                if additional is False:
-                    return None
-                declared[name] = True if additional is None else additional
+        properties = s.get("properties", {})
         ws, sep = self.ws, f"{self.ws},{self.ws}"
         members: list[tuple[str, bool]] = []
         for name, schema in declared.items():

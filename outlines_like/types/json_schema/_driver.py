@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,8 +14,8 @@ from outlines_like.types.json_schema._base import (
     NEVER,
     TYPE_HINTS,
     TYPES,
-    UNENFORCED,
     canonical,
+    check_whitespace_pattern,
     kind_of_value,
 )
 from outlines_like.types.json_schema._containers import ContainersMixin
@@ -50,16 +49,9 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
             return None
         if not s:
             return self.any_value(self.max_any_depth)
-        for keyword in UNENFORCED:
-            if keyword in s:
-                self.unenforced(keyword, path)
-                del s[keyword]
-        for key in ("anyOf", "oneOf"):
-            if key in s:
-                branches = s.pop(key)
-                if not isinstance(branches, list) or not branches:
-                    raise self.invalid(path, f"{key} must be a non-empty list")
-                return self.convert_union(s, key, branches, path)
+        union = self.take_union(s, path)
+        if union is not None:
+            return self.convert_union(s, *union, path)
         if "enum" in s:
             return self.convert_enum(s, path)
         types = self.types_of(s, path)
@@ -256,13 +248,7 @@ def json_schema_to_regex(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidConstraintError(f"{name} must be a non-negative int, not {value!r}")
-    if whitespace_pattern is not None:
-        try:
-            re.compile(whitespace_pattern)
-        except re.error as exc:
-            raise InvalidConstraintError(
-                f"whitespace_pattern {whitespace_pattern!r} is not a valid regex: {exc}"
-            ) from exc
+    check_whitespace_pattern(whitespace_pattern)
     _check_against_metaschema(schema)
     converter = _Converter(
         schema,

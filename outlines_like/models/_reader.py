@@ -121,6 +121,11 @@ def check_answers(
         text = completion.text
         cut = completion.finish_reason == "length"
         reason = violation(term, text) if verify is not False else None
+        # A constraint that spells out the think block (<think>...</think>answer), on a
+        # server whose reasoning parser split it off: check the output as generated.
+        thought = completion.reasoning
+        if reason is not None and thought is not None:
+            reason = violation(term, f"<think>{thought}</think>{text}") and reason
         if reason is None:
             if cut:
                 emit(

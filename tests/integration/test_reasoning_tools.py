@@ -51,7 +51,7 @@ import pytest
 
 import outlines_like as ol
 from outlines_like import arun_tools, run_tools
-from outlines_like.errors import MaxToolStepsError
+from outlines_like.errors import GenerationError, MaxToolStepsError
 from outlines_like.reasoning import split_reasoning
 from outlines_like.server.tiny import CHAT_TEMPLATE
 from outlines_like.streaming import StreamAggregator, aggregate_chunks
@@ -445,7 +445,15 @@ def test_reasoning_read_from_the_raw_message(
     kw: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0, "seed": 21}
     if extra_body is not None:
         kw["extra_body"] = extra_body
-    result = model.complete("Think, then answer.", output_type, **kw)
+    try:
+        result = model.complete("Think, then answer.", output_type, **kw)
+    except GenerationError as exc:
+        # The one rule for cut answers: a constrained answer cut at max_tokens before it fit
+        # (here: the whole output was reasoning) raises, on every method.
+        assert exc.reason == "length"  # noqa: PT017 - the test goes on differently
+        assert output_type is not None
+        assert (tserver.name, case) in ALL_REASONING or case == "code-while-thinking"
+        return
     assert not isinstance(result, list)
     field, content, finish = raw_fields(result)
     assert result.finish_reason == finish
@@ -490,7 +498,13 @@ def test_streamed_reasoning_matches_the_whole_answer(
     kw: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0, "seed": 22}
     if extra_body is not None:
         kw["extra_body"] = extra_body
-    whole = model.complete("Think, then answer.", output_type, **kw)
+    try:
+        whole = model.complete("Think, then answer.", output_type, **kw)
+    except GenerationError as exc:  # cut before the answer fit: the same on the stream
+        assert exc.reason == "length"  # noqa: PT017 - the test goes on differently
+        with pytest.raises(GenerationError):
+            "".join(model.stream("Think, then answer.", output_type, **kw))
+        return
     assert not isinstance(whole, list)
     # model.stream: the answer only, in pieces (a constrained answer cut at max_tokens warns)
     if output_type is not None and whole.finish_reason == "length":

@@ -73,6 +73,8 @@ def model(server: Server, recorder: Recorder) -> Iterator[ol.Model]:
 def test_detects_the_server(model: ol.Model, server: Server) -> None:
     # The reference server speaks vLLM's current dialect (structured_outputs).
     expected = {"reference": "vllm", "llamacpp": "llamacpp", "vllm": "vllm"}[server.name]
+    assert model.server is None  # reading it never sends a request
+    assert model.detect().kind == expected
     assert model.server == expected
 
 

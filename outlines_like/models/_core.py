@@ -44,6 +44,7 @@ from outlines_like.models._reader import (
     Verify,
     check_answers,
     check_verify,
+    misfit,
     read_response,
 )
 from outlines_like.models.detection import (
@@ -57,7 +58,6 @@ from outlines_like.models.enforcement import enforcement_flow
 from outlines_like.models.retry import NO_RETRY, Flow, RateLimiter, RetryPolicy, retry_flow
 from outlines_like.reasoning import model_thinks, warn_if_thinking_unconstrained
 from outlines_like.types import Term, parse
-from outlines_like.types.verify import violation
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -332,16 +332,14 @@ class ModelCore(Generic[ClientT]):
     def send_flow(self, call: Call, target: Target, model: str) -> Flow[Any]:
         """Send ``call`` to ``target`` with retries; return the response.
 
-        When this model detects its server (``server=None``, or ``"vllm"`` for its version),
-        the server is probed again, once, when the final error is a connection error or a
-        404, or when a whole answer does not fit its output type (a server that ignores the
-        fields it was sent answers 200 all the same): if another server now answers behind
-        the URL, the call is rebuilt in its dialect and sent again; otherwise the error (or
-        the answer, for the answer check to report) goes to the caller.
+        When the final error is a connection error or a 404 and this model detects its
+        server (``server=None``, or ``"vllm"`` for its version), the server is probed again,
+        once: if another server now answers behind the URL, the call is rebuilt in its
+        dialect and sent again; otherwise the error goes to the caller.
         """
         request = self.build_request(call, target, model)
         try:
-            response = yield from retry_flow(request, self._policy, self.rate_limiter)
+            return (yield from retry_flow(request, self._policy, self.rate_limiter))
         except (APIConnectionError, NotFoundError) as error:
             changed = False
             if self._redetects:
@@ -350,31 +348,33 @@ class ModelCore(Generic[ClientT]):
                 if isinstance(error, APIConnectionError):
                     name_unreachable(error, self.base_url)
                 raise
-        else:
-            if not (self._redetects and self._misfits(call, response)):
-                return response
-            changed = yield from self._redetect_flow(target)
-            if not changed:
-                return response
+        return (yield from self._resend_flow(call))
+
+    def completions_flow(self, call: Call, target: Target, model: str) -> Flow[list[Completion]]:
+        """Send a whole (not streamed) call and read its answers, once.
+
+        A server that ignores the fields it was sent answers 200 all the same: when this model
+        detects its server and an answer breaks its output type (a cut one too: probing again
+        costs less than checking a prefix), the server is probed again, once, and if another
+        server now answers behind the URL the call is sent again in its dialect. Otherwise the
+        answers go to the answer check, which reports them.
+        """
+        completions = self.read(call, (yield from self.send_flow(call, target, model)))
+        term = call.constraint.term
+        if not self._redetects or term is None or call.verify is False:
+            return completions
+        if all(misfit(term, c) is None for c in completions):
+            return completions
+        current = self._target if self._target is not None else target
+        if not (yield from self._redetect_flow(current)):
+            return completions
+        return self.read(call, (yield from self._resend_flow(call)))
+
+    def _resend_flow(self, call: Call) -> Flow[Any]:
+        """Send ``call`` again to the server detected anew."""
         target, model = yield from self.resolve_flow(call.model)
         request = self.build_request(call, target, model)
         return (yield from retry_flow(request, self._policy, self.rate_limiter))
-
-    def _misfits(self, call: Call, response: object) -> bool:
-        """Whether an answer breaks its output type.
-
-        A cut answer counts too: a server that enforces the constraint writes a valid start,
-        and probing the server again costs less than checking a prefix.
-        """
-        term = call.constraint.term
-        if term is None or call.stream or call.verify is False:
-            return False
-        chat = call.prompt_key == "messages"
-        try:
-            completions = read_response(response, chat=chat, text_tools=False)
-        except (APIError, ValueError):
-            return False  # reading it again later raises the right error
-        return any(violation(term, c.text) is not None for c in completions)
 
     def _redetect_flow(self, stale: Target) -> Flow[bool]:
         """Probe again after a failure; True when another server than ``stale``'s now answers."""

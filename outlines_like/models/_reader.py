@@ -52,6 +52,7 @@ __all__ = [
     "check_verify",
     "emit",
     "filtered",
+    "misfit",
     "plain_answer",
     "read_response",
     "refused",
@@ -84,6 +85,19 @@ def check_verify(verify: object) -> Verify:
     if verify is True or verify is False or verify == "warn":
         return verify
     raise ValueError(f"verify must be True, False or 'warn', got {verify!r}")
+
+
+def misfit(term: Term, completion: Completion) -> str | None:
+    """Why ``completion``'s answer breaks ``term``, or ``None`` when it fits.
+
+    A constraint that spells out the think block (``<think>...</think>answer``), on a server
+    whose reasoning parser split it off, is checked against the output as generated.
+    """
+    reason = violation(term, completion.text)
+    thought = completion.reasoning
+    if reason is not None and thought is not None:
+        return violation(term, f"<think>{thought}</think>{completion.text}") and reason
+    return reason
 
 
 def check_answers(
@@ -120,12 +134,7 @@ def check_answers(
     for completion in completions:
         text = completion.text
         cut = completion.finish_reason == "length"
-        reason = violation(term, text) if verify is not False else None
-        # A constraint that spells out the think block (<think>...</think>answer), on a
-        # server whose reasoning parser split it off: check the output as generated.
-        thought = completion.reasoning
-        if reason is not None and thought is not None:
-            reason = violation(term, f"<think>{thought}</think>{text}") and reason
+        reason = misfit(term, completion) if verify is not False else None
         if reason is None:
             if cut:
                 emit(

@@ -131,7 +131,8 @@ class Model(ModelCore[openai.OpenAI]):
         self, constraint: Constraint, prompt: object, kw: dict[str, Any]
     ) -> tuple[Call, list[Completion]]:
         call = self.prepare(prompt, constraint, kw, stream=False)
-        return call, self.read(call, self._send(call))
+        flow = self.completions_flow(call, *self._ready(call.model))
+        return call, drive(flow, self._execute, self._policy)
 
     # -- the public face
 
@@ -350,7 +351,8 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         self, constraint: Constraint, prompt: object, kw: dict[str, Any]
     ) -> tuple[Call, list[Completion]]:
         call = self.prepare(prompt, constraint, kw, stream=False)
-        return call, self.read(call, await self._send(call))
+        flow = self.completions_flow(call, *(await self._ready(call.model)))
+        return call, await adrive(flow, self._execute, self._policy)
 
     # -- the public face
 

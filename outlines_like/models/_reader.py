@@ -289,7 +289,7 @@ class StreamView:
         check: Called with the final completion and a stacklevel (the answer rule).
     """
 
-    __slots__ = ("_agg", "_check", "_eager", "_on_usage", "text")
+    __slots__ = ("_agg", "_check", "_eager", "_on_usage", "completion", "text")
 
     def __init__(
         self,
@@ -305,6 +305,8 @@ class StreamView:
         self._check = check
         self.text = ""
         """The answer yielded so far."""
+        self.completion: Completion | None = None
+        """The whole answer, once ``finish`` read it (before its checks ran)."""
 
     def feed(self, chunk: object) -> str:
         """Take one chunk; return its answer delta (possibly empty).
@@ -357,5 +359,6 @@ class StreamView:
                 stacklevel=stacklevel + 1,
             )
         self.text += tail
-        self._check([message.to_completion()], stacklevel + 1)
+        self.completion = message.to_completion()
+        self._check([self.completion], stacklevel + 1)
         return tail

@@ -7,6 +7,7 @@ only the I/O: ``client...create(...)`` vs ``await client...create(...)``, thread
 model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="-"))
 model("Pick a colour.", Literal["red", "green"])          # -> "green"
 model.parse("Describe a hero.", Character)                 # -> Character(...)
+model.parse("Describe a hero.", Character, retries=2)      # ask again when validators fail
 for delta in model.stream("Tell me a story."):
     print(delta, end="")
 ```
@@ -26,8 +27,19 @@ from outlines_like.adapters.base import ServerInfo
 from outlines_like.models._call import Call, Constraint, ListModels, Request, Target
 from outlines_like.models._core import ModelCore
 from outlines_like.models._errors import translate_errors
-from outlines_like.models._reader import Sink
+from outlines_like.models._reader import Sink, StreamView
 from outlines_like.models.detection import Probe, aprobe, probe
+from outlines_like.models.reask import (
+    Ask,
+    Reasked,
+    ReaskPolicy,
+    Retries,
+    aiter_reasked,
+    iter_reasked,
+    reask_policy,
+    remote_flow,
+    stream_opener,
+)
 from outlines_like.models.retry import Send, adrive, drive
 
 if TYPE_CHECKING:
@@ -190,24 +202,58 @@ class Model(ModelCore[openai.OpenAI]):
         return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     def complete(
-        self, prompt: object, output_type: object = None, **inference_kwargs: Any
+        self,
+        prompt: object,
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> Completion | list[Completion]:
         """Generate and return everything the server said: a ``Completion`` (a list if ``n > 1``).
 
-        The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``).
+        The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``). With
+        ``retries`` it is also parsed as ``parse`` would, asked again as ``parse`` does, and
+        the ``Completion`` of the answer that passed carries every answer in ``attempts``.
         """
-        call, completions = self._completions(Constraint.of(output_type), prompt, inference_kwargs)
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._reask(constraint, prompt, inference_kwargs, policy).completion
+        call, completions = self._completions(constraint, prompt, inference_kwargs)
         return self.rich(call, completions)  # type: ignore[no-any-return]
 
-    def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
+    def parse(
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
+    ) -> Any:
         """Generate and read the answer as ``output_type`` (a list of values when ``n > 1``).
+
+        ``retries``: ask again, at most this many times, when the answer fits the constraint
+        but fails validation (``n == 1``); see ``outlines_like.models.reask``.
 
         Raises:
             GenerationError: the output was cut at ``max_tokens`` (``reason="length"``),
                 refused, or filtered.
-            ParseError: the text does not fit ``output_type``.
+            ParseError: the text does not fit ``output_type`` (after the last retry:
+                ``error.attempts`` holds every answer).
         """
-        return self._parse(Constraint.of(output_type), prompt, inference_kwargs)
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._reask(constraint, prompt, inference_kwargs, policy).value
+        return self._parse(constraint, prompt, inference_kwargs)
+
+    def _reask(
+        self,
+        constraint: Constraint,
+        prompt: object,
+        kw: dict[str, Any],
+        policy: ReaskPolicy,
+        sink: Sink | None = None,
+    ) -> Reasked[Any]:
+        def ask(step: Ask) -> list[Completion]:
+            return self._completions(constraint, step.prompt, kw)[1]
+
+        return drive(remote_flow(self, constraint, prompt, kw, policy, sink), ask, self._policy)
 
     def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
         call, completions = self._completions(constraint, prompt, kw)
@@ -227,9 +273,13 @@ class Model(ModelCore[openai.OpenAI]):
         call = self.prepare(prompt, Constraint.of(output_type), inference_kwargs, stream=True)
         return self._stream(call)
 
-    def _stream(self, call: Call, level: int = 2) -> Iterator[str]:
+    def _stream(
+        self, call: Call, level: int = 2, views: list[StreamView] | None = None
+    ) -> Iterator[str]:
         stream = self._send(call)
         view = self.stream_view(call)  # after sending: the model id is known by then
+        if views is not None:
+            views.append(view)
         with translate_errors():
             try:
                 for chunk in stream:
@@ -245,19 +295,24 @@ class Model(ModelCore[openai.OpenAI]):
             yield tail
 
     def stream_parse(
-        self, prompt: object, output_type: object, **inference_kwargs: Any
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
     ) -> Iterator[Any]:
         """Yield partial values as the JSON answer grows, then the fully validated value.
 
         For a pydantic model each partial value is an instance holding the fields complete so
         far (see ``outlines_like.streaming.iter_partial``); the last item is what ``parse``
-        would return.
+        would return. With ``retries`` (as on ``parse``), a rejected answer's partial values
+        are followed by the next attempt's (``outlines_like.models.reask.iter_reasked``).
         """
         from outlines_like.streaming import iter_partial
 
         constraint = Constraint.of(output_type)
         call = self.prepare(prompt, constraint, inference_kwargs, stream=True)
-        return iter_partial(self._stream(call, level=3), constraint.output_type)
+        policy = reask_policy(retries)
+        if policy is None:
+            return iter_partial(self._stream(call, level=3), constraint.output_type)
+        opener = stream_opener(self, self._stream, call, inference_kwargs)
+        return iter_reasked(opener, prompt, constraint.output_type, policy)
 
     def batch(
         self,
@@ -266,13 +321,16 @@ class Model(ModelCore[openai.OpenAI]):
         *,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         return_exceptions: bool = False,
+        retries: Retries = 0,
         **inference_kwargs: Any,
     ) -> list[Any]:
         """Generate for many prompts at once, at most ``max_concurrency`` requests in flight.
 
         Results keep the order of ``prompts``. A failing item raises its exception (the
         other requests are cancelled or awaited), unless ``return_exceptions=True``: then
-        the exception object takes the item's place in the list.
+        the exception object takes the item's place in the list. With ``retries`` each
+        item's answer is also parsed as ``output_type`` and asked again on its own as
+        ``parse`` does; the items are still the answer texts.
         """
         return self._batch(
             Constraint.of(output_type),
@@ -280,6 +338,7 @@ class Model(ModelCore[openai.OpenAI]):
             inference_kwargs,
             max_concurrency=max_concurrency,
             return_exceptions=return_exceptions,
+            policy=reask_policy(retries),
         )
 
     def _batch(
@@ -290,6 +349,7 @@ class Model(ModelCore[openai.OpenAI]):
         *,
         max_concurrency: int,
         return_exceptions: bool,
+        policy: ReaskPolicy | None = None,
     ) -> list[Any]:
         items = list(prompts)
         workers = min(_check_concurrency(max_concurrency), len(items))
@@ -300,6 +360,8 @@ class Model(ModelCore[openai.OpenAI]):
         sinks: list[Sink] = [[] for _ in items]
 
         def one(i: int) -> Any:
+            if policy is not None:
+                return self._reask(constraint, items[i], kw, policy, sinks[i]).completion.text
             return self._text(constraint, items[i], kw, 3, sinks[i])
 
         pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="outlines-batch")
@@ -384,17 +446,44 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     async def complete(
-        self, prompt: object, output_type: object = None, **inference_kwargs: Any
+        self,
+        prompt: object,
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> Completion | list[Completion]:
         """Generate and return a ``Completion`` (a list if ``n > 1``); see ``Model.complete``."""
-        call, completions = await self._completions(
-            Constraint.of(output_type), prompt, inference_kwargs
-        )
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return (await self._reask(constraint, prompt, inference_kwargs, policy)).completion
+        call, completions = await self._completions(constraint, prompt, inference_kwargs)
         return self.rich(call, completions)  # type: ignore[no-any-return]
 
-    async def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
+    async def parse(
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
+    ) -> Any:
         """Generate and read the answer as ``output_type``; see ``Model.parse``."""
-        return await self._parse(Constraint.of(output_type), prompt, inference_kwargs)
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return (await self._reask(constraint, prompt, inference_kwargs, policy)).value
+        return await self._parse(constraint, prompt, inference_kwargs)
+
+    async def _reask(
+        self,
+        constraint: Constraint,
+        prompt: object,
+        kw: dict[str, Any],
+        policy: ReaskPolicy,
+        sink: Sink | None = None,
+    ) -> Reasked[Any]:
+        async def ask(step: Ask) -> list[Completion]:
+            return (await self._completions(constraint, step.prompt, kw))[1]
+
+        flow = remote_flow(self, constraint, prompt, kw, policy, sink)
+        return await adrive(flow, ask, self._policy)
 
     async def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
         call, completions = await self._completions(constraint, prompt, kw)
@@ -413,9 +502,13 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         call = self.prepare(prompt, Constraint.of(output_type), inference_kwargs, stream=True)
         return self._stream(call)
 
-    async def _stream(self, call: Call, level: int = 2) -> AsyncIterator[str]:
+    async def _stream(
+        self, call: Call, level: int = 2, views: list[StreamView] | None = None
+    ) -> AsyncIterator[str]:
         stream = await self._send(call)
         view = self.stream_view(call)  # after sending: the model id is known by then
+        if views is not None:
+            views.append(view)
         with translate_errors():
             try:
                 async for chunk in stream:
@@ -431,14 +524,18 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
             yield tail
 
     def stream_parse(
-        self, prompt: object, output_type: object, **inference_kwargs: Any
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
     ) -> AsyncIterator[Any]:
         """Async twin of ``Model.stream_parse``: ``async for value in amodel.stream_parse(...)``."""
         from outlines_like.streaming import aiter_partial
 
         constraint = Constraint.of(output_type)
         call = self.prepare(prompt, constraint, inference_kwargs, stream=True)
-        return aiter_partial(self._stream(call, level=3), constraint.output_type)
+        policy = reask_policy(retries)
+        if policy is None:
+            return aiter_partial(self._stream(call, level=3), constraint.output_type)
+        opener = stream_opener(self, self._stream, call, inference_kwargs)
+        return aiter_reasked(opener, prompt, constraint.output_type, policy)
 
     async def batch(
         self,
@@ -447,6 +544,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         *,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         return_exceptions: bool = False,
+        retries: Retries = 0,
         **inference_kwargs: Any,
     ) -> list[Any]:
         """Generate for many prompts concurrently (tasks under a semaphore); see ``Model.batch``."""
@@ -456,6 +554,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
             inference_kwargs,
             max_concurrency=max_concurrency,
             return_exceptions=return_exceptions,
+            policy=reask_policy(retries),
         )
 
     async def _batch(
@@ -466,6 +565,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         *,
         max_concurrency: int,
         return_exceptions: bool,
+        policy: ReaskPolicy | None = None,
     ) -> list[Any]:
         items = list(prompts)
         limit = asyncio.Semaphore(_check_concurrency(max_concurrency))
@@ -477,6 +577,9 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
 
         async def one(i: int) -> Any:
             async with limit:
+                if policy is not None:
+                    reasked = await self._reask(constraint, items[i], kw, policy, sinks[i])
+                    return reasked.completion.text
                 return await self._text(constraint, items[i], kw, 3, sinks[i])
 
         tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]

@@ -289,10 +289,23 @@ class TransformersModel:
         return drive(reask_flow(prompt, policy, read), ask, NO_RETRY)
 
     def batch(
-        self, prompts: Iterable[object], output_type: object = None, **inference_kwargs: Any
+        self,
+        prompts: Iterable[object],
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> list[Any]:
-        """Generate for many prompts in shared forward passes; results keep the prompts' order."""
+        """Generate for many prompts in shared forward passes; results keep the prompts' order.
+
+        With ``retries``, each answer is also parsed as ``output_type``, and the prompts whose
+        answer failed validation are asked again together, in rounds (``Model.batch``); the
+        first failure that is not asked again is raised once its round ends.
+        """
         items = list(prompts)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._batch_reask(items, output_type, inference_kwargs, policy)
         runs, n = self._requests(items, output_type, inference_kwargs)
         completions = self._completions(runs)
         self._check(output_type, completions, stacklevel=2)
@@ -300,6 +313,39 @@ class TransformersModel:
         if n == 1:
             return texts
         return [texts[i * n : (i + 1) * n] for i in range(len(items))]
+
+    def _batch_reask(
+        self, items: list[object], output_type: object, kw: Mapping[str, Any], policy: ReaskPolicy
+    ) -> list[Any]:
+        from outlines_like.errors import GenerationError, ParseError
+        from outlines_like.models.reask import Reasker, check_reaskable
+        from outlines_like.types import parse
+
+        check_reaskable(kw.get("n") or 1, chat=True)
+        states = [Reasker(prompt, policy) for prompt in items]
+        texts: list[Any] = [None] * len(items)
+        pending = list(range(len(items)))
+        while pending:
+            runs, _ = self._requests([states[i].prompt for i in pending], output_type, kw)
+            failures: list[Exception] = []
+            again: list[int] = []
+            for i, completion in zip(pending, self._completions(runs), strict=True):
+                try:
+                    self._check(output_type, [completion], stacklevel=3)
+                    parse(output_type, completion.text)
+                except ParseError as error:
+                    if states[i].retry(completion, error):
+                        again.append(i)
+                    else:
+                        failures.append(error)
+                except GenerationError as error:  # a cut answer: never asked again
+                    failures.append(error)
+                else:
+                    texts[i] = states[i].passed(completion).text
+            if failures:
+                raise failures[0]
+            pending = again
+        return texts
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any

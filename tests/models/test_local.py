@@ -247,3 +247,9 @@ def test_reask_exhausted_and_streamed(local: Any) -> None:
     assert len(caught.value.attempts) == 2
     values = list(local.stream_parse("Pick a pet.", _rejecting(1), retries=1, max_tokens=24))
     assert values[-1].kind in ("cat", "dog")
+
+
+def test_batch_reasks_the_failed_prompts_together(local: Any) -> None:
+    pick = _rejecting(2)  # the first two answers of the first round fail
+    texts = local.batch(["Pick a pet.", "Pick one.", "A pet?"], pick, retries=1, max_tokens=24)
+    assert [pick.model_validate_json(t).kind in ("cat", "dog") for t in texts] == [True] * 3

@@ -355,3 +355,13 @@ async def test_async_stream_parse() -> None:
     values = [v async for v in amodel.stream_parse("x", Hero, retries=1)]
     assert values[-1] == Hero(name="Ada", level=3)
     assert len(fake.bodies) == 2
+
+
+async def test_generators_pass_retries_to_stream_parse() -> None:
+    fake = FakeServer(_stream(BOB), _stream(ADA))
+    gen = ol.Generator(_model(fake), Hero)
+    assert list(gen.stream_parse("x", retries=1))[-1] == Hero(name="Ada", level=3)
+    assert "retries" not in fake.sent
+    fake = FakeServer(_stream(BOB), _stream(ADA))
+    agen = ol.Generator(m.from_vllm(fake.aclient(), "tiny"), Hero)
+    assert [v async for v in agen.stream_parse("x", retries=1)][-1].name == "Ada"

@@ -121,8 +121,12 @@ def test_reask_exhausts_the_budget_and_keeps_every_attempt(model: ol.Model, bodi
 
 
 async def test_async_stream_parse_reasks(reference_server: Server) -> None:
-    amodel = ol.from_server(openai.AsyncOpenAI(base_url=reference_server.base_url, api_key="-"))
+    client = openai.AsyncOpenAI(base_url=reference_server.base_url, api_key="-")
+    amodel = ol.from_server(client)
     Pet = rejecting(1)
-    values = [v async for v in amodel.stream_parse("Describe a pet.", Pet, retries=1, **KW)]
+    try:
+        values = [v async for v in amodel.stream_parse("Describe a pet.", Pet, retries=1, **KW)]
+    finally:
+        await client.close()
     assert isinstance(values[-1], Pet)
     assert values[-1].kind in ("cat", "dog", "fish")

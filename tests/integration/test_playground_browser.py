@@ -24,19 +24,10 @@ import jsonschema
 import pytest
 
 from tests.integration.conftest import ROOT, Server
+from tests.integration.test_servers import SCHEMA
 
 pytestmark = pytest.mark.realservers
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "color": {"type": "string", "enum": ["red", "green", "blue"]},
-        "n": {"type": "integer", "minimum": 0, "maximum": 9},
-        "ok": {"type": "boolean"},
-    },
-    "required": ["color", "n", "ok"],
-    "additionalProperties": False,
-}
 GRAMMAR = 'start: "answer: " ANSWER "."\nANSWER: "yes" | "no" | "maybe"'
 TIMEOUT_MS = 120_000
 

@@ -135,6 +135,17 @@
     return { structured_outputs: { grammar: text } };
   }
 
+  // the constraint's fields, or null after showing what is wrong with what was typed
+  function fieldsOrShow() {
+    try {
+      return constraintFields();
+    } catch (err) {
+      if (!(err instanceof FieldError)) throw err;
+      showCheck("bad", `✗ ${err.message} (line ${err.line})`);
+      return null;
+    }
+  }
+
   function where(text, position) {
     // the offending line of the constraint, with a caret under the place
     const lines = text.split("\n");
@@ -189,13 +200,8 @@
 
   async function check() {
     const seq = ++checkSeq;
-    let fields;
-    try {
-      fields = constraintFields();
-    } catch (err) {
-      showCheck("bad", `✗ ${err.message} (line ${err.line})`);
-      return;
-    }
+    const fields = fieldsOrShow();
+    if (fields === null) return;
     if (!Object.keys(fields).length) {
       showCheck("ok", "free text: no mask");
       return;
@@ -343,13 +349,8 @@
   }
 
   async function run() {
-    let fields;
-    try {
-      fields = constraintFields();
-    } catch (err) {
-      showCheck("bad", `✗ ${err.message} (line ${err.line})`);
-      return;
-    }
+    const fields = fieldsOrShow();
+    if (fields === null) return;
     reset();
     const body = {
       model: $("model").value || undefined,

@@ -198,3 +198,20 @@ def test_a_field_list_runs_as_a_schema(page: Any, artifacts: pathlib.Path) -> No
     _enter(page, "fields", "color: colour")
     expect(page.locator("#check")).to_contain_text("line 1")
     page.screenshot(path=str(artifacts / "field-list-error.png"), full_page=True)
+
+
+def test_reasoning_is_shown_apart_from_the_answer(page: Any, artifacts: pathlib.Path) -> None:
+    from playwright.sync_api import expect
+
+    _enter(page, "regex", "<think>[a-z]{4}</think>[0-9]{2}")  # the constraint writes the block
+    expect(page.locator("#check")).to_have_attribute("data-state", "ok", timeout=TIMEOUT_MS)
+    page.fill("#max_tokens", "40")
+    page.fill("#seed", "1")
+    page.click("#run")
+    expect(page.locator("#run-status")).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    expect(page.locator("#reasoning-box")).to_be_visible()
+    assert re.fullmatch("[a-z]{4}", page.locator("#reasoning").text_content() or "")
+    assert re.fullmatch("[0-9]{2}", page.locator("#answer").text_content() or "")
+    assert page.locator("#reasoning-tokens .tok").count() >= 1
+    assert page.locator("#tokens .tok").count() >= 1
+    page.screenshot(path=str(artifacts / "reasoning.png"), full_page=True)

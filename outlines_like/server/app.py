@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from outlines_like.server.config import SERVER_VERSION, ServerConfig
 from outlines_like.server.dialects import RequestError
 from outlines_like.server.loading import load_service
+from outlines_like.server.playground import install_playground
 from outlines_like.server.responses import (
     chat_completion,
     chat_events,
@@ -237,4 +238,5 @@ def create_app(
         events = text_completion_events(head, job, svc.stream(job))
         return StreamingResponse(events, media_type="text/event-stream")
 
+    install_playground(app, body_of)  # GET / (the browser playground), POST /v1/constraints/check
     return app

@@ -51,6 +51,8 @@ class Job:
         prompt_tokens: Prompt tokens for the usage (each prompt once, whatever ``n``).
         common: Sampling, ``n``, streaming.
         tools: Tool calls are parsed out of the answers (chat with tools).
+        constraint_key: The compiled constraint's cache key, if any.
+        token_bytes: The vocabulary's token bytes, when the request asked for logprobs.
     """
 
     kind: Literal["chat", "completion"]
@@ -59,6 +61,7 @@ class Job:
     common: Common
     tools: bool = False
     constraint_key: tuple[str, str] | None = None
+    token_bytes: Sequence[bytes] | None = None
 
     @property
     def completion_tokens(self) -> int:
@@ -174,6 +177,8 @@ class GenerationService:
         runs = await self._runs([prompt], request.common, request.constraint, "chat")
         job = Job("chat", runs, len(prompt.ids), request.common, request.tools is not None)
         job.constraint_key = request.constraint.key if request.constraint else None
+        if request.common.params.logprobs is not None:
+            job.token_bytes = self.vocabulary.tokens
         return job
 
     async def prepare_completion(self, request: CompletionRequest) -> Job:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from outlines_like.adapters.base import ServerInfo
+from outlines_like.models import _tracing
 from outlines_like.models._call import Call, Constraint, ListModels, Request, Target
 from outlines_like.models._core import ModelCore
 from outlines_like.models._errors import translate_errors
@@ -186,8 +188,9 @@ class Model(ModelCore[openai.OpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        call, completions = self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
+        with _tracing.traced(self.endpoint, "call" if sink is None else "batch", constraint):
+            call, completions = self._completions(constraint, prompt, kw)
+            return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     def complete(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -196,8 +199,10 @@ class Model(ModelCore[openai.OpenAI]):
 
         The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``).
         """
-        call, completions = self._completions(Constraint.of(output_type), prompt, inference_kwargs)
-        return self.rich(call, completions)  # type: ignore[no-any-return]
+        constraint = Constraint.of(output_type)
+        with _tracing.traced(self.endpoint, "complete", constraint):
+            call, completions = self._completions(constraint, prompt, inference_kwargs)
+            return self.rich(call, completions)  # type: ignore[no-any-return]
 
     def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
         """Generate and read the answer as ``output_type`` (a list of values when ``n > 1``).
@@ -210,8 +215,9 @@ class Model(ModelCore[openai.OpenAI]):
         return self._parse(Constraint.of(output_type), prompt, inference_kwargs)
 
     def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        call, completions = self._completions(constraint, prompt, kw)
-        return self.values(call, completions)
+        with _tracing.traced(self.endpoint, "parse", constraint):
+            call, completions = self._completions(constraint, prompt, kw)
+            return self.values(call, completions)
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -228,19 +234,31 @@ class Model(ModelCore[openai.OpenAI]):
         return self._stream(call)
 
     def _stream(self, call: Call, level: int = 2) -> Iterator[str]:
-        stream = self._send(call)
-        view = self.stream_view(call)  # after sending: the model id is known by then
-        with translate_errors():
-            try:
-                for chunk in stream:
-                    delta = view.feed(chunk)
-                    if delta:
-                        yield delta
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-        tail = view.finish(stacklevel=level)
+        trace = _tracing.start(
+            self.endpoint, "stream", call.constraint
+        )  # ends at the last chunk, error or close
+        try:
+            with trace.active():
+                stream = self._send(call)
+                view = self.stream_view(call)  # after sending: the model id is known by then
+            with translate_errors():
+                try:
+                    for chunk in stream:
+                        delta = view.feed(chunk)
+                        if delta:
+                            yield delta
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
+            tail = view.finish(stacklevel=level)
+        except GeneratorExit:
+            trace.end(closed=True)
+            raise
+        except BaseException as exc:
+            trace.end(exc)
+            raise
+        trace.end()
         if tail:
             yield tail
 
@@ -304,9 +322,14 @@ class Model(ModelCore[openai.OpenAI]):
 
         pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="outlines-batch")
         try:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
-            concurrent.futures.wait(futures, return_when=stop)
+            with _tracing.batch_span(
+                self.endpoint, len(items)
+            ):  # each item's span is its child (context copied)
+                futures = [
+                    pool.submit(contextvars.copy_context().run, one, i) for i in range(len(items))
+                ]
+                stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
+                concurrent.futures.wait(futures, return_when=stop)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # running items finish; others stop
         results = [_outcome(f) for f in futures]
@@ -380,25 +403,27 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        call, completions = await self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
+        with _tracing.traced(self.endpoint, "call" if sink is None else "batch", constraint):
+            call, completions = await self._completions(constraint, prompt, kw)
+            return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     async def complete(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
     ) -> Completion | list[Completion]:
         """Generate and return a ``Completion`` (a list if ``n > 1``); see ``Model.complete``."""
-        call, completions = await self._completions(
-            Constraint.of(output_type), prompt, inference_kwargs
-        )
-        return self.rich(call, completions)  # type: ignore[no-any-return]
+        constraint = Constraint.of(output_type)
+        with _tracing.traced(self.endpoint, "complete", constraint):
+            call, completions = await self._completions(constraint, prompt, inference_kwargs)
+            return self.rich(call, completions)  # type: ignore[no-any-return]
 
     async def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
         """Generate and read the answer as ``output_type``; see ``Model.parse``."""
         return await self._parse(Constraint.of(output_type), prompt, inference_kwargs)
 
     async def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        call, completions = await self._completions(constraint, prompt, kw)
-        return self.values(call, completions)
+        with _tracing.traced(self.endpoint, "parse", constraint):
+            call, completions = await self._completions(constraint, prompt, kw)
+            return self.values(call, completions)
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -414,19 +439,31 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return self._stream(call)
 
     async def _stream(self, call: Call, level: int = 2) -> AsyncIterator[str]:
-        stream = await self._send(call)
-        view = self.stream_view(call)  # after sending: the model id is known by then
-        with translate_errors():
-            try:
-                async for chunk in stream:
-                    delta = view.feed(chunk)
-                    if delta:
-                        yield delta
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    await close()
-        tail = view.finish(stacklevel=level)
+        trace = _tracing.start(
+            self.endpoint, "stream", call.constraint
+        )  # ends at the last chunk, error or close
+        try:
+            with trace.active():
+                stream = await self._send(call)
+                view = self.stream_view(call)  # after sending: the model id is known by then
+            with translate_errors():
+                try:
+                    async for chunk in stream:
+                        delta = view.feed(chunk)
+                        if delta:
+                            yield delta
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        await close()
+            tail = view.finish(stacklevel=level)
+        except GeneratorExit:
+            trace.end(closed=True)
+            raise
+        except BaseException as exc:
+            trace.end(exc)
+            raise
+        trace.end()
         if tail:
             yield tail
 
@@ -479,16 +516,19 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
             async with limit:
                 return await self._text(constraint, items[i], kw, 3, sinks[i])
 
-        tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
-        try:
-            if return_exceptions:
-                await asyncio.wait(tasks)
-            else:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        with _tracing.batch_span(
+            self.endpoint, len(items)
+        ):  # tasks copy the context: items are its children
+            tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
+            try:
+                if return_exceptions:
+                    await asyncio.wait(tasks)
+                else:
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
         results = [_outcome(t) for t in tasks]
         _reissue(sinks, stacklevel=3)
         return _results(results, return_exceptions)

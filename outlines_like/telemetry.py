@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "attempt",
     "batch_span",
     "current",
+    "kind_name",
     "start",
     "tracer",
 ]
@@ -48,6 +50,7 @@ LOGGERS = {
 
 FIELDS = (
     "method",
+    "route",
     "operation",
     "server_kind",
     "dialect",
@@ -223,12 +226,20 @@ class Trace:
                 sys.modules["opentelemetry.context"].detach(attached)
             _CURRENT.reset(token)
 
-    def end(self, error: BaseException | None = None, *, closed: bool = False) -> None:
+    def end(
+        self,
+        error: BaseException | None = None,
+        *,
+        closed: bool = False,
+        ours: bool = True,
+    ) -> None:
         """End the span and write the record (once; later calls do nothing).
 
         Args:
-            error: The exception the call ended with (status ERROR, a WARNING record).
+            error: The exception the call ended with (``error.type``, a WARNING record).
             closed: The caller stopped a stream before its end (not an error).
+            ours: The error is a failure of this side (status ERROR); ``False`` for a
+                server refusing a bad request (a 4xx: ``error.type`` only, an INFO record).
         """
         if self._ended:
             return
@@ -244,14 +255,19 @@ class Trace:
             fields["error"] = type(error).__name__
         span = self.span
         if span is not None:
+            route = fields.get("route")
+            if route is not None:
+                span.set_attribute("http.route", route)
             if closed:
                 span.set_attribute("outlines_like.stream.closed", True)
             if error is not None:
-                _record_error(span, error)
+                _record_error(span, error, status=ours)
             span.end()
         log = LOGGERS[self.layer]
-        if error is not None and log.isEnabledFor(logging.WARNING):
-            log.warning(
+        level = logging.WARNING if ours else logging.INFO
+        if error is not None and log.isEnabledFor(level):
+            log.log(
+                level,
                 "%s failed after %.3f s: %s: %s",
                 _what(fields),
                 fields["duration_s"],
@@ -355,12 +371,17 @@ def batch_span(size: int, operation: str) -> Iterator[None]:
         yield
 
 
-def _record_error(span: Any, error: BaseException) -> None:
-    status = sys.modules["opentelemetry.trace"].Status
-    codes = sys.modules["opentelemetry.trace.status"].StatusCode
+def _record_error(span: Any, error: BaseException, *, status: bool = True) -> None:
     span.set_attribute("error.type", type(error).__qualname__)
     span.record_exception(error)
-    span.set_status(status(codes.ERROR, f"{type(error).__name__}: {error}"[:500]))
+    if status:
+        api = sys.modules["opentelemetry.trace"]
+        span.set_status(api.Status(api.StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+
+
+def kind_name(value: object) -> str:
+    """The snake-case name of ``value``'s type (``JsonSchema`` -> ``json_schema``)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(value).__name__).lower()
 
 
 def _add(total: int | None, more: int | None) -> int | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,11 +20,9 @@ from outlines_like.errors import ConstraintViolationError, GenerationError
 from outlines_like.messages import Completion, read_field
 from outlines_like.models._call import Constraint, label
 from outlines_like.models._reader import request_id
-from outlines_like.types import Term
 
 __all__ = [
     "batch_span",
-    "constraint_kind",
     "dialect",
     "record_request",
     "record_response",
@@ -46,7 +43,7 @@ def start(endpoint: Endpoint, method: str, constraint: Constraint) -> telemetry.
         _operation(endpoint),
         method=method,
         output_type=None if term is None else label(constraint),
-        constraint_kind=None if term is None else constraint_kind(term),
+        constraint_kind=None if term is None else telemetry.kind_name(term),
     )
 
 
@@ -79,11 +76,6 @@ def _where(base_url: str) -> tuple[str | None, int | None]:
     return url.hostname, port
 
 
-def constraint_kind(term: Term) -> str:
-    """A term's kind for logs and spans: ``regex``, ``json_schema``, ``cfg``, ``choice``..."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(term).__name__).lower()
-
-
 def dialect(fields: ConstraintFields) -> str | None:
     """Which constraint fields went out: ``response_format.json_schema``, ``guided_regex``..."""
     if not fields:
@@ -101,12 +93,22 @@ def dialect(fields: ConstraintFields) -> str | None:
 
 
 def record_request(
-    params: Mapping[str, Any], server_kind: str, fields: ConstraintFields, base_url: str
+    params: dict[str, Any], server_kind: str, fields: ConstraintFields, base_url: str
 ) -> None:
-    """The request as built, on the current call: model, server, constraint fields sent."""
+    """The request as built, on the current call: model, server, constraint fields sent.
+
+    When the call has a span, the request carries its context (W3C ``traceparent`` in
+    ``extra_headers``, a copy of the caller's), so the server's span joins the trace.
+    """
     trace = telemetry.current()
     if trace is None:
         return
+    if trace.span is not None:
+        from opentelemetry import propagate
+
+        headers = dict(params.get("extra_headers") or {})
+        propagate.inject(headers)
+        params["extra_headers"] = headers
     address, port = _where(base_url)
     trace.request(
         model=params["model"],

@@ -80,6 +80,25 @@ def test_a_call_is_one_client_span_with_the_genai_attributes(spans: Any) -> None
     (attempt,) = children(spans, span)
     assert attempt.name == "attempt 1"
     assert attempt.attributes["outlines_like.attempt"] == 1
+    # the request carries the call's context (W3C trace context) for the server's span
+    ids = f"{span.context.trace_id:032x}-{span.context.span_id:016x}"
+    assert fake.requests[-1].headers["traceparent"].startswith(f"00-{ids}-")
+    assert fake.requests[-1].headers["x-team"] == "blue"
+
+
+def test_the_callers_extra_headers_are_kept_and_not_mutated(spans: Any) -> None:
+    fake = FakeServer(chat_body("red"))
+    mine = {"X-Mine": "1"}
+    model(fake)("Pick.", Colour, extra_headers=mine)
+    assert mine == {"X-Mine": "1"}
+    assert fake.requests[-1].headers["x-mine"] == "1"
+    assert "traceparent" in fake.requests[-1].headers
+
+
+def test_without_tracing_no_trace_header_is_sent() -> None:
+    fake = FakeServer(chat_body("red"))
+    model(fake)("Pick.", Colour)
+    assert "traceparent" not in fake.requests[-1].headers
 
 
 def test_parse_names_the_schema_and_the_response_format(spans: Any) -> None:

@@ -351,16 +351,3 @@ def test_no_record_below_the_loggers_level(caplog: pytest.LogCaptureFixture) -> 
     with caplog.at_level(logging.INFO, logger="outlines_like"):
         model(FakeServer(chat_body("red")))("Pick.", Colour)
     assert caplog.records == []
-
-
-def test_the_library_configures_no_logging() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import logging, outlines_like, outlines_like.models, outlines_like.telemetry\n"
-        "names = [n for n in logging.root.manager.loggerDict if n.startswith('outlines_like')]\n"
-        "print(sum(len(logging.getLogger(n).handlers) for n in names), len(logging.root.handlers))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["0", "0"]

@@ -16,7 +16,8 @@ writes on a plain object.
 
 A call is a :class:`Trace`: started with :func:`start`, made current with
 :meth:`Trace.active` (child spans, such as the attempts of ``models/retry.py``, find it with
-:func:`current`), filled as the call learns things, and ended once with :meth:`Trace.end`.
+:func:`current`), filled as the call learns things, and ended once with :meth:`Trace.end`;
+``with trace:`` does both around a block (the end gets the block's exception).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 __all__ = [
@@ -128,14 +129,30 @@ class Trace:
         span: The OpenTelemetry span, or ``None`` when tracing is off.
     """
 
-    __slots__ = ("_ended", "_start", "fields", "layer", "span")
+    __slots__ = ("_attached", "_ended", "_lazy", "_start", "_token", "fields", "layer", "span")
 
-    def __init__(self, operation: str, layer: str, span: Any) -> None:
+    def __init__(
+        self, operation: str, layer: str, span: Any, fields: dict[str, Any] | None = None
+    ) -> None:
         self.fields: dict[str, Any] = {"operation": operation}
+        if fields:
+            self.fields.update(fields)
         self.layer = layer
         self.span = span
         self._start = time.perf_counter()
         self._ended = False
+        self._lazy: Callable[[], str | None] | None = None
+
+    def __enter__(self) -> Trace:
+        self._token = _CURRENT.set(self)
+        self._attached = _attach(self.span) if self.span is not None else None
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        if self._attached is not None:
+            sys.modules["opentelemetry.context"].detach(self._attached)
+        _CURRENT.reset(self._token)
+        self.end(error)
 
     def set(self, **fields: Any) -> None:
         """Record fields (``None`` values are left out); span attributes follow ``FIELDS``."""
@@ -149,22 +166,37 @@ class Trace:
                 if name is not None:
                     span.set_attribute(name, value)
 
+    def active(self) -> contextlib.AbstractContextManager[Trace]:
+        """Make this the current call (and its span the current span) inside the block."""
+        return _Active(self)
+
     def request(
         self,
         *,
         model: str,
         server_kind: str | None,
-        dialect: str | None = None,
+        dialect: str | Callable[[], str | None] | None = None,
         max_tokens: object = None,
         temperature: object = None,
-        address: str | None = None,
+        address: str | Callable[[], tuple[str | None, int | None]] | None = None,
         port: int | None = None,
     ) -> None:
-        """What was sent, to whom (called again when a request is rebuilt for a new server)."""
-        self.set(model=model, server_kind=server_kind, dialect=dialect)
+        """What was sent, to whom (called again when a request is rebuilt for a new server).
+
+        ``dialect`` and ``address`` may be given as functions: they are then called only
+        when a span or a log record needs them (``address`` returns the address and port).
+        """
         span = self.span
+        if callable(dialect):
+            if span is None:
+                self._lazy, dialect = dialect, None
+            else:
+                dialect = dialect()
+        self.set(model=model, server_kind=server_kind, dialect=dialect)
         if span is None:
             return
+        if callable(address):
+            address, port = address()
         span.update_name(f"{self.fields['operation']} {model}")
         span.set_attribute("gen_ai.request.model", model)
         if server_kind is not None:
@@ -209,23 +241,6 @@ class Trace:
         if output_tokens is not None:
             span.set_attribute("gen_ai.usage.output_tokens", self.fields["output_tokens"])
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[Trace]:
-        """Make this the current call (and its span the current span) inside the block."""
-        token = _CURRENT.set(self)
-        span = self.span
-        attached = None
-        if span is not None:
-            api = sys.modules["opentelemetry.trace"]
-            context = sys.modules["opentelemetry.context"]
-            attached = context.attach(api.set_span_in_context(span))
-        try:
-            yield self
-        finally:
-            if attached is not None:
-                sys.modules["opentelemetry.context"].detach(attached)
-            _CURRENT.reset(token)
-
     def end(
         self,
         error: BaseException | None = None,
@@ -265,7 +280,11 @@ class Trace:
             span.end()
         log = LOGGERS[self.layer]
         level = logging.WARNING if ours else logging.INFO
-        if error is not None and log.isEnabledFor(level):
+        if not log.isEnabledFor(level if error is not None else logging.DEBUG):
+            return
+        if self._lazy is not None:
+            self.set(dialect=self._lazy())
+        if error is not None:
             log.log(
                 level,
                 "%s failed after %.3f s: %s: %s",
@@ -275,7 +294,7 @@ class Trace:
                 error,
                 extra=_extra(fields),
             )
-        elif log.isEnabledFor(logging.DEBUG):
+        else:
             log.debug(
                 "%s done in %.3f s (tokens in %s, out %s, attempts %s, verification %s)",
                 _what(fields),
@@ -317,14 +336,43 @@ def start(
             kind=getattr(api.SpanKind, kind),
             attributes={"gen_ai.operation.name": operation},
         )
+    if span is None:  # no attributes to set: the fields go in as they are
+        return Trace(operation, layer, None, {k: v for k, v in fields.items() if v is not None})
     trace = Trace(operation, layer, span)
-    if fields:
-        trace.set(**fields)
+    trace.set(**fields)
     return trace
 
 
-@contextlib.contextmanager
-def attempt(number: int) -> Iterator[None]:
+class _Active:
+    """``Trace.active()``: the trace (and its span) current inside a block."""
+
+    __slots__ = ("_attached", "_token", "trace")
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    def __enter__(self) -> Trace:
+        trace = self.trace
+        self._token = _CURRENT.set(trace)
+        self._attached = _attach(trace.span) if trace.span is not None else None
+        return trace
+
+    def __exit__(self, *exc: object) -> None:
+        if self._attached is not None:
+            sys.modules["opentelemetry.context"].detach(self._attached)
+        _CURRENT.reset(self._token)
+
+
+def _attach(span: Any) -> object:
+    """Make ``span`` the current span; return the token that undoes it."""
+    api = sys.modules["opentelemetry.trace"]
+    return sys.modules["opentelemetry.context"].attach(api.set_span_in_context(span))
+
+
+_NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def attempt(number: int) -> contextlib.AbstractContextManager[Any]:
     """One attempt at sending the current call's request: a child span, counted.
 
     A failed attempt records its error on its own span; the call's span says how the call
@@ -332,19 +380,23 @@ def attempt(number: int) -> Iterator[None]:
     """
     trace = _CURRENT.get()
     if trace is None:
-        yield
-        return
+        return _NOTHING
     trace.fields["attempts"] = number
     found = tracer() if trace.span is not None else None
     if found is None:
-        yield
-        return
+        return _NOTHING
     api = sys.modules["opentelemetry.trace"]
     span = found.start_span(
         f"attempt {number}",
         kind=api.SpanKind.INTERNAL,
         attributes={"outlines_like.attempt": number},
     )
+    return _spanned(api, span)
+
+
+@contextlib.contextmanager
+def _spanned(api: Any, span: Any) -> Iterator[None]:
+    """``span`` current inside the block, ended after it (with the block's error, if any)."""
     try:
         with api.use_span(span, end_on_exit=False, record_exception=False):
             yield

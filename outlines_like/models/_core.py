@@ -467,7 +467,7 @@ class ModelCore(Generic[ClientT]):
             params["extra_body"] = extra
         if call.stream:
             params["stream"] = True
-        _tracing.record_request(params, target.info.kind, fields, self.base_url)
+        _tracing.record_request(params, target.info.kind, fields, self._client.base_url)
         return Request(self.endpoint, params)
 
     def thinks(self, model: str | None) -> bool | None:

@@ -1,6 +1,6 @@
 """What a remote call tells ``outlines_like.telemetry``: its span's and log record's fields.
 
-``ModelCore`` calls these at the points where the facts are known: ``traced`` around a call,
+``ModelCore`` calls these at the points where the facts are known: ``start`` around a call,
 ``record_request`` when the request is built (server, model, constraint fields sent),
 ``record_response`` when the answer is read, ``record_verdict`` after the answer check.
 Nothing here is on the path of a call that is not traced (no current ``Trace``).
@@ -28,7 +28,6 @@ __all__ = [
     "record_response",
     "record_verdict",
     "start",
-    "traced",
 ]
 
 
@@ -37,7 +36,7 @@ def _operation(endpoint: Endpoint) -> str:
 
 
 def start(endpoint: Endpoint, method: str, constraint: Constraint) -> telemetry.Trace:
-    """Start the trace of one call (not current yet; ``traced`` makes it current)."""
+    """Start the trace of one call; ``with`` it around the call (or see ``Trace.active``)."""
     term = constraint.term
     return telemetry.start(
         _operation(endpoint),
@@ -45,19 +44,6 @@ def start(endpoint: Endpoint, method: str, constraint: Constraint) -> telemetry.
         output_type=None if term is None else label(constraint),
         constraint_kind=None if term is None else telemetry.kind_name(term),
     )
-
-
-@contextlib.contextmanager
-def traced(endpoint: Endpoint, method: str, constraint: Constraint) -> Iterator[telemetry.Trace]:
-    """Trace the call made inside the block (ended when the block ends, error or not)."""
-    trace = start(endpoint, method, constraint)
-    try:
-        with trace.active():
-            yield trace
-    except BaseException as exc:
-        trace.end(exc)
-        raise
-    trace.end()
 
 
 def batch_span(endpoint: Endpoint, size: int) -> contextlib.AbstractContextManager[None]:
@@ -93,7 +79,7 @@ def dialect(fields: ConstraintFields) -> str | None:
 
 
 def record_request(
-    params: dict[str, Any], server_kind: str, fields: ConstraintFields, base_url: str
+    params: dict[str, Any], server_kind: str, fields: ConstraintFields, base_url: object
 ) -> None:
     """The request as built, on the current call: model, server, constraint fields sent.
 
@@ -109,15 +95,13 @@ def record_request(
         headers = dict(params.get("extra_headers") or {})
         propagate.inject(headers)
         params["extra_headers"] = headers
-    address, port = _where(base_url)
     trace.request(
         model=params["model"],
         server_kind=server_kind,
-        dialect=dialect(fields),
+        dialect=lambda: dialect(fields),
         max_tokens=params.get("max_tokens", params.get("max_completion_tokens")),
         temperature=params.get("temperature"),
-        address=address,
-        port=port,
+        address=lambda: _where(str(base_url).rstrip("/")),
     )
 
 

@@ -188,7 +188,7 @@ class Model(ModelCore[openai.OpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        with _tracing.traced(self.endpoint, "call" if sink is None else "batch", constraint):
+        with _tracing.start(self.endpoint, "call" if sink is None else "batch", constraint):
             call, completions = self._completions(constraint, prompt, kw)
             return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
@@ -200,7 +200,7 @@ class Model(ModelCore[openai.OpenAI]):
         The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``).
         """
         constraint = Constraint.of(output_type)
-        with _tracing.traced(self.endpoint, "complete", constraint):
+        with _tracing.start(self.endpoint, "complete", constraint):
             call, completions = self._completions(constraint, prompt, inference_kwargs)
             return self.rich(call, completions)  # type: ignore[no-any-return]
 
@@ -215,7 +215,7 @@ class Model(ModelCore[openai.OpenAI]):
         return self._parse(Constraint.of(output_type), prompt, inference_kwargs)
 
     def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        with _tracing.traced(self.endpoint, "parse", constraint):
+        with _tracing.start(self.endpoint, "parse", constraint):
             call, completions = self._completions(constraint, prompt, kw)
             return self.values(call, completions)
 
@@ -403,7 +403,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        with _tracing.traced(self.endpoint, "call" if sink is None else "batch", constraint):
+        with _tracing.start(self.endpoint, "call" if sink is None else "batch", constraint):
             call, completions = await self._completions(constraint, prompt, kw)
             return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
@@ -412,7 +412,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
     ) -> Completion | list[Completion]:
         """Generate and return a ``Completion`` (a list if ``n > 1``); see ``Model.complete``."""
         constraint = Constraint.of(output_type)
-        with _tracing.traced(self.endpoint, "complete", constraint):
+        with _tracing.start(self.endpoint, "complete", constraint):
             call, completions = await self._completions(constraint, prompt, inference_kwargs)
             return self.rich(call, completions)  # type: ignore[no-any-return]
 
@@ -421,7 +421,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return await self._parse(Constraint.of(output_type), prompt, inference_kwargs)
 
     async def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        with _tracing.traced(self.endpoint, "parse", constraint):
+        with _tracing.start(self.endpoint, "parse", constraint):
             call, completions = await self._completions(constraint, prompt, kw)
             return self.values(call, completions)
 

@@ -97,3 +97,11 @@ def test_the_adapter_logs_when_a_schema_goes_as_our_compiled_form(
     assert record.name == "outlines_like.adapters"
     assert record.ol_dropped == ["pattern"]  # type: ignore[attr-defined]
     assert "our compiled regex" in record.getMessage()
+
+
+def test_the_docs_name_every_record_field() -> None:
+    import pathlib
+
+    page = (pathlib.Path(__file__).parent.parent / "docs" / "observability.md").read_text()
+    missing = [f for f in telemetry.FIELDS if f"`ol_{f}`" not in page]
+    assert not missing

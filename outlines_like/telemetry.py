@@ -170,6 +170,15 @@ class Trace:
         """Make this the current call (and its span the current span) inside the block."""
         return _Active(self)
 
+    def finishing(self) -> contextlib.AbstractContextManager[None]:
+        """End the trace when the block ends, without making it current inside.
+
+        For generators (a stream's body), which must not leave their context attached
+        between items: the block's exception is the error, and ``GeneratorExit`` (the
+        consumer closed the stream) ends it as closed.
+        """
+        return _Finishing(self)
+
     def request(
         self,
         *,
@@ -367,6 +376,24 @@ def _attach(span: Any) -> object:
     """Make ``span`` the current span; return the token that undoes it."""
     api = sys.modules["opentelemetry.trace"]
     return sys.modules["opentelemetry.context"].attach(api.set_span_in_context(span))
+
+
+class _Finishing:
+    """``Trace.finishing()``."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        if isinstance(error, GeneratorExit):
+            self.trace.end(closed=True)
+        else:
+            self.trace.end(error)
 
 
 _NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()

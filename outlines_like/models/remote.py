@@ -234,10 +234,9 @@ class Model(ModelCore[openai.OpenAI]):
         return self._stream(call)
 
     def _stream(self, call: Call, level: int = 2) -> Iterator[str]:
-        trace = _tracing.start(
-            self.endpoint, "stream", call.constraint
-        )  # ends at the last chunk, error or close
-        try:
+        # the trace ends at the last chunk, on an error, or when the caller closes the stream
+        trace = _tracing.start(self.endpoint, "stream", call.constraint)
+        with trace.finishing():
             with trace.active():
                 stream = self._send(call)
                 view = self.stream_view(call)  # after sending: the model id is known by then
@@ -252,13 +251,6 @@ class Model(ModelCore[openai.OpenAI]):
                     if close is not None:
                         close()
             tail = view.finish(stacklevel=level)
-        except GeneratorExit:
-            trace.end(closed=True)
-            raise
-        except BaseException as exc:
-            trace.end(exc)
-            raise
-        trace.end()
         if tail:
             yield tail
 
@@ -439,10 +431,9 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         return self._stream(call)
 
     async def _stream(self, call: Call, level: int = 2) -> AsyncIterator[str]:
-        trace = _tracing.start(
-            self.endpoint, "stream", call.constraint
-        )  # ends at the last chunk, error or close
-        try:
+        # the trace ends at the last chunk, on an error, or when the caller closes the stream
+        trace = _tracing.start(self.endpoint, "stream", call.constraint)
+        with trace.finishing():
             with trace.active():
                 stream = await self._send(call)
                 view = self.stream_view(call)  # after sending: the model id is known by then
@@ -457,13 +448,6 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
                     if close is not None:
                         await close()
             tail = view.finish(stacklevel=level)
-        except GeneratorExit:
-            trace.end(closed=True)
-            raise
-        except BaseException as exc:
-            trace.end(exc)
-            raise
-        trace.end()
         if tail:
             yield tail
 

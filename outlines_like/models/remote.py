@@ -17,13 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import warnings
+import contextvars
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import openai
 
 from outlines_like.adapters.base import ServerInfo
+from outlines_like.models import _tracing
+from outlines_like.models._batch import (
+    DEFAULT_MAX_CONCURRENCY,
+    check_concurrency,
+    outcome,
+    reissue,
+    results_of,
+)
 from outlines_like.models._call import Call, Constraint, ListModels, Request, Target
 from outlines_like.models._core import ModelCore
 from outlines_like.models._errors import translate_errors
@@ -47,58 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncModel", "Model"]
 
-DEFAULT_MAX_CONCURRENCY = 16
-
-
-def _check_concurrency(max_concurrency: int) -> int:
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-        raise TypeError(f"max_concurrency must be an int, got {max_concurrency!r}")
-    if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    return max_concurrency
-
 
 def _model_ids(page: Any) -> tuple[str, ...]:
     return tuple(m.id for m in getattr(page, "data", page) if isinstance(m.id, str))
-
-
-class _Cancelled:
-    """Stands for a batch item that was cancelled after another one failed."""
-
-    def __repr__(self) -> str:
-        return "<cancelled>"
-
-
-CANCELLED = _Cancelled()
-
-
-def _outcome(future: concurrent.futures.Future[Any] | asyncio.Future[Any]) -> Any:
-    """A finished item's result or exception; ``CANCELLED`` for one that never ran out."""
-    if future.cancelled() or not future.done():
-        return CANCELLED
-    return future.exception() or future.result()
-
-
-def _results(results: list[Any], return_exceptions: bool) -> list[Any]:
-    """The batch's answers; without ``return_exceptions``, the first failure in prompt order.
-
-    The raised error carries every item's outcome as ``error.batch_results`` (answers,
-    exceptions, and ``CANCELLED`` for items stopped after the failure).
-    """
-    if return_exceptions:
-        return results
-    for result in results:
-        if isinstance(result, BaseException):
-            result.batch_results = results  # type: ignore[attr-defined]
-            raise result
-    return results
-
-
-def _reissue(sinks: list[Sink], *, stacklevel: int) -> None:
-    """Issue the warnings kept by batch workers from the caller's thread (its line shown)."""
-    for sink in sinks:
-        for message, category in sink:
-            warnings.warn(message, category, stacklevel=stacklevel + 1)
 
 
 class Model(ModelCore[openai.OpenAI]):
@@ -198,8 +157,9 @@ class Model(ModelCore[openai.OpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        call, completions = self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
+        with _tracing.start(self.endpoint, "call" if sink is None else "batch", constraint):
+            call, completions = self._completions(constraint, prompt, kw)
+            return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     def complete(
         self,
@@ -219,8 +179,9 @@ class Model(ModelCore[openai.OpenAI]):
         policy = reask_policy(retries)
         if policy is not None:
             return self._reask(constraint, prompt, inference_kwargs, policy).completion
-        call, completions = self._completions(constraint, prompt, inference_kwargs)
-        return self.rich(call, completions)  # type: ignore[no-any-return]
+        with _tracing.start(self.endpoint, "complete", constraint):
+            call, completions = self._completions(constraint, prompt, inference_kwargs)
+            return self.rich(call, completions)  # type: ignore[no-any-return]
 
     def parse(
         self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
@@ -253,11 +214,14 @@ class Model(ModelCore[openai.OpenAI]):
         def ask(step: Ask) -> list[Completion]:
             return self._completions(constraint, step.prompt, kw)[1]
 
-        return drive(remote_flow(self, constraint, prompt, kw, policy, sink), ask, self._policy)
+        with _tracing.start(self.endpoint, "parse" if sink is None else "batch", constraint):
+            flow = remote_flow(self, constraint, prompt, kw, policy, sink)
+            return drive(flow, ask, self._policy)
 
     def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        call, completions = self._completions(constraint, prompt, kw)
-        return self.values(call, completions)
+        with _tracing.start(self.endpoint, "parse", constraint):
+            call, completions = self._completions(constraint, prompt, kw)
+            return self.values(call, completions)
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -276,21 +240,25 @@ class Model(ModelCore[openai.OpenAI]):
     def _stream(
         self, call: Call, level: int = 2, views: list[StreamView] | None = None
     ) -> Iterator[str]:
-        stream = self._send(call)
-        view = self.stream_view(call)  # after sending: the model id is known by then
-        if views is not None:
-            views.append(view)
-        with translate_errors():
-            try:
-                for chunk in stream:
-                    delta = view.feed(chunk)
-                    if delta:
-                        yield delta
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-        tail = view.finish(stacklevel=level)
+        # the trace ends at the last chunk, on an error, or when the caller closes the stream
+        trace = _tracing.start(self.endpoint, "stream", call.constraint)
+        with trace.finishing():
+            with trace.active():
+                stream = self._send(call)
+                view = self.stream_view(call)  # after sending: the model id is known by then
+                if views is not None:
+                    views.append(view)
+            with translate_errors():
+                try:
+                    for chunk in stream:
+                        delta = view.feed(chunk)
+                        if delta:
+                            yield delta
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
+            tail = view.finish(stacklevel=level)
         if tail:
             yield tail
 
@@ -352,7 +320,7 @@ class Model(ModelCore[openai.OpenAI]):
         policy: ReaskPolicy | None = None,
     ) -> list[Any]:
         items = list(prompts)
-        workers = min(_check_concurrency(max_concurrency), len(items))
+        workers = min(check_concurrency(max_concurrency), len(items))
         if not items:
             return []
         self._ready(kw.get("model"))  # detect once, not once per thread
@@ -366,14 +334,19 @@ class Model(ModelCore[openai.OpenAI]):
 
         pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="outlines-batch")
         try:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
-            concurrent.futures.wait(futures, return_when=stop)
+            with _tracing.batch_span(
+                self.endpoint, len(items)
+            ):  # each item's span is its child (context copied)
+                futures = [
+                    pool.submit(contextvars.copy_context().run, one, i) for i in range(len(items))
+                ]
+                stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
+                concurrent.futures.wait(futures, return_when=stop)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # running items finish; others stop
-        results = [_outcome(f) for f in futures]
-        _reissue(sinks, stacklevel=3)
-        return _results(results, return_exceptions)
+        results = [outcome(f) for f in futures]
+        reissue(sinks, stacklevel=3)
+        return results_of(results, return_exceptions)
 
 
 class AsyncModel(ModelCore[openai.AsyncOpenAI]):
@@ -442,8 +415,9 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        call, completions = await self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
+        with _tracing.start(self.endpoint, "call" if sink is None else "batch", constraint):
+            call, completions = await self._completions(constraint, prompt, kw)
+            return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     async def complete(
         self,
@@ -458,8 +432,9 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         policy = reask_policy(retries)
         if policy is not None:
             return (await self._reask(constraint, prompt, inference_kwargs, policy)).completion
-        call, completions = await self._completions(constraint, prompt, inference_kwargs)
-        return self.rich(call, completions)  # type: ignore[no-any-return]
+        with _tracing.start(self.endpoint, "complete", constraint):
+            call, completions = await self._completions(constraint, prompt, inference_kwargs)
+            return self.rich(call, completions)  # type: ignore[no-any-return]
 
     async def parse(
         self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
@@ -482,12 +457,14 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         async def ask(step: Ask) -> list[Completion]:
             return (await self._completions(constraint, step.prompt, kw))[1]
 
-        flow = remote_flow(self, constraint, prompt, kw, policy, sink)
-        return await adrive(flow, ask, self._policy)
+        with _tracing.start(self.endpoint, "parse" if sink is None else "batch", constraint):
+            flow = remote_flow(self, constraint, prompt, kw, policy, sink)
+            return await adrive(flow, ask, self._policy)
 
     async def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        call, completions = await self._completions(constraint, prompt, kw)
-        return self.values(call, completions)
+        with _tracing.start(self.endpoint, "parse", constraint):
+            call, completions = await self._completions(constraint, prompt, kw)
+            return self.values(call, completions)
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -505,21 +482,25 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
     async def _stream(
         self, call: Call, level: int = 2, views: list[StreamView] | None = None
     ) -> AsyncIterator[str]:
-        stream = await self._send(call)
-        view = self.stream_view(call)  # after sending: the model id is known by then
-        if views is not None:
-            views.append(view)
-        with translate_errors():
-            try:
-                async for chunk in stream:
-                    delta = view.feed(chunk)
-                    if delta:
-                        yield delta
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    await close()
-        tail = view.finish(stacklevel=level)
+        # the trace ends at the last chunk, on an error, or when the caller closes the stream
+        trace = _tracing.start(self.endpoint, "stream", call.constraint)
+        with trace.finishing():
+            with trace.active():
+                stream = await self._send(call)
+                view = self.stream_view(call)  # after sending: the model id is known by then
+                if views is not None:
+                    views.append(view)
+            with translate_errors():
+                try:
+                    async for chunk in stream:
+                        delta = view.feed(chunk)
+                        if delta:
+                            yield delta
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        await close()
+            tail = view.finish(stacklevel=level)
         if tail:
             yield tail
 
@@ -568,7 +549,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         policy: ReaskPolicy | None = None,
     ) -> list[Any]:
         items = list(prompts)
-        limit = asyncio.Semaphore(_check_concurrency(max_concurrency))
+        limit = asyncio.Semaphore(check_concurrency(max_concurrency))
         if not items:
             return []
         await self._ready(kw.get("model"))  # detect once, not once per task
@@ -582,16 +563,19 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
                     return reasked.completion.text
                 return await self._text(constraint, items[i], kw, 3, sinks[i])
 
-        tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
-        try:
-            if return_exceptions:
-                await asyncio.wait(tasks)
-            else:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        results = [_outcome(t) for t in tasks]
-        _reissue(sinks, stacklevel=3)
-        return _results(results, return_exceptions)
+        with _tracing.batch_span(
+            self.endpoint, len(items)
+        ):  # tasks copy the context: items are its children
+            tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
+            try:
+                if return_exceptions:
+                    await asyncio.wait(tasks)
+                else:
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        results = [outcome(t) for t in tasks]
+        reissue(sinks, stacklevel=3)
+        return results_of(results, return_exceptions)

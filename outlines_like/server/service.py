@@ -32,6 +32,7 @@ from outlines_like.engine.scheduler import Scheduler
 from outlines_like.server.config import ServerConfig
 from outlines_like.server.constraints import ConstraintCompiler
 from outlines_like.server.dialects import ConstraintSpec, RequestError
+from outlines_like.server.metrics import Metrics, TimedPipeline
 from outlines_like.server.templates import TemplateLimitError, TemplateRenderer
 from outlines_like.server.validation import ChatRequest, Common, CompletionRequest
 
@@ -99,7 +100,10 @@ class GenerationService:
             config.mask_workers, job_timeout=config.mask_timeout, step_wait=config.step_mask_wait
         )
         self.pipeline = TransformersPipeline(model, tokenizer, mask_workers=self.mask_workers)
-        self.scheduler = Scheduler(self.pipeline, max_batch_size=config.max_batch_size)
+        self.metrics = Metrics()
+        """What ``/metrics`` reports (the scheduler steps the pipeline through a timer)."""
+        timed = TimedPipeline(self.pipeline, self.metrics.mask_step_seconds)
+        self.scheduler = Scheduler(timed, max_batch_size=config.max_batch_size)
         self.compiler = ConstraintCompiler(
             self.vocabulary,
             max_states=config.max_states,

@@ -27,8 +27,8 @@ from outlines_like.server import tracing
 from outlines_like.server.config import SERVER_VERSION, ServerConfig
 from outlines_like.server.dialects import RequestError
 from outlines_like.server.loading import load_service
-from outlines_like.server.playground import install_playground
 from outlines_like.server.metrics import CONTENT_TYPE, MetricsMiddleware
+from outlines_like.server.playground import install_playground
 from outlines_like.server.responses import (
     chat_completion,
     chat_events,

@@ -50,8 +50,9 @@ two shared walks), kept in one module of some 950 lines so its invariants read i
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Collection, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -69,6 +70,7 @@ from outlines_like.fsm._grammar_parser import (
     build_glr,
     hidden_left_recursion,
 )
+from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
 from outlines_like.fsm._grammar_walk import ByteTable, byte_table, walk
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
@@ -173,7 +175,7 @@ def _build_lark(text: str) -> tuple[Any, bool]:
     import lark
 
     class _Unused(lark.lexer.Lexer):
-        """Stands for Lark's lexer, which the matcher never runs (see _contextual_lexer)."""
+        """Stands for Lark's lexer, which the matcher never runs (see _scanner)."""
 
         def __init__(self, conf: Any) -> None:
             pass
@@ -206,24 +208,16 @@ def _build_lark(text: str) -> tuple[Any, bool]:
             lark.lexer.has_interegular = saved
 
 
-def _contextual_lexer(parser: Any) -> Any:
-    """Build Lark's contextual lexer for an LALR parser, without Lark's lexer validation.
+def _validate_terminals(terminals: list[Any]) -> None:
+    """Check the terminals as Lark's lexer would, with Lark's messages.
 
-    It is built as ``lexer="contextual"`` builds it (one scanner per LALR state, over the
-    state's terminals plus ``%ignore``), but with ``skip_validation``: that validation compiles
-    every terminal with ``re`` (our own DFA compiler checks them) and looks for colliding
-    terminals with interegular, only to log warnings; the latter costs 10-130 ms a grammar
-    (the first one in a process pays interegular's import).
+    Lark's own validation (in its lexer) also looks for colliding terminals with interegular,
+    only to log warnings, at 10-130 ms a grammar; the matcher skips it.
     """
-    import copy
-
-    from lark.lexer import ContextualLexer
-
-    conf = copy.copy(parser.lexer_conf)
-    for terminal in conf.terminals:  # the part of Lark's validation the lexer relies on
+    for terminal in terminals:
         try:
-            conf.re_module.compile(terminal.pattern.to_regexp(), conf.g_regex_flags)
-        except conf.re_module.error as exc:
+            re.compile(terminal.pattern.to_regexp())
+        except re.error as exc:
             raise InvalidConstraintError(
                 f"invalid grammar: cannot compile terminal {terminal.name} "
                 f"({terminal.pattern}): {exc}"
@@ -233,12 +227,6 @@ def _contextual_lexer(parser: Any) -> Any:
                 f"invalid grammar: terminal {terminal.name} ({terminal.pattern}) is zero-width "
                 "(matches the empty string); terminals must match at least one character"
             )
-    conf.skip_validation = True
-    table = parser.parser.parser._parse_table
-    states: dict[int, Collection[str]] = {
-        int(state): list(actions) for state, actions in table.states.items()
-    }
-    return ContextualLexer(conf, states, always_accept=())
 
 
 class _Lexed:
@@ -552,33 +540,44 @@ class CompiledGrammar(Compiled):
         self.grammar = grammar
         self.budget = budget
         self.failed: ConstraintTooLargeError | None = None  # a mask ran out of budget
-        parser, lalr_ok = _build_lark(grammar)
-        try:
-            rules = list(parser.rules)
-            lark_terminals = list(parser.terminals)
-            ignore = set(parser.ignore_tokens)
-            self._parser: LALRParser | GLRParser
-            if lalr_ok:  # strict LALR: no conflict
-                self._parser = LALRParser(parser.parser.parser._parse_table)
-                self._contextual: Any = _contextual_lexer(parser)
-            else:
-                looping = hidden_left_recursion(rules)
-                if looping is not None:
-                    raise UnsupportedConstraintError(
-                        f"the grammar is not LALR(1) and rule '{looping}' is left-recursive "
-                        "through a prefix that can be empty (e.g. `a: ws a x` with `ws` "
-                        "optional); the token masker cannot run it. Move the optional part "
-                        "after the recursion (`a: a ws x`) or make it non-empty."
-                    )
-                self._parser = build_glr(rules)[0]
-                self._contextual = None
-        except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
-            raise UnsupportedConstraintError(
-                f"this lark version's parser internals are not supported: {exc}"
-            ) from exc
+        self._parser: LALRParser | GLRParser
+        plain = read_plain(grammar)
+        tables = lalr_tables(plain.rules) if plain is not None else None
+        if plain is not None and tables is not None and not tables.conflict:
+            # plain BNF without conflicts (what JSON Schemas compile to): our own reader and
+            # LALR(1) tables, the same parser as Lark's in a fraction of its time
+            lark_terminals = list(plain.terminals)
+            ignore = set(plain.ignore)
+            self._parser = LALRParser.from_tables(tables)
+        else:
+            parser, lalr_ok = _build_lark(grammar)
+            try:
+                rules = list(parser.rules)
+                lark_terminals = list(parser.terminals)
+                ignore = set(parser.ignore_tokens)
+                if lalr_ok:  # strict LALR: no conflict
+                    self._parser = LALRParser.from_lark(parser.parser.parser._parse_table)
+                else:
+                    looping = hidden_left_recursion(rules)
+                    if looping is not None:
+                        raise UnsupportedConstraintError(
+                            f"the grammar is not LALR(1) and rule '{looping}' is left-recursive "
+                            "through a prefix that can be empty (e.g. `a: ws a x` with `ws` "
+                            "optional); the token masker cannot run it. Move the optional part "
+                            "after the recursion (`a: a ws x`) or make it non-empty."
+                        )
+                    self._parser = build_glr(rules)[0]
+            except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
+                raise UnsupportedConstraintError(
+                    f"this lark version's parser internals are not supported: {exc}"
+                ) from exc
+        if isinstance(self._parser, LALRParser):
+            _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
         self._unless_cls = UnlessCallback
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
+        self._terminal_defs = {t.name: t for t in lark_terminals}
+        self._ignore_names = frozenset(n for n in ignore if n in self._terminal_defs)
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
         self._priorities = [int(t.priority) for t in lark_terminals]
         self._term_sort = {
@@ -673,18 +672,28 @@ class CompiledGrammar(Compiled):
             cid = self._context_of[config] = self._glr_context(config)
         return cid
 
+    def _scanner(self, state: int) -> tuple[list[Any], dict[str, Any]]:
+        """Lark's contextual-lexer scanner of one LALR state: its terminals, order, retyping.
+
+        As Lark's ``ContextualLexer`` builds it (the state's terminals plus ``%ignore``, sorted
+        by ``BasicLexer``), without compiling its regexes (a second for 5,000 terminals, and
+        the matcher never runs them).
+        """
+        from lark.lexer import _create_unless
+
+        assert isinstance(self._parser, LALRParser)
+        by_name = self._terminal_defs
+        names = {n for n in self._parser.actions[state] if n in by_name} | self._ignore_names
+        terminals = sorted(
+            (by_name[n] for n in names),
+            key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+        )
+        new_terminals, callbacks = _create_unless(terminals, 0, re, False)  # type: ignore[no-untyped-call]
+        return new_terminals, callbacks
+
     def _lark_context(self, state: int) -> int:
         """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
-        lexer = self._contextual.lexers[state]
-        try:  # the scanner's order and retyping without compiling its regexes (a second for
-            # 5,000 terminals, and the matcher never runs them)
-            from lark.lexer import _create_unless
-
-            terminals, callbacks = _create_unless(  # type: ignore[no-untyped-call]
-                lexer.terminals, lexer.g_regex_flags, lexer.re, lexer.use_bytes
-            )
-        except (ImportError, AttributeError, TypeError):  # pragma: no cover - lark moved
-            terminals, callbacks = lexer.scanner.terminals, lexer.callback
+        terminals, callbacks = self._scanner(state)
         order = tuple(self._term_id[t.name] for t in terminals)
         unless: dict[int, tuple[int, ...]] = {}
         for name, callback in callbacks.items():

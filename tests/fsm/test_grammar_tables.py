@@ -27,7 +27,8 @@ PLAIN = [
     'start: a b c\na: A | \nb: b B | \nc: C c | C\nA: "a"\nB: /b+/\nC: "c"',
     'start: x\nx: y Q x | y\ny: z | \nz: Z\nZ: /z/\nQ: ";"',
     'start: s\ns: L s R s | \nL: "("\nR: ")"\nWS: /[ ]+/\n%ignore WS',
-    'start: e\ne: e P t | t\nt: t M f | f\nf: N | L e R\nP: "+"\nM: "*"\nN: /[0-9]+/\nL: "("\nR: ")"',
+    "start: e\ne: e P t | t\nt: t M f | f\nf: N | L e R\n"
+    'P: "+"\nM: "*"\nN: /[0-9]+/\nL: "("\nR: ")"',
     # keywords retyped from a name, as Lark's lexer does
     'start: k | n\nk: IF N2\nn: N2 N2\nIF: "if"\nN2: /[a-z]+/\nWS: " "\n%ignore WS',
 ]
@@ -73,7 +74,8 @@ def _same_automaton(text: str, tables: Tables) -> None:
                 assert mapping[arg] == mine
             else:
                 rule = (arg.origin.name, tuple(s.name for s in arg.expansion))
-                assert mine < 0 and plain.rules[~mine] == rule
+                assert mine < 0
+                assert plain.rules[~mine] == rule
     assert len(mapping) == len(table.states) == len(tables.actions)
     assert mapping[table.end_states["start"]] == tables.end
 
@@ -131,7 +133,8 @@ def test_plain_path_masks_are_the_lark_paths(text: str) -> None:
     """The same grammar through Lark (a comment line keeps it off the plain path)."""
     ours = CompiledGrammar(text, VOCAB)
     theirs = CompiledGrammar(text + "\n// through lark\n", VOCAB)
-    assert isinstance(ours._parser, LALRParser) and isinstance(theirs._parser, LALRParser)
+    assert isinstance(ours._parser, LALRParser)
+    assert isinstance(theirs._parser, LALRParser)
     for seed in range(4):
         assert _walk_masks(ours, seed) == _walk_masks(theirs, seed)
     assert np.array_equal(ours.matcher().allowed_token_ids(), theirs.matcher().allowed_token_ids())
@@ -139,4 +142,5 @@ def test_plain_path_masks_are_the_lark_paths(text: str) -> None:
 
 def test_schema_grammar_takes_the_plain_path() -> None:
     grammars: list[Any] = _schema_grammars()
-    assert grammars and all(read_plain(g) is not None for g in grammars)
+    assert grammars
+    assert all(read_plain(g) is not None for g in grammars)

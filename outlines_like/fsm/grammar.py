@@ -71,7 +71,16 @@ from outlines_like.fsm._grammar_parser import (
     hidden_left_recursion,
 )
 from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
-from outlines_like.fsm._grammar_walk import ByteTable, byte_table, walk
+from outlines_like.fsm._grammar_walk import (
+    ByteTable,
+    LexemeWalk,
+    _distinct,
+    byte_table,
+    lexeme_walk,
+    sub_dfa,
+    walk,
+)
+from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
 from outlines_like.types import CFG
@@ -289,6 +298,23 @@ class _Lexed:
             )
         return cls(end_rows, groups)
 
+    @classmethod
+    def shared(
+        cls, shared: LexemeWalk, order: list[int], context: ContextDFA, table: ByteTable
+    ) -> _Lexed:
+        """A walk shared by the vocabulary (:func:`lexeme_walk`), in this context's states."""
+        end_rows = [(order[state], row) for state, row in shared.end_rows]
+        by_class: dict[int, list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]] = {}
+        for state, ids, offsets in shared.stops:
+            by_class.setdefault(int(context.winner[order[state]]), []).append((ids, offsets))
+        groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
+        for klass, parts in by_class.items():
+            ids = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+            offsets = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+            order_ = np.argsort(offsets - table.lengths[ids], kind="stable")
+            groups[klass] = (ids[order_], offsets[order_])
+        return cls(end_rows, groups)
+
     def restricted(self, ids: npt.NDArray[np.int32], size: int) -> _Lexed:
         """This walk, for the tokens ``ids`` only (a walk from byte 0 of a subset of tokens)."""
         member = np.zeros(size, dtype=np.bool_)
@@ -301,22 +327,6 @@ class _Lexed:
             if sel.any():
                 groups[klass] = (cls_ids[sel], cls_offsets[sel])
         return _Lexed([(s, r) for s, r in end_rows if r.any()], groups)
-
-
-def _distinct(values: npt.NDArray[np.int64]) -> list[int]:
-    """The distinct values of an array of small non-negative ints (no sort)."""
-    if not len(values):
-        return []
-    distinct: list[int] = np.flatnonzero(np.bincount(values)).tolist()
-    return distinct
-
-
-def _pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
-    """Pack a boolean row into the bytes of ``ceil(V / 32)`` little-endian int32 words."""
-    packed = np.packbits(bits, bitorder="little")
-    out = np.zeros(-(-len(bits) // 32) * 4, dtype=np.uint8)
-    out[: len(packed)] = packed
-    return out
 
 
 class _MatcherDFA:
@@ -845,7 +855,16 @@ class CompiledGrammar(Compiled):
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""
         found = self._static.get((cid, lex))
         if found is None:
-            found = self._static[(cid, lex)] = _Lexed.walked(self._contexts[cid], lex, self._table)
+            context = self._contexts[cid]
+            order = sub_dfa(context.rows, lex)
+            if order is None:  # a large lexer context (many literals): its own walk
+                found = _Lexed.walked(context, lex, self._table)
+            else:  # a small one (inside a string, a number ...): shared by the vocabulary
+                shared = lexeme_walk(
+                    self._vocab, self._table, context.transitions, context.accepting, order
+                )
+                found = _Lexed.shared(shared, order, context, self._table)
+            self._static[(cid, lex)] = found
         return found
 
     def _child(self, lexed: _Lexed, cls: int, cid: int) -> _Lexed:

@@ -50,11 +50,7 @@ class LALRParser:
     @classmethod
     def from_tables(cls, tables: Tables) -> LALRParser:
         """The parser of a conflict-free table from :func:`lalr_tables`."""
-        actions = {
-            state: {symbol: acts[0] for symbol, acts in row.items()}
-            for state, row in tables.actions.items()
-        }
-        return cls(actions, tables.start, tables.end, tables.rule_size, tables.rule_origin)
+        return cls(tables.actions, tables.start, tables.end, tables.rule_size, tables.rule_origin)
 
     @classmethod
     def from_lark(cls, parse_table: Any) -> LALRParser:
@@ -278,6 +274,6 @@ def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
     """
     tables = lalr_tables([(r.origin.name, tuple(s.name for s in r.expansion)) for r in rules])
     parser = GLRParser(
-        tables.actions, tables.start, tables.end, tables.rule_size, tables.rule_origin
+        tables.all_actions(), tables.start, tables.end, tables.rule_size, tables.rule_origin
     )
     return parser, tables.conflict

@@ -23,12 +23,14 @@ One cohesive algorithm (LR(0) states, then the digraph passes), kept in one modu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["END", "PlainGrammar", "Tables", "lalr_tables", "read_plain"]
+__all__ = ["END", "PlainGrammar", "Tables", "gc_paused", "lalr_tables", "read_plain"]
 
 END = "$END"
 _ROOT = "$root_start"
@@ -41,6 +43,23 @@ _RULE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _TERM_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 _RULE_LINE = re.compile(r"([a-z][a-z0-9_]*)\s*:(.*)")
 _TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building tables (restored after).
+
+    Building the tables of a large grammar allocates a few hundred thousand small containers,
+    none of them garbage; each allocation burst would trigger collections that scan every
+    object of the process (a third of the build here, more in a process holding a model).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -137,21 +156,34 @@ class Tables:
     """An LALR(1) parse table.
 
     Attributes:
-        actions: Per state, per symbol name: the states to shift (or go) to, ``>= 0``, and
-            the rules to reduce by, ``~rule``; more than one action on a symbol is a conflict.
+        actions: Per state, per symbol name: the state to shift (or go) to, ``>= 0``, or the
+            rule to reduce by, ``~rule``: the first action where there are several.
+        conflicts: Per state with a conflict, per symbol with several actions: all of them.
         start: The start state.
         end: The state reached from ``start`` by ``start`` (the input may end there).
         rule_size: Per rule, the length of its expansion.
         rule_origin: Per rule, its origin's name.
-        conflict: Whether some state has more than one action on a terminal.
     """
 
-    actions: dict[int, dict[str, tuple[int, ...]]]
+    actions: dict[int, dict[str, int]]
+    conflicts: dict[int, dict[str, tuple[int, ...]]]
     start: int
     end: int
     rule_size: list[int]
     rule_origin: list[str]
-    conflict: bool
+
+    @property
+    def conflict(self) -> bool:
+        """Whether some state has more than one action on a terminal."""
+        return bool(self.conflicts)
+
+    def all_actions(self) -> dict[int, dict[str, tuple[int, ...]]]:
+        """Every action, conflicting ones included (what a GLR parser runs)."""
+        out = {}
+        for state, row in self.actions.items():
+            both = self.conflicts.get(state, {})
+            out[state] = {sym: both.get(sym, (act,)) for sym, act in row.items()}
+        return out
 
 
 def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "start") -> Tables:
@@ -329,10 +361,10 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     # ---- the table
     rule_size = [len(rhs) for _, rhs in prods]
     rule_origin = [names[lhs] for lhs, _ in prods]
-    actions: dict[int, dict[str, tuple[int, ...]]] = {}
-    conflict = False
+    actions: dict[int, dict[str, int]] = {}
+    conflicts: dict[int, dict[str, tuple[int, ...]]] = {}
     for s in range(n_states):
-        row: dict[str, list[int]] = {names[sym]: [t] for sym, t in goto[s].items()}
+        row = {names[sym]: t for sym, t in goto[s].items()}
         for p in reductions[s]:
             if p == root_prod:
                 continue
@@ -343,12 +375,13 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
                 low = la & -la
                 name = term_names[low.bit_length() - 1]
                 la ^= low
-                acts = row.setdefault(name, [])
-                if acts:
-                    conflict = True
-                acts.append(~p)
-        actions[s] = {name: tuple(acts) for name, acts in row.items()}
-    return Tables(actions, start_state, end_state, rule_size, rule_origin, conflict)
+                if name in row:
+                    both = conflicts.setdefault(s, {})
+                    both[name] = (*both.get(name, (row[name],)), ~p)
+                else:
+                    row[name] = ~p
+        actions[s] = row
+    return Tables(actions, conflicts, start_state, end_state, rule_size, rule_origin)
 
 
 def _digraph(n: int, edges: list[list[int]], init: list[int]) -> list[int]:

@@ -70,7 +70,7 @@ from outlines_like.fsm._grammar_parser import (
     build_glr,
     hidden_left_recursion,
 )
-from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, read_plain
 from outlines_like.fsm._grammar_walk import (
     ByteTable,
     LexemeWalk,
@@ -551,14 +551,18 @@ class CompiledGrammar(Compiled):
         self.budget = budget
         self.failed: ConstraintTooLargeError | None = None  # a mask ran out of budget
         self._parser: LALRParser | GLRParser
-        plain = read_plain(grammar)
-        tables = lalr_tables(plain.rules) if plain is not None else None
-        if plain is not None and tables is not None and not tables.conflict:
-            # plain BNF without conflicts (what JSON Schemas compile to): our own reader and
-            # LALR(1) tables, the same parser as Lark's in a fraction of its time
+        fast: LALRParser | None = None
+        with gc_paused():
+            plain = read_plain(grammar)
+            tables = lalr_tables(plain.rules) if plain is not None else None
+            if tables is not None and not tables.conflict:
+                # plain BNF without conflicts (what JSON Schemas compile to): our own reader
+                # and LALR(1) tables, the same parser as Lark's in a fraction of its time
+                fast = LALRParser.from_tables(tables)
+        if plain is not None and fast is not None:
+            self._parser = fast
             lark_terminals = list(plain.terminals)
             ignore = set(plain.ignore)
-            self._parser = LALRParser.from_tables(tables)
         else:
             parser, lalr_ok = _build_lark(grammar)
             try:

@@ -65,7 +65,7 @@ def _same_automaton(text: str, tables: Tables) -> None:
         ours = tables.actions[mapping[theirs]]
         assert set(table.states[theirs]) == set(ours)
         for symbol, (action, arg) in table.states[theirs].items():
-            (mine,) = ours[symbol]
+            mine = ours[symbol]
             if action is Shift:
                 assert mine >= 0
                 if arg not in mapping:

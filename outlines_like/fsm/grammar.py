@@ -63,7 +63,12 @@ from outlines_like.errors import (
     InvalidConstraintError,
     UnsupportedConstraintError,
 )
-from outlines_like.fsm._grammar_lexer import ContextDFA, TerminalDFA, build_context, terminal_dfa
+from outlines_like.fsm._grammar_lexer import (
+    ContextDFA,
+    TerminalDFAs,
+    build_context,
+    terminal_dfa,
+)
 from outlines_like.fsm._grammar_parser import (
     GLRParser,
     LALRParser,
@@ -599,9 +604,12 @@ class CompiledGrammar(Compiled):
             for t in lark_terminals
         }
         self._ignore_ids = frozenset(self._term_id[n] for n in ignore if n in self._term_id)
-        self._dfas: list[TerminalDFA] = []
-        for t in lark_terminals:
+        self._dfas = TerminalDFAs(len(lark_terminals))
+        for i, t in enumerate(lark_terminals):
             pattern = t.pattern
+            if pattern.type == "str" and not pattern.flags and pattern.value:
+                self._dfas.literal(i, pattern.value.encode("utf-8"))
+                continue
             check(f"grammar terminal {t.name}")
             try:
                 dfa = terminal_dfa(t.name, pattern.type, pattern.value, tuple(pattern.flags))
@@ -614,7 +622,7 @@ class CompiledGrammar(Compiled):
                     f"grammar terminal {t.name} ({pattern}) matches the empty string; terminals "
                     "must match at least one character"
                 )
-            self._dfas.append(dfa)
+            self._dfas.set(i, dfa)
         self._table = byte_table(vocab)
         self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
         self._eos_set = frozenset(vocab.eos_token_ids)

@@ -39,8 +39,9 @@ _ROOT = "$root_start"
 # cut where Lark's lexer cuts it.
 _STRING = re.compile(r'"(\\"|\\\\|[^"\n])*?"i?')
 _REGEXP = re.compile(r"/(?!/)(\\/|\\\\|[^/])*?/[imslux]*")
-_RULE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _TERM_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+# alternatives of rule and terminal names (``aB`` is neither: no word boundary inside it)
+_RULE_BODY = re.compile(r"(?:\s|\||[a-z][a-z0-9_]*\b|[A-Z][A-Z0-9_]*\b)*")
 _RULE_LINE = re.compile(r"([a-z][a-z0-9_]*)\s*:(.*)")
 _TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
 
@@ -109,12 +110,11 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
             name, body = match.groups()
             if name in rules:
                 return None
+            if not _RULE_BODY.fullmatch(body):
+                return None
             alternatives: list[tuple[str, ...]] = []
             for alternative in body.split("|"):
                 symbols = tuple(alternative.split())
-                for symbol in symbols:
-                    if not (_RULE_NAME.fullmatch(symbol) or _TERM_NAME.fullmatch(symbol)):
-                        return None
                 if symbols in alternatives:
                     if symbols:
                         return None  # Lark: "Rules defined twice"

@@ -102,6 +102,7 @@ def test_tables_are_larks(text: str) -> None:
         "start: A A\nstart: A\nA: /a/",  # a rule defined twice
         "start: A | A\nA: /a/",  # the same alternative twice: Lark's error
         "start: B\nA: /a/",  # undefined
+        "start: aB\naB: A\nA: /a/",  # not a name Lark reads
         "start: a\na: A\nA: /a/ // comment",
     ],
 )

@@ -256,7 +256,7 @@ class LexemeWalk:
         end_rows: Per state where tokens end inside the lexeme: that state and the packed row
             of those tokens.
         stops: Per accepting state where tokens stop (a byte with no transition): that state,
-            the tokens and the offset of that byte.
+            the tokens and the offset of that byte, longest rest first.
     """
 
     end_rows: list[tuple[int, npt.NDArray[np.uint8]]]
@@ -313,9 +313,9 @@ def lexeme_walk(
     stop_ids = ids[res.stop_items]
     for state in _distinct(res.stop_states):
         sel = res.stop_states == state
-        stops.append(
-            (state, stop_ids[sel].astype(np.int32), res.stop_offsets[sel].astype(np.int32))
-        )
+        state_ids, offsets = stop_ids[sel], res.stop_offsets[sel]
+        rest = np.argsort(offsets - table.lengths[state_ids], kind="stable")
+        stops.append((state, state_ids[rest].astype(np.int32), offsets[rest].astype(np.int32)))
     found = LexemeWalk(end_rows, stops)
     if len(cache) >= _MAX_LEXEME_WALKS:
         cache.pop(next(iter(cache)))

@@ -314,8 +314,11 @@ class _Lexed:
             by_class.setdefault(int(context.winner[order[state]]), []).append((ids, offsets))
         groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
         for klass, parts in by_class.items():
-            ids = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
-            offsets = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+            if len(parts) == 1:  # (sorted already, longest rest first)
+                groups[klass] = parts[0]
+                continue
+            ids = np.concatenate([p[0] for p in parts])
+            offsets = np.concatenate([p[1] for p in parts])
             order_ = np.argsort(offsets - table.lengths[ids], kind="stable")
             groups[klass] = (ids[order_], offsets[order_])
         return cls(end_rows, groups)

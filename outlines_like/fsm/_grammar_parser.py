@@ -1,4 +1,4 @@
-"""The grammar masker's parsers: Lark's LALR(1) table as a stack machine, and a GLR variant.
+"""The grammar masker's parsers: an LALR(1) table as a stack machine, and a GLR variant.
 
 Both work on immutable, hashable configurations, so that masks can be cached per configuration:
 
@@ -26,31 +26,26 @@ _MAX_STACKS = 64
 _MAX_EXPLORED = 512
 
 
-class LALRParser:
-    """Lark's LALR(1) parse table (``IntParseTable``) as a stack machine over state tuples."""
+class _Automaton:
+    """What both parsers keep of an LALR(1) table, and their memo tables."""
 
-    def __init__(
-        self,
-        actions: dict[int, dict[str, int]],
-        start: int,
-        end: int,
-        rule_size: list[int],
-        rule_origin: list[str],
-    ) -> None:
-        # action: >= 0 shift to that state; < 0 reduce by rule ~action
-        self.actions = actions
-        self.rule_size = rule_size
-        self.rule_origin = rule_origin
-        self.start = start
-        self.end = end
-        self.initial: Hashable = (self.start,)
+    def __init__(self, tables: Tables) -> None:
+        self.start = tables.start
+        self.end = tables.end
+        self.rule_size = tables.rule_size
+        self.rule_origin = tables.rule_origin
         self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
         self._accepts_end: dict[Hashable, bool] = {}
 
-    @classmethod
-    def from_tables(cls, tables: Tables) -> LALRParser:
-        """The parser of a conflict-free table from :func:`lalr_tables`."""
-        return cls(tables.actions, tables.start, tables.end, tables.rule_size, tables.rule_origin)
+
+class LALRParser(_Automaton):
+    """A conflict-free LALR(1) table as a stack machine over state tuples."""
+
+    def __init__(self, tables: Tables) -> None:
+        super().__init__(tables)
+        # action: >= 0 shift to that state; < 0 reduce by rule ~action
+        self.actions: dict[int, dict[str, int]] = tables.actions
+        self.initial: Hashable = (self.start,)
 
     @classmethod
     def from_lark(cls, parse_table: Any) -> LALRParser:
@@ -76,7 +71,7 @@ class LALRParser:
             actions[int(state)] = row
         start = int(parse_table.start_states["start"])
         end = int(parse_table.end_states["start"])
-        return cls(actions, start, end, rule_size, rule_origin)
+        return cls(Tables(actions, {}, start, end, rule_size, rule_origin))
 
     def feed(self, config: Hashable, terminal: str) -> Hashable | None:
         """Return the configuration after shifting ``terminal`` (reducing first), or None."""
@@ -129,26 +124,14 @@ class LALRParser:
                 return tuple(states)
 
 
-class GLRParser:
+class GLRParser(_Automaton):
     """An LALR(1) automaton with conflicts kept, run on every alive stack at once."""
 
-    def __init__(
-        self,
-        actions: dict[int, dict[str, tuple[int, ...]]],
-        start: int,
-        end: int,
-        rule_size: list[int],
-        rule_origin: list[str],
-    ) -> None:
-        self.actions = actions
-        self.start = start
-        self.end = end
-        self.rule_size = rule_size
-        self.rule_origin = rule_origin
-        self.initial: Hashable = frozenset({(start,)})
-        self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
+    def __init__(self, tables: Tables) -> None:
+        super().__init__(tables)
+        self.actions: dict[int, dict[str, tuple[int, ...]]] = tables.all_actions()
+        self.initial: Hashable = frozenset({(self.start,)})
         self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
-        self._accepts_end: dict[Hashable, bool] = {}
         self._expected: dict[Hashable, frozenset[str]] = {}
 
     def feed(self, config: Hashable, terminal: str) -> Hashable | None:
@@ -273,7 +256,4 @@ def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
         The parser, and whether the table has any conflict (shift/reduce or reduce/reduce).
     """
     tables = lalr_tables([(r.origin.name, tuple(s.name for s in r.expansion)) for r in rules])
-    parser = GLRParser(
-        tables.all_actions(), tables.start, tables.end, tables.rule_size, tables.rule_origin
-    )
-    return parser, tables.conflict
+    return GLRParser(tables), tables.conflict

@@ -566,7 +566,7 @@ class CompiledGrammar(Compiled):
             if tables is not None and not tables.conflict:
                 # plain BNF without conflicts (what JSON Schemas compile to): our own reader
                 # and LALR(1) tables, the same parser as Lark's in a fraction of its time
-                fast = LALRParser.from_tables(tables)
+                fast = LALRParser(tables)
         if plain is not None and fast is not None:
             self._parser = fast
             lark_terminals = list(plain.terminals)

@@ -3,7 +3,9 @@ r"""Token masks for context-free grammars: Lark's LALR tables plus a byte-level 
 How it works:
 
 * The grammar (Lark syntax; EBNF/GBNF arrives converted by ``CFG.lark``) is loaded by Lark,
-  start rule ``start``. When it is LALR(1), Lark's table drives our own parser
+  start rule ``start``; a grammar in plain BNF (what JSON Schemas compile to) is read, and its
+  LALR(1) table built, by :mod:`~outlines_like.fsm._grammar_tables` instead, the same table in
+  a fraction of Lark's time. When it is LALR(1), the table drives our own parser
   (:class:`~outlines_like.fsm._grammar_parser.LALRParser`), which keeps only the stack of LALR
   states, so a parser configuration is a hashable tuple. Otherwise (shift/reduce or
   reduce/reduce conflicts) a GLR parser runs the LALR(1) automaton with the conflicting actions
@@ -16,7 +18,8 @@ How it works:
 * A matcher state is ``(configuration, lexer DFA state)``. Its mask is computed once and cached,
   so the steady state is a 4·ceil(V/32)-byte row copy. Computing it takes two numpy walks over
   the vocabulary: (1) every token through the lexer DFA alone, shared by all configurations
-  with the same lexer context (inside a JSON string at any depth, say); (2) the tokens that
+  with the same lexer context, and, where the part of the DFA left is small (inside a JSON
+  string, a number), by every context, grammar and schema of the vocabulary; (2) the tokens that
   ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
   token finishing any number of terminals (``%ignore`` ones included) is still one walk.

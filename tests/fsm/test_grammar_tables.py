@@ -145,3 +145,22 @@ def test_schema_grammar_takes_the_plain_path() -> None:
     grammars: list[Any] = _schema_grammars()
     assert grammars
     assert all(read_plain(g) is not None for g in grammars)
+
+
+def test_shared_lexeme_walks_give_a_fresh_vocabularys_masks() -> None:
+    """Walks one grammar cached on the vocabulary (inside a string ...) serve another alike."""
+    from outlines_like.fsm._grammar_walk import _LEXEME_KEY
+
+    warm = Vocabulary(TOKENS, [len(TOKENS) - 1])
+    for seed in range(3):
+        _walk_masks(CompiledGrammar(PLAIN[2], warm), seed)
+    grammars = [*_schema_grammars(), PLAIN[4]]
+    for text in grammars:
+        for seed in range(3):
+            _walk_masks(CompiledGrammar(text, warm), seed)
+    assert warm._cache[_LEXEME_KEY]
+    for text in reversed(grammars):  # from the warm cache, and from a fresh vocabulary
+        shared = CompiledGrammar(text, warm)
+        fresh = CompiledGrammar(text, Vocabulary(TOKENS, [len(TOKENS) - 1]))
+        for seed in range(4):
+            assert _walk_masks(shared, seed) == _walk_masks(fresh, seed)

@@ -17,6 +17,8 @@ Lark's own parser another second. This module does both for the grammars that ne
   LALR(1) table of a grammar is unique up to the numbering of its states, so where Lark's
   strict mode accepts a grammar, this table drives the parser to the same decisions; any
   conflict is reported, and the caller then goes through Lark (which rejects or resolves it).
+  The build checks the running compile budget (:func:`~outlines_like.fsm.budget.check`) as
+  its state and lookahead loops grow.
 
 One cohesive algorithm (LR(0) states, then the digraph passes), kept in one module.
 """
@@ -29,6 +31,8 @@ import gc
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+from outlines_like.fsm.budget import check
 
 __all__ = ["END", "PlainGrammar", "Tables", "gc_paused", "lalr_tables", "read_plain"]
 
@@ -274,6 +278,8 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     while k < len(kernels):
         kernel = kernels[k]
         k += 1
+        if not k & 1023:
+            check("the grammar's LALR(1) table")
         wanted = frozenset(item_sym[item] for item in kernel if 0 <= item_sym[item] < n_nt)
         found = closed.get(wanted)
         if found is None:
@@ -346,6 +352,8 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     includes: list[list[int]] = [[] for _ in range(n_x)]
     lookback: dict[tuple[int, int], list[int]] = {}
     for x, (p_state, a) in enumerate(nt_trans):
+        if not x & 1023:
+            check("the grammar's LALR(1) lookaheads")
         for p in prods_of[a]:
             rhs = prods[p][1]
             here = p_state

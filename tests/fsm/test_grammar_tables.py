@@ -58,6 +58,14 @@ def _same_automaton(text: str, tables: Tables) -> None:
     table = reference.parser.parser._parse_table
     plain = read_plain(text)
     assert plain is not None
+
+    def terminals(defs: list[Any]) -> dict[str, tuple[Any, ...]]:
+        return {
+            t.name: (type(t.pattern), t.pattern.value, t.pattern.flags, t.priority) for t in defs
+        }
+
+    assert terminals(plain.terminals) == terminals(reference.terminals)
+    assert sorted(plain.ignore) == sorted(reference.ignore_tokens)
     mapping = {table.start_states["start"]: tables.start}
     todo = list(mapping)
     while todo:

@@ -48,7 +48,7 @@ finished matcher allows only EOS).
 
 
 One cohesive algorithm (the grammar matcher: parser configurations, contextual lexing and the
-two shared walks), kept in one module of some 950 lines so its invariants read in one place.
+two shared walks), kept in one module of some 1,000 lines so its invariants read in one place.
 """
 
 from __future__ import annotations

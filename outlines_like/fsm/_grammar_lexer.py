@@ -20,7 +20,14 @@ from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintEr
 from outlines_like.fsm.budget import check
 from outlines_like.fsm.regex_dfa import compile_regex
 
-__all__ = ["ContextDFA", "TerminalDFA", "build_context", "literal_dfa", "terminal_dfa"]
+__all__ = [
+    "ContextDFA",
+    "TerminalDFA",
+    "TerminalDFAs",
+    "build_context",
+    "literal_dfa",
+    "terminal_dfa",
+]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -56,6 +63,36 @@ def literal_dfa(data: bytes) -> TerminalDFA:
     acc = np.zeros(n, dtype=np.bool_)
     acc[-1] = True
     return _with_dead_row(trans, acc, 0)
+
+
+class TerminalDFAs:
+    """Every terminal's DFA by terminal id; plain literals are built on first use.
+
+    A JSON Schema's grammar has a literal per property name and enum value (hundreds), most of
+    them in lexer contexts a generation never reaches; a literal cannot fail to compile, so
+    it waits. Regexes are compiled up front (by the caller), where their errors belong.
+    """
+
+    def __init__(self, n: int) -> None:
+        self._dfas: list[TerminalDFA | None] = [None] * n
+        self._literals: dict[int, bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._dfas)
+
+    def __getitem__(self, terminal: int) -> TerminalDFA:
+        dfa = self._dfas[terminal]
+        if dfa is None:
+            dfa = self._dfas[terminal] = literal_dfa(self._literals.pop(terminal))
+        return dfa
+
+    def set(self, terminal: int, dfa: TerminalDFA) -> None:
+        """Give a terminal its DFA."""
+        self._dfas[terminal] = dfa
+
+    def literal(self, terminal: int, data: bytes) -> None:
+        """Make a terminal the literal ``data`` (its DFA is built when first asked for)."""
+        self._literals[terminal] = data
 
 
 _REGEX_SPECIALS = frozenset("\\.^$*+?{}[]|()-")
@@ -154,7 +191,7 @@ class ContextDFA:
 def build_context(
     order: Sequence[int],
     unless: Mapping[int, Sequence[int]],
-    dfas: Sequence[TerminalDFA],
+    dfas: TerminalDFAs | Sequence[TerminalDFA],
     classify: Callable[[tuple[int, ...]], int],
     *,
     all_matches: bool = False,

@@ -1,4 +1,4 @@
-"""The grammar masker's parsers: Lark's LALR(1) table as a stack machine, and a GLR variant.
+"""The grammar masker's parsers: an LALR(1) table as a stack machine, and a GLR variant.
 
 Both work on immutable, hashable configurations, so that masks can be cached per configuration:
 
@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from outlines_like.fsm._grammar_tables import END, Tables, lalr_tables
+
 __all__ = ["END", "GLRParser", "LALRParser", "Stack", "build_glr"]
 
-END = "$END"
 Stack = tuple[int, ...]
 
 # Bounds on the GLR search, so that a highly ambiguous grammar degrades (some continuations
@@ -25,17 +26,36 @@ _MAX_STACKS = 64
 _MAX_EXPLORED = 512
 
 
-class LALRParser:
-    """Lark's LALR(1) parse table (``IntParseTable``) as a stack machine over state tuples."""
+class _Automaton:
+    """What both parsers keep of an LALR(1) table, and their memo tables."""
 
-    def __init__(self, parse_table: Any) -> None:
+    def __init__(self, tables: Tables) -> None:
+        self.start = tables.start
+        self.end = tables.end
+        self.rule_size = tables.rule_size
+        self.rule_origin = tables.rule_origin
+        self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
+        self._accepts_end: dict[Hashable, bool] = {}
+
+
+class LALRParser(_Automaton):
+    """A conflict-free LALR(1) table as a stack machine over state tuples."""
+
+    def __init__(self, tables: Tables) -> None:
+        super().__init__(tables)
+        # action: >= 0 shift to that state; < 0 reduce by rule ~action
+        self.actions: dict[int, dict[str, int]] = tables.actions
+        self.initial: Hashable = (self.start,)
+
+    @classmethod
+    def from_lark(cls, parse_table: Any) -> LALRParser:
+        """The parser of Lark's ``IntParseTable``."""
         from lark.parsers.lalr_analysis import Shift
 
         rule_ids: dict[int, int] = {}
-        self.rule_size: list[int] = []
-        self.rule_origin: list[str] = []
-        # action: >= 0 shift to that state; < 0 reduce by rule ~action
-        self.actions: dict[int, dict[str, int]] = {}
+        rule_size: list[int] = []
+        rule_origin: list[str] = []
+        actions: dict[int, dict[str, int]] = {}
         for state, table in parse_table.states.items():
             row: dict[str, int] = {}
             for symbol, (action, arg) in table.items():
@@ -44,16 +64,14 @@ class LALRParser:
                 else:
                     rid = rule_ids.get(id(arg))
                     if rid is None:
-                        rid = rule_ids[id(arg)] = len(self.rule_size)
-                        self.rule_size.append(len(arg.expansion))
-                        self.rule_origin.append(arg.origin.name)
+                        rid = rule_ids[id(arg)] = len(rule_size)
+                        rule_size.append(len(arg.expansion))
+                        rule_origin.append(arg.origin.name)
                     row[symbol] = ~rid
-            self.actions[int(state)] = row
-        self.start: int = int(parse_table.start_states["start"])
-        self.end: int = int(parse_table.end_states["start"])
-        self.initial: Hashable = (self.start,)
-        self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
-        self._accepts_end: dict[Hashable, bool] = {}
+            actions[int(state)] = row
+        start = int(parse_table.start_states["start"])
+        end = int(parse_table.end_states["start"])
+        return cls(Tables(actions, {}, start, end, rule_size, rule_origin))
 
     def feed(self, config: Hashable, terminal: str) -> Hashable | None:
         """Return the configuration after shifting ``terminal`` (reducing first), or None."""
@@ -106,26 +124,14 @@ class LALRParser:
                 return tuple(states)
 
 
-class GLRParser:
+class GLRParser(_Automaton):
     """An LALR(1) automaton with conflicts kept, run on every alive stack at once."""
 
-    def __init__(
-        self,
-        actions: dict[int, dict[str, tuple[int, ...]]],
-        start: int,
-        end: int,
-        rule_size: list[int],
-        rule_origin: list[str],
-    ) -> None:
-        self.actions = actions
-        self.start = start
-        self.end = end
-        self.rule_size = rule_size
-        self.rule_origin = rule_origin
-        self.initial: Hashable = frozenset({(start,)})
-        self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
+    def __init__(self, tables: Tables) -> None:
+        super().__init__(tables)
+        self.actions: dict[int, dict[str, tuple[int, ...]]] = tables.all_actions()
+        self.initial: Hashable = frozenset({(self.start,)})
         self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
-        self._accepts_end: dict[Hashable, bool] = {}
         self._expected: dict[Hashable, frozenset[str]] = {}
 
     def feed(self, config: Hashable, terminal: str) -> Hashable | None:
@@ -249,40 +255,5 @@ def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
     Returns:
         The parser, and whether the table has any conflict (shift/reduce or reduce/reduce).
     """
-    from lark.common import ParserConf
-    from lark.parsers.lalr_analysis import LALR_Analyzer
-
-    analyzer: Any = LALR_Analyzer(ParserConf(list(rules), {}, ["start"]))
-    analyzer.compute_lr0_states()
-    analyzer.compute_reads_relations()
-    analyzer.compute_includes_lookback()
-    analyzer.compute_lookaheads()
-    itemsets = list(analyzer.lr0_itemsets)
-    index = {s: i for i, s in enumerate(itemsets)}
-    rule_ids: dict[Any, int] = {}
-    rule_size: list[int] = []
-    rule_origin: list[str] = []
-    actions: dict[int, dict[str, tuple[int, ...]]] = {}
-    conflict = False
-    for itemset in itemsets:
-        row: dict[str, list[int]] = {}
-        for symbol, nxt in itemset.transitions.items():
-            row[symbol.name] = [index[nxt]]
-        for symbol, reducing in itemset.lookaheads.items():
-            for rule in reducing:
-                rid = rule_ids.get(rule)
-                if rid is None:
-                    rid = rule_ids[rule] = len(rule_size)
-                    rule_size.append(len(rule.expansion))
-                    rule_origin.append(rule.origin.name)
-                row.setdefault(symbol.name, []).append(~rid)
-        for acts in row.values():
-            conflict = conflict or len(acts) > 1
-        actions[index[itemset]] = {k: tuple(v) for k, v in row.items()}
-    start = index[analyzer.lr0_start_states["start"]]
-    end = -1
-    for itemset in itemsets:
-        for item in itemset.closure:
-            if item.rule.origin.name == "$root_start" and item.is_satisfied:
-                end = index[itemset]
-    return GLRParser(actions, start, end, rule_size, rule_origin), conflict
+    tables = lalr_tables([(r.origin.name, tuple(s.name for s in r.expansion)) for r in rules])
+    return GLRParser(tables), tables.conflict

@@ -17,7 +17,16 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
 
-__all__ = ["ByteTable", "WalkResult", "byte_table", "walk"]
+__all__ = [
+    "ByteTable",
+    "LexemeWalk",
+    "WalkResult",
+    "byte_table",
+    "lexeme_walk",
+    "pack",
+    "sub_dfa",
+    "walk",
+]
 
 _CACHE_KEY = "fsm.grammar.byte_table"
 _MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the start state
@@ -227,3 +236,104 @@ def _cat(parts: list[IntArray]) -> IntArray:
     if len(parts) == 1:
         return parts[0]
     return np.concatenate(parts)
+
+
+_LEXEME_KEY = "fsm.grammar.lexeme_walks"
+_MAX_SUB_STATES = 48  # sub-DFAs this small are shared by key (inside a string, a number ...)
+_MAX_LEXEME_WALKS = 256  # per vocabulary; each holds a few packed rows and the stopped tokens
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LexemeWalk:
+    """The whole vocabulary walked through a small sub-DFA, in the sub-DFA's canonical numbering.
+
+    What a token does inside a lexeme depends only on the part of the lexer DFA reachable from
+    the state it starts in. Numbered canonically (breadth first, by byte), that part is the
+    same automaton wherever the same lexeme goes on (inside a JSON string in every grammar and
+    schema, say), so the walk is computed once per vocabulary and shared.
+
+    Attributes:
+        end_rows: Per state where tokens end inside the lexeme: that state and the packed row
+            of those tokens.
+        stops: Per accepting state where tokens stop (a byte with no transition): that state,
+            the tokens and the offset of that byte, longest rest first.
+    """
+
+    end_rows: list[tuple[int, npt.NDArray[np.uint8]]]
+    stops: list[tuple[int, npt.NDArray[np.int32], npt.NDArray[np.int32]]]
+
+
+def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:
+    """The states reachable from ``start``, breadth first by byte; None past a few dozen."""
+    order = [start]
+    seen = {start}
+    i = 0
+    while i < len(order):
+        for target in rows[order[i]]:
+            if target >= 0 and target not in seen:
+                if len(order) >= _MAX_SUB_STATES:
+                    return None
+                seen.add(target)
+                order.append(target)
+        i += 1
+    return order
+
+
+def lexeme_walk(
+    vocab: Vocabulary,
+    table: ByteTable,
+    transitions: npt.NDArray[np.int32],
+    accepting: npt.NDArray[np.bool_],
+    order: list[int],
+) -> LexemeWalk:
+    """The walk of every text token from ``order[0]`` through the sub-DFA on ``order``.
+
+    Cached on the vocabulary by the sub-DFA's canonical form (see :class:`LexemeWalk`); the
+    states it reports are positions in ``order``.
+    """
+    remap = np.full(transitions.shape[0], -1, dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    sub = transitions[order]
+    canon = np.where(sub >= 0, remap[sub], -1).astype(np.int32)
+    canon_accepting = np.ascontiguousarray(accepting[order])
+    key = canon.tobytes() + canon_accepting.tobytes()
+    cache: dict[bytes, LexemeWalk] = vocab._cache.setdefault(_LEXEME_KEY, {})
+    found = cache.get(key)
+    if found is not None:
+        return found
+    ids = table.text_ids
+    res = walk(table, canon.reshape(-1), 0, ids, accepting=canon_accepting)
+    end_rows = []
+    end_ids = ids[res.end_items]
+    for state in _distinct(res.end_states):
+        bits = np.zeros(table.size, dtype=np.bool_)
+        bits[end_ids[res.end_states == state]] = True
+        end_rows.append((state, pack(bits)))
+    stops = []
+    stop_ids = ids[res.stop_items]
+    for state in _distinct(res.stop_states):
+        sel = res.stop_states == state
+        state_ids, offsets = stop_ids[sel], res.stop_offsets[sel]
+        rest = np.argsort(offsets - table.lengths[state_ids], kind="stable")
+        stops.append((state, state_ids[rest].astype(np.int32), offsets[rest].astype(np.int32)))
+    found = LexemeWalk(end_rows, stops)
+    if len(cache) >= _MAX_LEXEME_WALKS:
+        cache.pop(next(iter(cache)))
+    cache[key] = found
+    return found
+
+
+def _distinct(values: IntArray) -> list[int]:
+    """The distinct values of an array of small non-negative ints (no sort)."""
+    if not len(values):
+        return []
+    distinct: list[int] = np.flatnonzero(np.bincount(values)).tolist()
+    return distinct
+
+
+def pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+    """Pack a boolean row into the bytes of ``ceil(V / 32)`` little-endian int32 words."""
+    packed = np.packbits(bits, bitorder="little")
+    out = np.zeros(-(-len(bits) // 32) * 4, dtype=np.uint8)
+    out[: len(packed)] = packed
+    return out

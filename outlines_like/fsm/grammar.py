@@ -3,7 +3,9 @@ r"""Token masks for context-free grammars: Lark's LALR tables plus a byte-level 
 How it works:
 
 * The grammar (Lark syntax; EBNF/GBNF arrives converted by ``CFG.lark``) is loaded by Lark,
-  start rule ``start``. When it is LALR(1), Lark's table drives our own parser
+  start rule ``start``; a grammar in plain BNF (what JSON Schemas compile to) is read, and its
+  LALR(1) table built, by :mod:`~outlines_like.fsm._grammar_tables` instead, the same table in
+  a fraction of Lark's time. When it is LALR(1), the table drives our own parser
   (:class:`~outlines_like.fsm._grammar_parser.LALRParser`), which keeps only the stack of LALR
   states, so a parser configuration is a hashable tuple. Otherwise (shift/reduce or
   reduce/reduce conflicts) a GLR parser runs the LALR(1) automaton with the conflicting actions
@@ -16,7 +18,8 @@ How it works:
 * A matcher state is ``(configuration, lexer DFA state)``. Its mask is computed once and cached,
   so the steady state is a 4·ceil(V/32)-byte row copy. Computing it takes two numpy walks over
   the vocabulary: (1) every token through the lexer DFA alone, shared by all configurations
-  with the same lexer context (inside a JSON string at any depth, say); (2) the tokens that
+  with the same lexer context, and, where the part of the DFA left is small (inside a JSON
+  string, a number), by every context, grammar and schema of the vocabulary; (2) the tokens that
   ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
   token finishing any number of terminals (``%ignore`` ones included) is still one walk.
@@ -45,13 +48,14 @@ finished matcher allows only EOS).
 
 
 One cohesive algorithm (the grammar matcher: parser configurations, contextual lexing and the
-two shared walks), kept in one module of some 950 lines so its invariants read in one place.
+two shared walks), kept in one module of some 1,000 lines so its invariants read in one place.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Collection, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -62,14 +66,29 @@ from outlines_like.errors import (
     InvalidConstraintError,
     UnsupportedConstraintError,
 )
-from outlines_like.fsm._grammar_lexer import ContextDFA, TerminalDFA, build_context, terminal_dfa
+from outlines_like.fsm._grammar_lexer import (
+    ContextDFA,
+    TerminalDFAs,
+    build_context,
+    terminal_dfa,
+)
 from outlines_like.fsm._grammar_parser import (
     GLRParser,
     LALRParser,
     build_glr,
     hidden_left_recursion,
 )
-from outlines_like.fsm._grammar_walk import ByteTable, byte_table, walk
+from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, read_plain
+from outlines_like.fsm._grammar_walk import (
+    ByteTable,
+    LexemeWalk,
+    _distinct,
+    byte_table,
+    lexeme_walk,
+    sub_dfa,
+    walk,
+)
+from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
 from outlines_like.types import CFG
@@ -173,7 +192,7 @@ def _build_lark(text: str) -> tuple[Any, bool]:
     import lark
 
     class _Unused(lark.lexer.Lexer):
-        """Stands for Lark's lexer, which the matcher never runs (see _contextual_lexer)."""
+        """Stands for Lark's lexer, which the matcher never runs (see _scanner)."""
 
         def __init__(self, conf: Any) -> None:
             pass
@@ -206,24 +225,16 @@ def _build_lark(text: str) -> tuple[Any, bool]:
             lark.lexer.has_interegular = saved
 
 
-def _contextual_lexer(parser: Any) -> Any:
-    """Build Lark's contextual lexer for an LALR parser, without Lark's lexer validation.
+def _validate_terminals(terminals: list[Any]) -> None:
+    """Check the terminals as Lark's lexer would, with Lark's messages.
 
-    It is built as ``lexer="contextual"`` builds it (one scanner per LALR state, over the
-    state's terminals plus ``%ignore``), but with ``skip_validation``: that validation compiles
-    every terminal with ``re`` (our own DFA compiler checks them) and looks for colliding
-    terminals with interegular, only to log warnings; the latter costs 10-130 ms a grammar
-    (the first one in a process pays interegular's import).
+    Lark's own validation (in its lexer) also looks for colliding terminals with interegular,
+    only to log warnings, at 10-130 ms a grammar; the matcher skips it.
     """
-    import copy
-
-    from lark.lexer import ContextualLexer
-
-    conf = copy.copy(parser.lexer_conf)
-    for terminal in conf.terminals:  # the part of Lark's validation the lexer relies on
+    for terminal in terminals:
         try:
-            conf.re_module.compile(terminal.pattern.to_regexp(), conf.g_regex_flags)
-        except conf.re_module.error as exc:
+            re.compile(terminal.pattern.to_regexp())
+        except re.error as exc:
             raise InvalidConstraintError(
                 f"invalid grammar: cannot compile terminal {terminal.name} "
                 f"({terminal.pattern}): {exc}"
@@ -233,12 +244,6 @@ def _contextual_lexer(parser: Any) -> Any:
                 f"invalid grammar: terminal {terminal.name} ({terminal.pattern}) is zero-width "
                 "(matches the empty string); terminals must match at least one character"
             )
-    conf.skip_validation = True
-    table = parser.parser.parser._parse_table
-    states: dict[int, Collection[str]] = {
-        int(state): list(actions) for state, actions in table.states.items()
-    }
-    return ContextualLexer(conf, states, always_accept=())
 
 
 class _Lexed:
@@ -301,6 +306,26 @@ class _Lexed:
             )
         return cls(end_rows, groups)
 
+    @classmethod
+    def shared(
+        cls, shared: LexemeWalk, order: list[int], context: ContextDFA, table: ByteTable
+    ) -> _Lexed:
+        """A walk shared by the vocabulary (:func:`lexeme_walk`), in this context's states."""
+        end_rows = [(order[state], row) for state, row in shared.end_rows]
+        by_class: dict[int, list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]] = {}
+        for state, ids, offsets in shared.stops:
+            by_class.setdefault(int(context.winner[order[state]]), []).append((ids, offsets))
+        groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
+        for klass, parts in by_class.items():
+            if len(parts) == 1:  # (sorted already, longest rest first)
+                groups[klass] = parts[0]
+                continue
+            ids = np.concatenate([p[0] for p in parts])
+            offsets = np.concatenate([p[1] for p in parts])
+            order_ = np.argsort(offsets - table.lengths[ids], kind="stable")
+            groups[klass] = (ids[order_], offsets[order_])
+        return cls(end_rows, groups)
+
     def restricted(self, ids: npt.NDArray[np.int32], size: int) -> _Lexed:
         """This walk, for the tokens ``ids`` only (a walk from byte 0 of a subset of tokens)."""
         member = np.zeros(size, dtype=np.bool_)
@@ -313,22 +338,6 @@ class _Lexed:
             if sel.any():
                 groups[klass] = (cls_ids[sel], cls_offsets[sel])
         return _Lexed([(s, r) for s, r in end_rows if r.any()], groups)
-
-
-def _distinct(values: npt.NDArray[np.int64]) -> list[int]:
-    """The distinct values of an array of small non-negative ints (no sort)."""
-    if not len(values):
-        return []
-    distinct: list[int] = np.flatnonzero(np.bincount(values)).tolist()
-    return distinct
-
-
-def _pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
-    """Pack a boolean row into the bytes of ``ceil(V / 32)`` little-endian int32 words."""
-    packed = np.packbits(bits, bitorder="little")
-    out = np.zeros(-(-len(bits) // 32) * 4, dtype=np.uint8)
-    out[: len(packed)] = packed
-    return out
 
 
 class _MatcherDFA:
@@ -552,33 +561,48 @@ class CompiledGrammar(Compiled):
         self.grammar = grammar
         self.budget = budget
         self.failed: ConstraintTooLargeError | None = None  # a mask ran out of budget
-        parser, lalr_ok = _build_lark(grammar)
-        try:
-            rules = list(parser.rules)
-            lark_terminals = list(parser.terminals)
-            ignore = set(parser.ignore_tokens)
-            self._parser: LALRParser | GLRParser
-            if lalr_ok:  # strict LALR: no conflict
-                self._parser = LALRParser(parser.parser.parser._parse_table)
-                self._contextual: Any = _contextual_lexer(parser)
-            else:
-                looping = hidden_left_recursion(rules)
-                if looping is not None:
-                    raise UnsupportedConstraintError(
-                        f"the grammar is not LALR(1) and rule '{looping}' is left-recursive "
-                        "through a prefix that can be empty (e.g. `a: ws a x` with `ws` "
-                        "optional); the token masker cannot run it. Move the optional part "
-                        "after the recursion (`a: a ws x`) or make it non-empty."
-                    )
-                self._parser = build_glr(rules)[0]
-                self._contextual = None
-        except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
-            raise UnsupportedConstraintError(
-                f"this lark version's parser internals are not supported: {exc}"
-            ) from exc
+        self._parser: LALRParser | GLRParser
+        fast: LALRParser | None = None
+        with gc_paused():
+            plain = read_plain(grammar)
+            tables = lalr_tables(plain.rules) if plain is not None else None
+            if tables is not None and not tables.conflict:
+                # plain BNF without conflicts (what JSON Schemas compile to): our own reader
+                # and LALR(1) tables, the same parser as Lark's in a fraction of its time
+                fast = LALRParser(tables)
+        if plain is not None and fast is not None:
+            self._parser = fast
+            lark_terminals = list(plain.terminals)
+            ignore = set(plain.ignore)
+        else:
+            parser, lalr_ok = _build_lark(grammar)
+            try:
+                rules = list(parser.rules)
+                lark_terminals = list(parser.terminals)
+                ignore = set(parser.ignore_tokens)
+                if lalr_ok:  # strict LALR: no conflict
+                    self._parser = LALRParser.from_lark(parser.parser.parser._parse_table)
+                else:
+                    looping = hidden_left_recursion(rules)
+                    if looping is not None:
+                        raise UnsupportedConstraintError(
+                            f"the grammar is not LALR(1) and rule '{looping}' is left-recursive "
+                            "through a prefix that can be empty (e.g. `a: ws a x` with `ws` "
+                            "optional); the token masker cannot run it. Move the optional part "
+                            "after the recursion (`a: a ws x`) or make it non-empty."
+                        )
+                    self._parser = build_glr(rules)[0]
+            except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
+                raise UnsupportedConstraintError(
+                    f"this lark version's parser internals are not supported: {exc}"
+                ) from exc
+        if isinstance(self._parser, LALRParser):
+            _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
         self._unless_cls = UnlessCallback
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
+        self._terminal_defs = {t.name: t for t in lark_terminals}
+        self._ignore_names = frozenset(n for n in ignore if n in self._terminal_defs)
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
         self._priorities = [int(t.priority) for t in lark_terminals]
         self._term_sort = {
@@ -586,9 +610,12 @@ class CompiledGrammar(Compiled):
             for t in lark_terminals
         }
         self._ignore_ids = frozenset(self._term_id[n] for n in ignore if n in self._term_id)
-        self._dfas: list[TerminalDFA] = []
-        for t in lark_terminals:
+        self._dfas = TerminalDFAs(len(lark_terminals))
+        for i, t in enumerate(lark_terminals):
             pattern = t.pattern
+            if pattern.type == "str" and not pattern.flags and pattern.value:
+                self._dfas.literal(i, pattern.value.encode("utf-8"))
+                continue
             check(f"grammar terminal {t.name}")
             try:
                 dfa = terminal_dfa(t.name, pattern.type, pattern.value, tuple(pattern.flags))
@@ -601,7 +628,7 @@ class CompiledGrammar(Compiled):
                     f"grammar terminal {t.name} ({pattern}) matches the empty string; terminals "
                     "must match at least one character"
                 )
-            self._dfas.append(dfa)
+            self._dfas.set(i, dfa)
         self._table = byte_table(vocab)
         self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
         self._eos_set = frozenset(vocab.eos_token_ids)
@@ -673,18 +700,28 @@ class CompiledGrammar(Compiled):
             cid = self._context_of[config] = self._glr_context(config)
         return cid
 
+    def _scanner(self, state: int) -> tuple[list[Any], dict[str, Any]]:
+        """Lark's contextual-lexer scanner of one LALR state: its terminals, order, retyping.
+
+        As Lark's ``ContextualLexer`` builds it (the state's terminals plus ``%ignore``, sorted
+        by ``BasicLexer``), without compiling its regexes (a second for 5,000 terminals, and
+        the matcher never runs them).
+        """
+        from lark.lexer import _create_unless
+
+        assert isinstance(self._parser, LALRParser)
+        by_name = self._terminal_defs
+        names = {n for n in self._parser.actions[state] if n in by_name} | self._ignore_names
+        terminals = sorted(
+            (by_name[n] for n in names),
+            key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+        )
+        new_terminals, callbacks = _create_unless(terminals, 0, re, False)  # type: ignore[no-untyped-call]
+        return new_terminals, callbacks
+
     def _lark_context(self, state: int) -> int:
         """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
-        lexer = self._contextual.lexers[state]
-        try:  # the scanner's order and retyping without compiling its regexes (a second for
-            # 5,000 terminals, and the matcher never runs them)
-            from lark.lexer import _create_unless
-
-            terminals, callbacks = _create_unless(  # type: ignore[no-untyped-call]
-                lexer.terminals, lexer.g_regex_flags, lexer.re, lexer.use_bytes
-            )
-        except (ImportError, AttributeError, TypeError):  # pragma: no cover - lark moved
-            terminals, callbacks = lexer.scanner.terminals, lexer.callback
+        terminals, callbacks = self._scanner(state)
         order = tuple(self._term_id[t.name] for t in terminals)
         unless: dict[int, tuple[int, ...]] = {}
         for name, callback in callbacks.items():
@@ -836,7 +873,16 @@ class CompiledGrammar(Compiled):
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""
         found = self._static.get((cid, lex))
         if found is None:
-            found = self._static[(cid, lex)] = _Lexed.walked(self._contexts[cid], lex, self._table)
+            context = self._contexts[cid]
+            order = sub_dfa(context.rows, lex)
+            if order is None:  # a large lexer context (many literals): its own walk
+                found = _Lexed.walked(context, lex, self._table)
+            else:  # a small one (inside a string, a number ...): shared by the vocabulary
+                shared = lexeme_walk(
+                    self._vocab, self._table, context.transitions, context.accepting, order
+                )
+                found = _Lexed.shared(shared, order, context, self._table)
+            self._static[(cid, lex)] = found
         return found
 
     def _child(self, lexed: _Lexed, cls: int, cid: int) -> _Lexed:

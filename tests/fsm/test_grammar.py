@@ -349,23 +349,23 @@ def test_lexer_contexts_match_larks_contextual_lexer(grammar: str) -> None:
     parser = compiled._parser
     assert isinstance(parser, LALRParser)
 
-    def scanner(lexer: Any) -> tuple[list[str], dict[str, list[str]]]:
-        order = [t.name for t in lexer.scanner.terminals]  # builds the callbacks too
+    def scanner(terminals: list[Any], callbacks: dict[str, Any]) -> Any:
+        order = [t.name for t in terminals]
         unless = {
             name: [t.name for t in callback.scanner.terminals]
-            for name, callback in lexer.callback.items()
+            for name, callback in callbacks.items()
             if hasattr(callback, "scanner")
         }
         return order, unless
 
-    # two Lark builds may number the LALR states differently: key a state by its actions
+    # the two tables may number the LALR states differently: key a state by its actions
     ours = {
-        frozenset(parser.actions[state]): scanner(lexer)
-        for state, lexer in compiled._contextual.lexers.items()
+        frozenset(parser.actions[state]): scanner(*compiled._scanner(state))
+        for state in parser.actions
     }
     table = reference.parser.parser._parse_table
     theirs = {
-        frozenset(table.states[state]): scanner(lexer)
+        frozenset(table.states[state]): scanner(lexer.scanner.terminals, lexer.callback)
         for state, lexer in reference.parser.lexer.lexers.items()
     }
     assert ours == theirs

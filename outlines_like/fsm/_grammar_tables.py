@@ -1,0 +1,439 @@
+"""LALR(1) tables for the grammar masker, built without Lark's analysis, and a plain-BNF reader.
+
+Lark's own LALR construction (FIRST/FOLLOW by fixpoint over rule objects, then DeRemer and
+Pennello's lookaheads over sets of Python objects) costs seconds on the grammar of a large JSON
+Schema (a Kubernetes Deployment: ~1,100 rules, 4.7 s), and loading the grammar text through
+Lark's own parser another second. This module does both for the grammars that need neither:
+
+* :func:`read_plain` reads a grammar written in plain BNF with Lark's syntax, which is what
+  :mod:`outlines_like.types.json_schema_grammar` emits: one rule per line (``name: a B | c |``,
+  symbols by name only), terminals that are one string literal or one regex each, and
+  ``%ignore NAME``. Anything else (EBNF operators, inline literals, templates, imports, rule
+  or terminal priorities, modifiers) returns ``None`` and the grammar goes through Lark. The
+  terminals are Lark's own :class:`lark.lexer.TerminalDef` objects, made by Lark's literal
+  reader, so the lexer contexts built from them are Lark's.
+* :func:`lalr_tables` builds the LALR(1) automaton (LR(0) item sets with precomputed closures,
+  lookaheads by DeRemer and Pennello's relations, with terminal sets as int bitsets). The
+  LALR(1) table of a grammar is unique up to the numbering of its states, so where Lark's
+  strict mode accepts a grammar, this table drives the parser to the same decisions; any
+  conflict is reported, and the caller then goes through Lark (which rejects or resolves it).
+  The build checks the running compile budget (:func:`~outlines_like.fsm.budget.check`) as
+  its state and lookahead loops grow.
+
+One cohesive algorithm (LR(0) states, then the digraph passes), kept in one module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from outlines_like.fsm.budget import check
+
+__all__ = ["END", "PlainGrammar", "Tables", "gc_paused", "lalr_tables", "read_plain"]
+
+END = "$END"
+_ROOT = "$root_start"
+
+# Lark's own token regexes for its grammar language (lark/load_grammar.py), so a literal is
+# cut where Lark's lexer cuts it.
+_STRING = re.compile(r'"(\\"|\\\\|[^"\n])*?"i?')
+_REGEXP = re.compile(r"/(?!/)(\\/|\\\\|[^/])*?/[imslux]*")
+_TERM_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+# alternatives of rule and terminal names (``aB`` is neither: no word boundary inside it)
+_RULE_BODY = re.compile(r"(?:\s|\||[a-z][a-z0-9_]*\b|[A-Z][A-Z0-9_]*\b)*")
+_RULE_LINE = re.compile(r"([a-z][a-z0-9_]*)\s*:(.*)")
+_TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building tables (restored after).
+
+    Building the tables of a large grammar allocates a few hundred thousand small containers,
+    none of them garbage; each allocation burst would trigger collections that scan every
+    object of the process (a third of the build here, more in a process holding a model).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlainGrammar:
+    """A grammar in plain BNF, as Lark would compile it.
+
+    Attributes:
+        rules: ``(origin, expansion)`` per alternative, in the order written (empty
+            alternatives once per rule, as Lark removes their duplicates).
+        terminals: Lark ``TerminalDef`` objects of the terminals the rules (or ``%ignore``)
+            use, in the order defined.
+        ignore: The ``%ignore`` terminals' names.
+    """
+
+    rules: list[tuple[str, tuple[str, ...]]]
+    terminals: list[Any]
+    ignore: list[str]
+
+
+def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
+    """Read ``text`` when it is plain BNF in Lark syntax (see the module docstring), else None.
+
+    None also for a grammar Lark would reject (undefined symbols, a rule defined twice, the
+    same non-empty alternative twice), so that Lark reports it.
+    """
+    from lark.exceptions import GrammarError
+    from lark.lexer import TerminalDef, Token
+    from lark.load_grammar import _literal_to_pattern
+
+    rules: dict[str, list[tuple[str, ...]]] = {}
+    term_defs: dict[str, Any] = {}
+    ignore: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if raw[0].isspace() or line.startswith(("//", "|")):
+            return None
+        if line.startswith("%"):
+            parts = line.split()
+            if len(parts) != 2 or parts[0] != "%ignore" or not _TERM_NAME.fullmatch(parts[1]):
+                return None
+            ignore.append(parts[1])
+            continue
+        match = _RULE_LINE.fullmatch(line)
+        if match is not None:
+            name, body = match.groups()
+            if name in rules:
+                return None
+            if not _RULE_BODY.fullmatch(body):
+                return None
+            alternatives: list[tuple[str, ...]] = []
+            for alternative in body.split("|"):
+                symbols = tuple(alternative.split())
+                if symbols in alternatives:
+                    if symbols:
+                        return None  # Lark: "Rules defined twice"
+                    continue
+                alternatives.append(symbols)
+            rules[name] = alternatives
+            continue
+        match = _TERM_LINE.fullmatch(line)
+        if match is None:
+            return None
+        name, body = match.groups()
+        if name in term_defs:
+            return None
+        kind = "STRING" if body.startswith('"') else "REGEXP" if body.startswith("/") else ""
+        literal = (_STRING if kind == "STRING" else _REGEXP).match(body) if kind else None
+        if literal is None or literal.end() != len(body):
+            return None
+        try:
+            pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
+        except (GrammarError, AssertionError):
+            return None
+        term_defs[name] = TerminalDef(name, pattern)
+    if start not in rules:
+        return None
+    used: set[str] = set(ignore)
+    for alternatives in rules.values():
+        for symbols in alternatives:
+            used.update(symbols)
+    for symbol in used:
+        if symbol not in rules and symbol not in term_defs:
+            return None  # undefined: Lark says so
+    flat = [(name, symbols) for name, alts in rules.items() for symbols in alts]
+    terminals = [t for name, t in term_defs.items() if name in used]
+    return PlainGrammar(flat, terminals, ignore)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Tables:
+    """An LALR(1) parse table.
+
+    Attributes:
+        actions: Per state, per symbol name: the state to shift (or go) to, ``>= 0``, or the
+            rule to reduce by, ``~rule``: the first action where there are several.
+        conflicts: Per state with a conflict, per symbol with several actions: all of them.
+        start: The start state.
+        end: The state reached from ``start`` by ``start`` (the input may end there).
+        rule_size: Per rule, the length of its expansion.
+        rule_origin: Per rule, its origin's name.
+    """
+
+    actions: dict[int, dict[str, int]]
+    conflicts: dict[int, dict[str, tuple[int, ...]]]
+    start: int
+    end: int
+    rule_size: list[int]
+    rule_origin: list[str]
+
+    @property
+    def conflict(self) -> bool:
+        """Whether some state has more than one action on a terminal."""
+        return bool(self.conflicts)
+
+    def all_actions(self) -> dict[int, dict[str, tuple[int, ...]]]:
+        """Every action, conflicting ones included (what a GLR parser runs)."""
+        out = {}
+        for state, row in self.actions.items():
+            both = self.conflicts.get(state, {})
+            out[state] = {sym: both.get(sym, (act,)) for sym, act in row.items()}
+        return out
+
+
+def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "start") -> Tables:
+    """Build the LALR(1) table of ``rules`` (symbols not among the origins are terminals).
+
+    Rule ``i`` of ``rules`` is rule ``i`` of the table (its reductions are ``~i``).
+    """
+    # ---- symbols: nonterminals 0..n_nt-1 (the root last), terminals after
+    origins: dict[str, int] = {}
+    for origin, _ in rules:
+        origins.setdefault(origin, len(origins))
+    root = origins[_ROOT] = len(origins)
+    n_nt = len(origins)
+    names = list(origins)
+    sym_id = dict(origins)
+    term_bit: dict[int, int] = {}  # terminal symbol id -> bit index in lookahead sets
+    term_names: list[str] = [END]
+
+    def symbol(name: str) -> int:
+        sid = sym_id.get(name)
+        if sid is None:
+            sid = sym_id[name] = len(names)
+            names.append(name)
+            term_bit[sid] = len(term_names)
+            term_names.append(name)
+        return sid
+
+    prods: list[tuple[int, tuple[int, ...]]] = [
+        (origins[o], tuple(symbol(s) for s in e)) for o, e in rules
+    ]
+    prods.append((root, (origins[start],)))
+    root_prod = len(prods) - 1
+    prods_of: list[list[int]] = [[] for _ in range(n_nt)]
+    for p, (lhs, _) in enumerate(prods):
+        prods_of[lhs].append(p)
+    # items: base[p] + dot; item_sym -1 when the dot is at the end
+    base: list[int] = []
+    item_sym: list[int] = []
+    item_prod: list[int] = []
+    for p, (_, rhs) in enumerate(prods):
+        base.append(len(item_sym))
+        item_sym.extend(rhs)
+        item_sym.append(-1)
+        item_prod.extend([p] * (len(rhs) + 1))
+
+    nullable = [False] * n_nt
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in prods:
+            if not nullable[lhs] and all(s < n_nt and nullable[s] for s in rhs):
+                nullable[lhs] = changed = True
+
+    # left corners: the nonterminals whose items a closure over A adds (A included)
+    first_nt: list[list[int]] = [
+        sorted({rhs[0] for p in prods_of[a] for rhs in (prods[p][1],) if rhs and rhs[0] < n_nt})
+        for a in range(n_nt)
+    ]
+    corner: list[frozenset[int]] = [frozenset()] * n_nt
+    for a in range(n_nt):
+        seen = {a}
+        todo = [a]
+        while todo:
+            for b in first_nt[todo.pop()]:
+                if b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        corner[a] = frozenset(seen)
+    # per nonterminal: (first symbol, item after it) of its productions, and its empty ones
+    starts_of: list[list[tuple[int, int]]] = [
+        [(prods[p][1][0], base[p] + 1) for p in prods_of[a] if prods[p][1]] for a in range(n_nt)
+    ]
+    empty_of: list[list[int]] = [[p for p in prods_of[a] if not prods[p][1]] for a in range(n_nt)]
+
+    # ---- LR(0) states (kernels as frozensets: no item is reached twice within a group, as
+    # only the root's kernel holds an item with the dot at 0, and the root is on no right side)
+    kernels: list[frozenset[int]] = []
+    state_of: dict[frozenset[int], int] = {}
+    goto: list[dict[int, int]] = []
+    reductions: list[list[int]] = []  # per state, the productions completed there
+    # the part of a closure that depends on the kernel's nonterminals only, cached by them
+    closed: dict[frozenset[int], tuple[dict[int, list[int]], list[int]]] = {}
+
+    root_kernel = frozenset((base[root_prod],))
+    state_of[root_kernel] = start_state = 0
+    kernels.append(root_kernel)
+    k = 0
+    while k < len(kernels):
+        kernel = kernels[k]
+        k += 1
+        if not k & 1023:
+            check("the grammar's LALR(1) table")
+        wanted = frozenset(item_sym[item] for item in kernel if 0 <= item_sym[item] < n_nt)
+        found = closed.get(wanted)
+        if found is None:
+            part: dict[int, list[int]] = {}
+            part_done: list[int] = []
+            closure: set[int] = set()
+            for a in wanted:
+                closure |= corner[a]
+            for a in closure:
+                for s, nxt in starts_of[a]:
+                    if s in part:
+                        part[s].append(nxt)
+                    else:
+                        part[s] = [nxt]
+                part_done.extend(empty_of[a])
+            found = closed[wanted] = (part, part_done)
+        part, done = found
+        groups = {s: list(items) for s, items in part.items()}
+        done = list(done)
+        for item in kernel:
+            s = item_sym[item]
+            if s < 0:
+                done.append(item_prod[item])
+            elif s in groups:
+                groups[s].append(item + 1)
+            else:
+                groups[s] = [item + 1]
+        targets: dict[int, int] = {}
+        for s, items in groups.items():
+            key = frozenset(items)
+            sid = state_of.get(key)
+            if sid is None:
+                sid = state_of[key] = len(kernels)
+                kernels.append(key)
+            targets[s] = sid
+        goto.append(targets)
+        reductions.append(done)
+    n_states = len(kernels)
+    end_state = goto[start_state][origins[start]]
+
+    # ---- lookaheads (DeRemer & Pennello): nonterminal transitions x = (state, A)
+    nt_index: dict[tuple[int, int], int] = {}
+    nt_trans: list[tuple[int, int]] = []
+    for s in range(n_states):
+        for a in goto[s]:
+            if a < n_nt:
+                nt_index[(s, a)] = len(nt_trans)
+                nt_trans.append((s, a))
+    n_x = len(nt_trans)
+    term_bits = [0] * n_states
+    for s in range(n_states):
+        bits = 0
+        for a in goto[s]:
+            if a >= n_nt:
+                bits |= 1 << term_bit[a]
+        term_bits[s] = bits
+    direct = [term_bits[goto[s][a]] for s, a in nt_trans]
+    direct[nt_index[(start_state, origins[start])]] |= 1  # $END after the start symbol
+    reads: list[list[int]] = [
+        [nt_index[(t, c)] for c in goto[t] if c < n_nt and nullable[c]]
+        for t in (goto[s][a] for s, a in nt_trans)
+    ]
+    # per production, from which position on the rest is nullable
+    null_from: list[int] = []
+    for _, rhs in prods:
+        i = len(rhs)
+        while i > 0 and rhs[i - 1] < n_nt and nullable[rhs[i - 1]]:
+            i -= 1
+        null_from.append(i)
+    includes: list[list[int]] = [[] for _ in range(n_x)]
+    lookback: dict[tuple[int, int], list[int]] = {}
+    for x, (p_state, a) in enumerate(nt_trans):
+        if not x & 1023:
+            check("the grammar's LALR(1) lookaheads")
+        for p in prods_of[a]:
+            rhs = prods[p][1]
+            here = p_state
+            tail = null_from[p]
+            for i, s in enumerate(rhs):
+                if s < n_nt and i + 1 >= tail:
+                    includes[nt_index[(here, s)]].append(x)
+                here = goto[here][s]
+            lookback.setdefault((here, p), []).append(x)
+    read_sets = _digraph(n_x, reads, direct)
+    follow = _digraph(n_x, includes, read_sets)
+
+    # ---- the table
+    rule_size = [len(rhs) for _, rhs in prods]
+    rule_origin = [names[lhs] for lhs, _ in prods]
+    actions: dict[int, dict[str, int]] = {}
+    conflicts: dict[int, dict[str, tuple[int, ...]]] = {}
+    for s in range(n_states):
+        row = {names[sym]: t for sym, t in goto[s].items()}
+        for p in reductions[s]:
+            if p == root_prod:
+                continue
+            la = 0
+            for x in lookback.get((s, p), ()):
+                la |= follow[x]
+            while la:
+                low = la & -la
+                name = term_names[low.bit_length() - 1]
+                la ^= low
+                if name in row:
+                    both = conflicts.setdefault(s, {})
+                    both[name] = (*both.get(name, (row[name],)), ~p)
+                else:
+                    row[name] = ~p
+        actions[s] = row
+    return Tables(actions, conflicts, start_state, end_state, rule_size, rule_origin)
+
+
+def _digraph(n: int, edges: list[list[int]], init: list[int]) -> list[int]:
+    """DeRemer and Pennello's digraph: ``F(x) = init(x) | F(y) for every edge x -> y``.
+
+    Iterative (no recursion limit); each strongly connected component gets one set.
+    """
+    result = list(init)
+    depth = [0] * n
+    done = n + 1  # depth of a node whose component is finished
+    stack: list[int] = []
+    for root in range(n):
+        if depth[root]:
+            continue
+        stack.append(root)
+        depth[root] = len(stack)
+        low = {root: len(stack)}
+        work: list[tuple[int, int]] = [(root, 0)]
+        while work:
+            x, i = work[-1]
+            out = edges[x]
+            if i < len(out):
+                work[-1] = (x, i + 1)
+                y = out[i]
+                if not depth[y]:
+                    stack.append(y)
+                    depth[y] = low[y] = len(stack)
+                    work.append((y, 0))
+                    continue
+                if depth[y] != done and low[y] < low[x]:
+                    low[x] = low[y]
+                result[x] |= result[y]
+                continue
+            work.pop()
+            if low[x] == depth[x]:
+                while True:
+                    z = stack.pop()
+                    depth[z] = done
+                    result[z] = result[x]
+                    if z == x:
+                        break
+            if work:
+                parent = work[-1][0]
+                if depth[x] != done and low[x] < low[parent]:
+                    low[parent] = low[x]
+                result[parent] |= result[x]
+    return result

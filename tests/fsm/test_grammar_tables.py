@@ -1,0 +1,174 @@
+"""Our LALR(1) tables and plain-BNF reader against Lark's: same automaton, same masks."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from outlines_like.fsm._grammar_parser import LALRParser
+from outlines_like.fsm._grammar_tables import Tables, lalr_tables, read_plain
+from outlines_like.fsm.grammar import CompiledGrammar
+from outlines_like.fsm.vocabulary import Vocabulary
+from outlines_like.types.json_schema_grammar import json_schema_to_grammar
+
+SCHEMAS = Path(__file__).parent.parent / "types" / "schemas"
+PIECES = [b'{"', b'":', b'","', b'"}', b"},{", b"[{", b"true", b"null", b"12", b", ", b'"a":{']
+TOKENS = [bytes([i]) for i in range(256)] + PIECES + [b"<eos>"]
+VOCAB = Vocabulary(TOKENS, [len(TOKENS) - 1])
+
+PLAIN = [
+    # nullable chains, left and right recursion, empty alternatives, %ignore
+    'start: a b c\na: A | \nb: b B | \nc: C c | C\nA: "a"\nB: /b+/\nC: "c"',
+    'start: x\nx: y Q x | y\ny: z | \nz: Z\nZ: /z/\nQ: ";"',
+    'start: s\ns: L s R s | \nL: "("\nR: ")"\nWS: /[ ]+/\n%ignore WS',
+    "start: e\ne: e P t | t\nt: t M f | f\nf: N | L e R\n"
+    'P: "+"\nM: "*"\nN: /[0-9]+/\nL: "("\nR: ")"',
+    # keywords retyped from a name, as Lark's lexer does
+    'start: k | n\nk: IF N2\nn: N2 N2\nIF: "if"\nN2: /[a-z]+/\nWS: " "\n%ignore WS',
+]
+
+
+def _schema_grammars() -> list[str]:
+    grammars = []
+    for name in ("bench_json_medium", "bench_json_large", "recursive_tree", "all_optional"):
+        path = SCHEMAS / f"{name}.json"
+        if path.exists():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                grammars.append(
+                    json_schema_to_grammar(
+                        json.loads(path.read_text()), whitespace_pattern="[ ]?", lenient=True
+                    )
+                )
+    return grammars
+
+
+def _same_automaton(text: str, tables: Tables) -> None:
+    """Map Lark's LALR states onto ours from the start state; every action must agree."""
+    import lark
+    from lark.parsers.lalr_analysis import Shift
+
+    reference = lark.Lark(text, parser="lalr", lexer="basic", start="start")
+    table = reference.parser.parser._parse_table
+    plain = read_plain(text)
+    assert plain is not None
+
+    def terminals(defs: list[Any]) -> dict[str, tuple[Any, ...]]:
+        return {
+            t.name: (type(t.pattern), t.pattern.value, t.pattern.flags, t.priority) for t in defs
+        }
+
+    assert terminals(plain.terminals) == terminals(reference.terminals)
+    assert sorted(plain.ignore) == sorted(reference.ignore_tokens)
+    mapping = {table.start_states["start"]: tables.start}
+    todo = list(mapping)
+    while todo:
+        theirs = todo.pop()
+        ours = tables.actions[mapping[theirs]]
+        assert set(table.states[theirs]) == set(ours)
+        for symbol, (action, arg) in table.states[theirs].items():
+            mine = ours[symbol]
+            if action is Shift:
+                assert mine >= 0
+                if arg not in mapping:
+                    mapping[arg] = mine
+                    todo.append(arg)
+                assert mapping[arg] == mine
+            else:
+                rule = (arg.origin.name, tuple(s.name for s in arg.expansion))
+                assert mine < 0
+                assert plain.rules[~mine] == rule
+    assert len(mapping) == len(table.states) == len(tables.actions)
+    assert mapping[table.end_states["start"]] == tables.end
+
+
+@pytest.mark.parametrize("text", PLAIN + _schema_grammars())
+def test_tables_are_larks(text: str) -> None:
+    plain = read_plain(text)
+    assert plain is not None
+    tables = lalr_tables(plain.rules)
+    assert not tables.conflict
+    _same_automaton(text, tables)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'start: "a"',  # an inline literal
+        "start: A*\nA: /a/",  # EBNF
+        "start: A\nA.2: /a/",  # a priority
+        "start: a\n?a: A\nA: /a/",  # a modifier
+        "start: A\n    | B\nA: /a/\nB: /b/",  # an alternative on its own line
+        "start: A\nA: /a/ /b/",  # a terminal of two patterns
+        "start: A\n%import common.WS\nA: /a/",
+        "start: A A\nstart: A\nA: /a/",  # a rule defined twice
+        "start: A | A\nA: /a/",  # the same alternative twice: Lark's error
+        "start: B\nA: /a/",  # undefined
+        "start: aB\naB: A\nA: /a/",  # not a name Lark reads
+        "start: a\na: A\nA: /a/ // comment",
+    ],
+)
+def test_only_plain_bnf_is_read(text: str) -> None:
+    assert read_plain(text) is None
+
+
+def test_conflicts_are_reported() -> None:
+    plain = read_plain("start: a | b\na: X\nb: X\nX: /x/")
+    assert plain is not None
+    assert lalr_tables(plain.rules).conflict
+
+
+def _walk_masks(compiled: CompiledGrammar, seed: int, steps: int = 40) -> list[bytes]:
+    rng = random.Random(seed)
+    matcher = compiled.matcher()
+    masks = []
+    for _ in range(steps):
+        allowed = matcher.allowed_token_ids()
+        masks.append(allowed.tobytes())
+        if not len(allowed) or matcher.is_finished():
+            break
+        matcher.advance(int(rng.choice(allowed.tolist())))
+    return masks
+
+
+@pytest.mark.parametrize("text", PLAIN + _schema_grammars())
+def test_plain_path_masks_are_the_lark_paths(text: str) -> None:
+    """The same grammar through Lark (a comment line keeps it off the plain path)."""
+    ours = CompiledGrammar(text, VOCAB)
+    theirs = CompiledGrammar(text + "\n// through lark\n", VOCAB)
+    assert isinstance(ours._parser, LALRParser)
+    assert isinstance(theirs._parser, LALRParser)
+    for seed in range(4):
+        assert _walk_masks(ours, seed) == _walk_masks(theirs, seed)
+    assert np.array_equal(ours.matcher().allowed_token_ids(), theirs.matcher().allowed_token_ids())
+
+
+def test_schema_grammar_takes_the_plain_path() -> None:
+    grammars: list[Any] = _schema_grammars()
+    assert grammars
+    assert all(read_plain(g) is not None for g in grammars)
+
+
+def test_shared_lexeme_walks_give_a_fresh_vocabularys_masks() -> None:
+    """Walks one grammar cached on the vocabulary (inside a string ...) serve another alike."""
+    from outlines_like.fsm._grammar_walk import _LEXEME_KEY
+
+    warm = Vocabulary(TOKENS, [len(TOKENS) - 1])
+    for seed in range(3):
+        _walk_masks(CompiledGrammar(PLAIN[2], warm), seed)
+    grammars = [*_schema_grammars(), PLAIN[4]]
+    for text in grammars:
+        for seed in range(3):
+            _walk_masks(CompiledGrammar(text, warm), seed)
+    assert warm._cache[_LEXEME_KEY]
+    for text in reversed(grammars):  # from the warm cache, and from a fresh vocabulary
+        shared = CompiledGrammar(text, warm)
+        fresh = CompiledGrammar(text, Vocabulary(TOKENS, [len(TOKENS) - 1]))
+        for seed in range(4):
+            assert _walk_masks(shared, seed) == _walk_masks(fresh, seed)

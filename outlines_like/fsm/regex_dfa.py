@@ -113,6 +113,10 @@ class _NFA:
     def __init__(self) -> None:
         self.edges: list[list[tuple[int, int, int]]] = []
         self.eps: list[list[int]] = []
+        # the same, as tuples once built (freeze): tuples of ints leave the garbage
+        # collector's reach, so no later collection scans a large automaton
+        self.out: tuple[tuple[tuple[int, int, int], ...], ...] = ()
+        self.out_eps: tuple[tuple[int, ...], ...] = ()
         self.ranges: set[tuple[int, int]] = set()  # every byte range on an edge
         self.has_empty_set = False
         # states the set templates saved by sharing UTF-8 suffixes: size limits and the
@@ -122,7 +126,7 @@ class _NFA:
     @property
     def size(self) -> int:
         """NFA states, counting set templates as unshared prefix tries."""
-        return len(self.edges) + self.shared
+        return max(len(self.edges), len(self.out)) + self.shared
 
     def new(self) -> int:
         if self.size >= _MAX_NFA_STATES:
@@ -141,6 +145,12 @@ class _NFA:
     def build(self, node: Node) -> tuple[int, int]:
         s = self.new()
         return s, self.build_into(node, s)
+
+    def freeze(self) -> None:
+        """Move the built edges into :attr:`out` and :attr:`out_eps` (tuples)."""
+        self.out = tuple(map(tuple, self.edges))
+        self.out_eps = tuple(map(tuple, self.eps))
+        self.edges, self.eps = [], []
 
     def build_into(self, node: Node, s: int) -> int:
         """Add the paths of ``node`` leaving ``s``; return the end state."""
@@ -284,12 +294,12 @@ def _share_suffixes(
 
 def _coreachable(nfa: _NFA, final: int) -> list[bool]:
     """NFA states from which ``final`` can be reached."""
-    n = len(nfa.edges)
+    n = len(nfa.out)
     rev: list[list[int]] = [[] for _ in range(n)]
     for x in range(n):
-        for y in nfa.eps[x]:
+        for y in nfa.out_eps[x]:
             rev[y].append(x)
-        for _, _, y in nfa.edges[x]:
+        for _, _, y in nfa.out[x]:
             rev[y].append(x)
     ok = [False] * n
     ok[final] = True
@@ -328,7 +338,7 @@ class _SubsetBuilder:
         self.classes, self.k = _byte_classes(nfa)
         # Every fragment of a regex without an empty set matches something, so every state
         # reaches the final one; only empty sets ([^\x00-\U0010FFFF]) leave dead ends.
-        self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.edges)
+        self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.out)
         if not self.live[start]:
             raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
         self._closure: dict[int, frozenset[int]] = {}
@@ -342,7 +352,7 @@ class _SubsetBuilder:
         """Live epsilon closure of ``s``, restricted to states with byte edges or final."""
         c = self._closure.get(s)
         if c is None:
-            eps, edges, live, final = self.nfa.eps, self.nfa.edges, self.live, self.final
+            eps, edges, live, final = self.nfa.out_eps, self.nfa.out, self.live, self.final
             seen = {s}
             stack = [s]
             while stack:
@@ -362,28 +372,34 @@ class _SubsetBuilder:
             cls, live = self.classes, self.live
             r = [
                 (int(cls[lo]), int(cls[hi]), self.closure(t))
-                for lo, hi, t in self.nfa.edges[s]
+                for lo, hi, t in self.nfa.out[s]
                 if live[t]
             ]
             self._edges[s] = r
         return r
 
     def expand(self, i: int) -> list[int]:
-        """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states."""
+        """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states.
+
+        The classes are cut into segments at every edge's ends, so each segment's target set
+        is one union over the edges that cover it (no loop over the classes themselves).
+        """
         _check("regex DFA")
-        acc: dict[int, set[int]] = {}
+        edges: list[tuple[int, int, frozenset[int]]] = []
         for s in self.order[i]:
-            for clo, chi, tgt in self.edges_of(s):
-                for c in range(clo, chi + 1):
-                    cur = acc.get(c)
-                    if cur is None:
-                        acc[c] = set(tgt)
-                    else:
-                        cur |= tgt
+            edges.extend(self.edges_of(s))
         row = [-1] * self.k
+        if not edges:
+            return row
+        cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
         ids, order = self.ids, self.order
-        for c, tset in acc.items():
-            f = frozenset(tset)
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            f: frozenset[int] | None = None
+            for clo, chi, tgt in edges:
+                if clo <= a <= chi:  # an edge covers a whole segment or none of it
+                    f = tgt if f is None else f | tgt
+            if f is None:
+                continue
             j = ids.get(f)
             if j is None:
                 j = len(order)
@@ -398,7 +414,7 @@ class _SubsetBuilder:
                 ids[f] = j
                 order.append(f)
                 self.accepting.append(self.final in f)
-            row[c] = j
+            row[a:b] = [j] * (b - a)
         return row
 
 
@@ -522,6 +538,7 @@ def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> _Subse
             )
     nfa = _NFA()
     start, final = nfa.build(ast)
+    nfa.freeze()
     return _SubsetBuilder(nfa, start, final, max_states, pattern)
 
 

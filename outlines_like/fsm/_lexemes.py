@@ -1,4 +1,4 @@
-"""Lexeme-level token sets of one vocabulary, shared by every constraint compiled for it.
+r"""Lexeme-level token sets of one vocabulary, shared by every constraint compiled for it.
 
 A string body (JSON's ``[^"\\\\\\x00-\\x1f]``, a free-text field, ``[^"]{0,40}``) lets every
 non-ASCII character and one set ``O`` of ASCII bytes step the same way. Which tokens consist of
@@ -132,7 +132,7 @@ class LexemeCache:
 
 
 class SuffixTable:
-    """The tokens that do not fit a lexeme, cut where they leave it, in the walk's column layout.
+    r"""The tokens that do not fit a lexeme, cut where they leave it, in the walk's column layout.
 
     Every token of :attr:`CharSets.unfit_pos` is split into a prefix of whole characters that
     fit ``O`` (``pre_chars`` of them) and the rest, its suffix (at least one byte: the byte

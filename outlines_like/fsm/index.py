@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError
-from outlines_like.fsm._lexemes import LexemeCache, SuffixTable
 from outlines_like.fsm._grammar_walk import byte_table
+from outlines_like.fsm._lexemes import LexemeCache, SuffixTable
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
@@ -195,12 +195,31 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     """Build the tables every compiled constraint on ``vocab`` shares, now rather than lazily.
 
     Both layouts are built and kept on the vocabulary: the regex index's :class:`TokenTable`
-    and the grammar masker's byte table. Benchmarks and servers call this in setup, so the
-    first compile does not pay for them (~0.2 s for 150k tokens).
+    with the token sets of a JSON string's body, and the grammar masker's byte table.
+    Benchmarks and servers call this in setup, so the first compile does not pay for them
+    (~0.3 s for 150k tokens).
     """
-    token_table(vocab)
+    table = token_table(vocab)
+    body = table.lexemes.chars(JSON_STRING_BODY)
+    body.suffixes()
+    for k in (*range(1, _CHAR_CHAIN_STEPS + 1), body.max_chars):
+        body.mask_upto(k)
     byte_table(vocab)
     _ = vocab.hash
+
+
+def _ascii_set(excluded: bytes) -> bytes:
+    """An ASCII byte set as the ``bool[128]`` bytes that key :class:`LexemeCache`."""
+    in_set = np.ones(128, dtype=bool)
+    in_set[list(excluded)] = False
+    return in_set.tobytes()
+
+
+JSON_STRING_BODY = _ascii_set(bytes(range(0x20)) + b'"\\')
+"""The ASCII bytes of a JSON string's body (all but the quote, the backslash and control bytes).
+
+The key of the lexeme sets :func:`prepare_vocabulary` builds up front.
+"""
 
 
 _SELECTIVE = 8  # walk from per-first-byte lists when they cover under 1/8 of the vocabulary
@@ -471,20 +490,23 @@ def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
     return True
 
 
-def _utf8_plan() -> list[tuple[npt.NDArray[np.intp], ...]]:
-    """Per byte of a UTF-8 character: which sequences of ``_NON_ASCII`` are that long, the
-    bytes of their ranges laid end to end, the sequence of each byte, and each range's start.
+def _utf8_plan() -> list[tuple[npt.NDArray[np.int64], ...]]:
+    """The gathers of :func:`_utf8_target`, one per byte of a UTF-8 character.
+
+    Each: which sequences of ``_NON_ASCII`` are that long, the bytes of their ranges laid end
+    to end, the sequence of each byte, and each range's start.
     """
-    plan = []
+    plan: list[tuple[npt.NDArray[np.int64], ...]] = []
     for level in range(4):
         act = [i for i, seq in enumerate(_NON_ASCII) if len(seq) > level]
         if not act:
             break
         ranges = [_NON_ASCII[i][level] for i in act]
-        byte_idx = np.concatenate([np.arange(lo, hi + 1) for lo, hi in ranges])
-        seg_of = np.repeat(np.arange(len(act)), [hi - lo + 1 for lo, hi in ranges])
-        starts = np.cumsum([0] + [hi - lo + 1 for lo, hi in ranges[:-1]])
-        plan.append((np.array(act), byte_idx, seg_of, starts))
+        sizes = [hi - lo + 1 for lo, hi in ranges]
+        byte_idx = np.concatenate([np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in ranges])
+        seg_of = np.repeat(np.arange(len(act), dtype=np.int64), sizes)
+        starts = np.cumsum([0, *sizes[:-1]], dtype=np.int64)
+        plan.append((np.array(act, dtype=np.int64), byte_idx, seg_of, starts))
     return plan
 
 
@@ -623,7 +645,6 @@ def _char_chain_decide(
     return trans
 
 
-_LEXEME_CHAIN_STEPS = 32  # string bodies: follow their character chain this far
 _LEXEME_SHARE = 4  # string bodies: read the mask from the shared sets when 1/4 of tokens fit
 
 
@@ -647,7 +668,7 @@ def _lexeme_walk(
         return None
     # follow the chain some way (memoised per state: a string's states are each stepped once);
     # tokens with more characters than it has steps are walked whole
-    steps = min(_LEXEME_CHAIN_STEPS, table.max_len)
+    steps = min(_CHAR_CHAIN_STEPS, table.max_len)
     trans, o_key, chain, loop, dead = _char_chain(trans, state, lazy, memo, steps)
     if o_key is None:
         return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import threading
 
 import numpy as np
@@ -393,7 +394,7 @@ class _SubsetBuilder:
             return row
         cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
         ids, order = self.ids, self.order
-        for a, b in zip(cuts, cuts[1:], strict=False):
+        for a, b in itertools.pairwise(cuts):
             f: frozenset[int] | None = None
             for clo, chi, tgt in edges:
                 if clo <= a <= chi:  # an edge covers a whole segment or none of it

@@ -517,15 +517,15 @@ def _utf8_target(trans: I32, state: int, lazy: LazyByteDFA | None) -> int:
     """The one state every non-ASCII UTF-8 character leads to from ``state``, else ``-1``.
 
     Stricter than needed (each byte range of a character must lead to a single state), which
-    keeps the test to one gather per byte of a character over all byte ranges at once; ``-1``
-    only means the caller walks instead.
+    keeps the test to one gather per byte of a character over all byte ranges at once (a lazy
+    DFA answers on its subsets, without building the states inside characters); ``-1`` only
+    means the caller walks instead.
     """
+    if lazy is not None:  # on the subsets: the lazy DFA builds no state inside a character
+        return lazy.utf8_target(state, _NON_ASCII)
     cur = np.full(len(_NON_ASCII), state, dtype=np.int64)
     for act, byte_idx, seg_of, starts in _UTF8_PLAN:
         xs = cur[act]
-        if lazy is not None:
-            lazy.expand(np.unique(xs))
-            trans = lazy.transitions
         vals = trans[xs[seg_of], byte_idx]
         low = np.minimum.reduceat(vals, starts)
         if int(low.min()) < 0 or not (np.maximum.reduceat(vals, starts) == low).all():
@@ -554,6 +554,7 @@ def _char_step(
     nxt = _utf8_target(trans, state, lazy)
     if nxt >= 0:
         if lazy is not None:
+            lazy.expand_one(state)
             trans = lazy.transitions
         in_set = trans[state, :128] == nxt
         if int(in_set.sum()) >= _MIN_LOOP_BYTES:

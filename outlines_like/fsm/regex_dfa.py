@@ -344,6 +344,7 @@ class _SubsetBuilder:
             raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
         self._closure: dict[int, frozenset[int]] = {}
         self._edges: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
+        self._uniform: dict[tuple[frozenset[int], int, int], frozenset[int] | None] = {}
         start_set = self.closure(start)
         self.ids: dict[frozenset[int], int] = {start_set: 0}
         self.order: list[frozenset[int]] = [start_set]
@@ -379,44 +380,98 @@ class _SubsetBuilder:
             self._edges[s] = r
         return r
 
-    def expand(self, i: int) -> list[int]:
-        """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states.
+    def _segments(self, subset: frozenset[int]) -> list[tuple[int, int, frozenset[int]]]:
+        """``(first class, last class, target set)`` of each run of live classes, ascending.
 
-        The classes are cut into segments at every edge's ends, so each segment's target set
-        is one union over the edges that cover it (no loop over the classes themselves).
+        The classes are cut at every edge's ends, so each run's target set is one union over
+        the edges that cover it (no loop over the classes themselves).
         """
-        _check("regex DFA")
         edges: list[tuple[int, int, frozenset[int]]] = []
-        for s in self.order[i]:
+        for s in subset:
             edges.extend(self.edges_of(s))
-        row = [-1] * self.k
+        out: list[tuple[int, int, frozenset[int]]] = []
         if not edges:
-            return row
+            return out
         cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
-        ids, order = self.ids, self.order
         for a, b in itertools.pairwise(cuts):
             f: frozenset[int] | None = None
             for clo, chi, tgt in edges:
-                if clo <= a <= chi:  # an edge covers a whole segment or none of it
+                if clo <= a <= chi:  # an edge covers a whole run or none of it
                     f = tgt if f is None else f | tgt
-            if f is None:
-                continue
-            j = ids.get(f)
-            if j is None:
-                j = len(order)
-                if j >= self.max_states:
-                    raise ConstraintTooLargeError(
-                        f"regex {_short(self.pattern)} needs more than max_states="
-                        f"{self.max_states} DFA states; simplify it (smaller repetition bounds, "
-                        "fewer alternatives), raise max_states, or use a grammar",
-                        limit="states",
-                        where="regex DFA",
-                    )
-                ids[f] = j
-                order.append(f)
-                self.accepting.append(self.final in f)
-            row[a:b] = [j] * (b - a)
+            if f is not None:
+                out.append((a, b - 1, f))
+        return out
+
+    def intern(self, subset: frozenset[int]) -> int:
+        """The DFA state of ``subset``, added if new (past ``max_states``: an error)."""
+        j = self.ids.get(subset)
+        if j is None:
+            j = len(self.order)
+            if j >= self.max_states:
+                raise ConstraintTooLargeError(
+                    f"regex {_short(self.pattern)} needs more than max_states="
+                    f"{self.max_states} DFA states; simplify it (smaller repetition bounds, "
+                    "fewer alternatives), raise max_states, or use a grammar",
+                    limit="states",
+                    where="regex DFA",
+                )
+            self.ids[subset] = j
+            self.order.append(subset)
+            self.accepting.append(self.final in subset)
+        return j
+
+    def expand(self, i: int) -> list[int]:
+        """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states."""
+        _check("regex DFA")
+        row = [-1] * self.k
+        for a, b, f in self._segments(self.order[i]):
+            row[a : b + 1] = [self.intern(f)] * (b + 1 - a)
         return row
+
+    def step_uniform(self, subset: frozenset[int], lo: int, hi: int) -> frozenset[int] | None:
+        """The one target set every byte ``lo..hi`` leads to from ``subset``, else ``None``.
+
+        Memoised; no DFA state is added (the sets inside a character stay subsets).
+        """
+        key = (subset, lo, hi)
+        if key in self._uniform:
+            return self._uniform[key]
+        first, last = int(self.classes[lo]), int(self.classes[hi])
+        out: frozenset[int] | None = None
+        covered = first
+        for a, b, f in self._segments(subset):
+            if b < first:
+                continue
+            if a > last:
+                break
+            if a > covered or (out is not None and f != out):
+                out = None  # a dead class, or two targets
+                break
+            out, covered = f, b + 1
+        if covered <= last:
+            out = None
+        self._uniform[key] = out
+        return out
+
+    def utf8_target(self, i: int, sequences: list[list[tuple[int, int]]]) -> int:
+        """The DFA state every byte sequence of ``sequences`` leads to from ``i``, else ``-1``.
+
+        Each byte range must lead to one set (:meth:`step_uniform`), and every sequence to
+        the same last one; only that last set becomes a DFA state.
+        """
+        target: frozenset[int] | None = None
+        for seq in sequences:
+            cur = self.order[i]
+            for lo, hi in seq:
+                nxt = self.step_uniform(cur, lo, hi)
+                if nxt is None:
+                    return -1
+                cur = nxt
+            if target is None:
+                target = cur
+            elif cur != target:
+                return -1
+        return -1 if target is None else self.intern(target)
 
 
 def _short(pattern: str) -> str:
@@ -652,6 +707,15 @@ class LazyByteDFA:
                 self._grow(self.n_states)
                 self._table[s] = row[cls]
                 self._expanded[s] = True
+
+    def utf8_target(self, state: int, sequences: list[list[tuple[int, int]]]) -> int:
+        """The one state every byte sequence leads to from ``state``, else ``-1``.
+
+        Each byte range must lead to one state on the way; those states inside a character
+        are compared as subsets, never built.
+        """
+        with self._lock:
+            return self._b.utf8_target(state, sequences)
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

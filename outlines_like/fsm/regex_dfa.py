@@ -428,18 +428,28 @@ class _SubsetBuilder:
             row[a : b + 1] = [self.intern(f)] * (b + 1 - a)
         return row
 
-    def step_uniform(self, subset: frozenset[int], lo: int, hi: int) -> frozenset[int] | None:
+    def step_uniform(
+        self,
+        subset: frozenset[int],
+        lo: int,
+        hi: int,
+        segments: dict[frozenset[int], list[tuple[int, int, frozenset[int]]]],
+    ) -> frozenset[int] | None:
         """The one target set every byte ``lo..hi`` leads to from ``subset``, else ``None``.
 
         Memoised; no DFA state is added (the sets inside a character stay subsets).
+        ``segments`` keeps :meth:`_segments` per subset for the caller's run.
         """
         key = (subset, lo, hi)
         if key in self._uniform:
             return self._uniform[key]
+        runs = segments.get(subset)
+        if runs is None:
+            runs = segments[subset] = self._segments(subset)
         first, last = int(self.classes[lo]), int(self.classes[hi])
         out: frozenset[int] | None = None
         covered = first
-        for a, b, f in self._segments(subset):
+        for a, b, f in runs:
             if b < first:
                 continue
             if a > last:
@@ -460,10 +470,11 @@ class _SubsetBuilder:
         the same last one; only that last set becomes a DFA state.
         """
         target: frozenset[int] | None = None
+        segments: dict[frozenset[int], list[tuple[int, int, frozenset[int]]]] = {}
         for seq in sequences:
             cur = self.order[i]
             for lo, hi in seq:
-                nxt = self.step_uniform(cur, lo, hi)
+                nxt = self.step_uniform(cur, lo, hi, segments)
                 if nxt is None:
                     return -1
                 cur = nxt

@@ -18,10 +18,28 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CharSets", "LexemeCache", "SuffixTable"]
+__all__ = ["CharSets", "LexemeCache", "SuffixTable", "column_layout"]
 
 I32 = npt.NDArray[np.int32]
 _MAX_SETS = 64  # byte sets kept per vocabulary (a JSON schema uses one or two)
+
+
+def column_layout(
+    tokens: tuple[bytes, ...], lengths: I32
+) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.uint8]]]:
+    """The walk's column layout of ``tokens``, sorted by non-increasing ``lengths``.
+
+    Returns ``active`` (``active[j]`` tokens have more than ``j`` bytes: a prefix of them) and
+    ``columns`` (``columns[j]``: byte ``j`` of those tokens).
+    """
+    n = len(tokens)
+    max_len = int(lengths[0]) if n else 0
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    active = n - np.searchsorted(lengths[::-1], np.arange(max_len + 1), "right")
+    columns = [flat[offsets[: int(active[j])] + j] for j in range(max_len)]
+    return active, columns
 
 
 class CharSets:
@@ -118,17 +136,14 @@ class LexemeCache:
 
     def chars(self, o_key: bytes) -> CharSets:
         """The :class:`CharSets` of ``O`` (``o_key``: ``bool[128]`` as bytes), built once."""
-        sets = self._sets.get(o_key)
-        if sets is None:
-            with self._lock:
-                sets = self._sets.get(o_key)
-                if sets is None:
-                    in_set = np.frombuffer(o_key, dtype=np.bool_)
-                    sets = CharSets(in_set, *self._args)
-                    if len(self._sets) >= _MAX_SETS:
-                        self._sets.pop(next(iter(self._sets)))
-                    self._sets[o_key] = sets
-        return sets
+        with self._lock:
+            sets = self._sets.get(o_key)
+            if sets is None:
+                sets = CharSets(np.frombuffer(o_key, dtype=np.bool_), *self._args)
+                if len(self._sets) >= _MAX_SETS:
+                    self._sets.pop(next(iter(self._sets)))
+                self._sets[o_key] = sets
+            return sets
 
 
 class SuffixTable:
@@ -181,12 +196,5 @@ class SuffixTable:
         self.lengths: I32 = lens[order].astype(np.int32)
         self.tokens_by_pos: tuple[bytes, ...] = tuple(suffixes[i] for i in order.tolist())
         n = len(self.tokens_by_pos)
-        max_len = int(self.lengths[0]) if n else 0
-        flat = np.frombuffer(b"".join(self.tokens_by_pos), dtype=np.uint8)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=offsets[1:])
-        self.active = n - np.searchsorted(self.lengths[::-1], np.arange(max_len + 1), "right")
-        self.columns: list[npt.NDArray[np.uint8]] = [
-            flat[offsets[: int(self.active[j])] + j] for j in range(max_len)
-        ]
+        self.active, self.columns = column_layout(self.tokens_by_pos, self.lengths)
         self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)

@@ -2,7 +2,12 @@
 
 The vocabulary's text tokens are laid out once per vocabulary (:class:`TokenTable`): sorted by
 length, their bytes stored column by column, with per-first-byte position lists and per-token
-byte sets. A walk from a DFA state (:func:`walk_tokens`, per state in :class:`TokenIndex`):
+byte sets. A string-body state (a loop or a counter on which every non-ASCII character and one
+ASCII set ``O`` step alike: a JSON string, ``[^"]{0,40}``) reads most of its mask from the
+vocabulary's lexeme sets (:mod:`outlines_like.fsm._lexemes`, shared by every constraint): the
+tokens of whole characters in ``O`` up to the chain's length are one cached mask, and only the
+tokens that leave the lexeme are walked, from the byte where they leave it. Any other state
+is walked (:func:`walk_tokens`, per state in :class:`TokenIndex`):
 
 1. takes only the tokens whose first byte is live (most tokens die on their first byte), or
    whose first two bytes are, from per-byte-pair groups (after an optional space);
@@ -20,7 +25,7 @@ memoised. The steady state of a matcher is a row copy and a dict lookup.
 
 
 One cohesive algorithm (the vectorised token walk and its shortcuts), kept in one module of
-some 850 lines: the shortcuts share the walk's tables and invariants.
+some 1,000 lines: the shortcuts share the walk's tables and invariants.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._grammar_walk import byte_table
-from outlines_like.fsm._lexemes import LexemeCache, SuffixTable
+from outlines_like.fsm._lexemes import LexemeCache, SuffixTable, column_layout
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
@@ -102,14 +107,7 @@ class TokenTable:
         n = len(toks)
         max_len = int(self.lengths[0]) if n else 0
         self.max_len = max_len
-        flat = np.frombuffer(b"".join(toks), dtype=np.uint8)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=offsets[1:])
-        # active[j] = number of tokens longer than j (lengths are non-increasing)
-        self.active = n - np.searchsorted(self.lengths[::-1], np.arange(max_len + 1), "right")
-        self.columns: list[npt.NDArray[np.uint8]] = [
-            flat[offsets[: int(self.active[j])] + j] for j in range(max_len)
-        ]
+        self.active, self.columns = column_layout(self.tokens_by_pos, self.lengths)
         self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)
         by_first_order = np.argsort(self.first, kind="stable")
         bounds = np.searchsorted(self.first[by_first_order], np.arange(257))

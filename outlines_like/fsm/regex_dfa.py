@@ -342,6 +342,7 @@ class _SubsetBuilder:
         self.max_states = max_states
         self.pattern = pattern
         self.classes, self.k = _byte_classes(nfa)
+        self._cls: list[int] = self.classes.tolist()  # plain ints index faster
         # Every fragment of a regex without an empty set matches something, so every state
         # reaches the final one; only empty sets ([^\x00-\U0010FFFF]) leave dead ends.
         self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.out)
@@ -376,12 +377,8 @@ class _SubsetBuilder:
         """(first class, last class, target closure) of each live byte edge of ``s``."""
         r = self._edges.get(s)
         if r is None:
-            cls, live = self.classes, self.live
-            r = [
-                (int(cls[lo]), int(cls[hi]), self.closure(t))
-                for lo, hi, t in self.nfa.out[s]
-                if live[t]
-            ]
+            cls, live = self._cls, self.live
+            r = [(cls[lo], cls[hi], self.closure(t)) for lo, hi, t in self.nfa.out[s] if live[t]]
             self._edges[s] = r
         return r
 
@@ -397,6 +394,9 @@ class _SubsetBuilder:
         out: list[tuple[int, int, frozenset[int]]] = []
         if not edges:
             return out
+        edges.sort(key=_first)
+        if all(edges[k][0] > edges[k - 1][1] for k in range(1, len(edges))):
+            return edges  # disjoint edges (a set's byte ranges): each is a run of its own
         cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
         for a, b in itertools.pairwise(cuts):
             f: frozenset[int] | None = None
@@ -451,7 +451,7 @@ class _SubsetBuilder:
         runs = segments.get(subset)
         if runs is None:
             runs = segments[subset] = self._segments(subset)
-        first, last = int(self.classes[lo]), int(self.classes[hi])
+        first, last = self._cls[lo], self._cls[hi]
         out: frozenset[int] | None = None
         covered = first
         for a, b, f in runs:
@@ -488,6 +488,10 @@ class _SubsetBuilder:
             elif cur != target:
                 return -1
         return -1 if target is None else self.intern(target)
+
+
+def _first(edge: tuple[int, int, frozenset[int]]) -> int:
+    return edge[0]
 
 
 def _short(pattern: str) -> str:

@@ -719,13 +719,14 @@ class LazyByteDFA:
     def expand(self, states: npt.ArrayLike) -> None:
         """Build the rows of ``states`` (no-op for rows already built)."""
         cls = self.byte_classes
+        todo = states if isinstance(states, list) else np.asarray(states, dtype=np.int64)
         with self._lock:
-            for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist():
+            for s in todo.tolist() if isinstance(todo, np.ndarray) else todo:
                 if s < self._expanded.shape[0] and self._expanded[s]:
                     continue
-                row = np.array(self._b.expand(s), dtype=np.int32)
-                self._grow(self.n_states)
-                self._table[s] = row[cls]
+                row = self._b.expand(s)
+                self._grow(len(self._b.order))
+                self._table[s] = np.take(np.array(row, dtype=np.int32), cls)
                 self._expanded[s] = True
 
     def utf8_target(self, state: int, sequences: list[list[tuple[int, int]]]) -> int:

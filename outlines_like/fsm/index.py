@@ -2,7 +2,12 @@
 
 The vocabulary's text tokens are laid out once per vocabulary (:class:`TokenTable`): sorted by
 length, their bytes stored column by column, with per-first-byte position lists and per-token
-byte sets. A walk from a DFA state (:func:`walk_tokens`, per state in :class:`TokenIndex`):
+byte sets. A string-body state (a loop or a counter on which every non-ASCII character and one
+ASCII set ``O`` step alike: a JSON string, ``[^"]{0,40}``) reads most of its mask from the
+vocabulary's lexeme sets (:mod:`outlines_like.fsm._lexemes`, shared by every constraint): the
+tokens of whole characters in ``O`` up to the chain's length are one cached mask, and only the
+tokens that leave the lexeme are walked, from the byte where they leave it. Any other state
+is walked (:func:`walk_tokens`, per state in :class:`TokenIndex`):
 
 1. takes only the tokens whose first byte is live (most tokens die on their first byte), or
    whose first two bytes are, from per-byte-pair groups (after an optional space);
@@ -20,7 +25,7 @@ memoised. The steady state of a matcher is a row copy and a dict lookup.
 
 
 One cohesive algorithm (the vectorised token walk and its shortcuts), kept in one module of
-some 850 lines: the shortcuts share the walk's tables and invariants.
+some 1,000 lines: the shortcuts share the walk's tables and invariants.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._grammar_walk import byte_table
+from outlines_like.fsm._lexemes import LexemeCache, SuffixTable, column_layout
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
@@ -83,6 +89,8 @@ class TokenTable:
             token: its number of characters).
         tokens_by_pos: the token bytes at each position.
         vocab_size, words: ``V`` and ``ceil(V / 32)``.
+        lexemes: the token sets of string bodies (:class:`~outlines_like.fsm._lexemes.CharSets`),
+            built on first use and shared by every constraint on the vocabulary.
     """
 
     def __init__(self, vocab: Vocabulary) -> None:
@@ -99,14 +107,7 @@ class TokenTable:
         n = len(toks)
         max_len = int(self.lengths[0]) if n else 0
         self.max_len = max_len
-        flat = np.frombuffer(b"".join(toks), dtype=np.uint8)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=offsets[1:])
-        # active[j] = number of tokens longer than j (lengths are non-increasing)
-        self.active = n - np.searchsorted(self.lengths[::-1], np.arange(max_len + 1), "right")
-        self.columns: list[npt.NDArray[np.uint8]] = [
-            flat[offsets[: int(self.active[j])] + j] for j in range(max_len)
-        ]
+        self.active, self.columns = column_layout(self.tokens_by_pos, self.lengths)
         self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)
         by_first_order = np.argsort(self.first, kind="stable")
         bounds = np.searchsorted(self.first[by_first_order], np.arange(257))
@@ -161,6 +162,9 @@ class TokenTable:
         self.n_chars: I32 = n_chars
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
+        self.lexemes = LexemeCache(
+            complete, ascii_words, n_chars, self.ids, vocab.size, self.tokens_by_pos
+        )
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
 
     @property
@@ -189,12 +193,31 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     """Build the tables every compiled constraint on ``vocab`` shares, now rather than lazily.
 
     Both layouts are built and kept on the vocabulary: the regex index's :class:`TokenTable`
-    and the grammar masker's byte table. Benchmarks and servers call this in setup, so the
-    first compile does not pay for them (~0.2 s for 150k tokens).
+    with the token sets of a JSON string's body, and the grammar masker's byte table.
+    Benchmarks and servers call this in setup, so the first compile does not pay for them
+    (~0.3 s for 150k tokens).
     """
-    token_table(vocab)
+    table = token_table(vocab)
+    body = table.lexemes.chars(JSON_STRING_BODY)
+    body.suffixes()
+    for k in (*range(1, _CHAR_CHAIN_STEPS + 1), body.max_chars):
+        body.mask_upto(k)
     byte_table(vocab)
     _ = vocab.hash
+
+
+def _ascii_set(excluded: bytes) -> bytes:
+    """An ASCII byte set as the ``bool[128]`` bytes that key :class:`LexemeCache`."""
+    in_set = np.ones(128, dtype=bool)
+    in_set[list(excluded)] = False
+    return in_set.tobytes()
+
+
+JSON_STRING_BODY = _ascii_set(bytes(range(0x20)) + b'"\\')
+"""The ASCII bytes of a JSON string's body (all but the quote, the backslash and control bytes).
+
+The key of the lexeme sets :func:`prepare_vocabulary` builds up front.
+"""
 
 
 _SELECTIVE = 8  # walk from per-first-byte lists when they cover under 1/8 of the vocabulary
@@ -342,6 +365,29 @@ def _walk_one(
             live_tok[decided] = False
         pos = np.flatnonzero(live_tok)
         cur = cur_all[pos]
+    _walk_columns(trans, tflat, table, pos, cur, lazy, done_pos, done_cur)
+    if not done_pos:
+        return empty, empty
+    tok: I32 = table.ids[np.concatenate(done_pos)]
+    ends: I32 = np.concatenate(done_cur)
+    return tok, ends
+
+
+def _walk_columns(
+    trans: I32,
+    tflat: I32,
+    table: TokenTable | SuffixTable,
+    pos: npt.NDArray[np.intp],
+    cur: I32,
+    lazy: LazyByteDFA | None,
+    done_pos: list[npt.NDArray[np.intp]],
+    done_cur: list[I32],
+) -> None:
+    """Walk the tokens at ascending positions ``pos``, in states ``cur`` after their first byte.
+
+    One gather per byte column, dropping dead tokens and setting finished ones aside (onto the
+    done lists) after each column; the last few long tokens are finished byte by byte.
+    """
     active = table.active
     columns = table.columns
     j = 1
@@ -358,7 +404,7 @@ def _walk_one(
         if lazy is not None:
             unknown = np.flatnonzero(nxt == UNKNOWN)
             if unknown.shape[0]:
-                lazy.expand(np.unique(cur[unknown]))
+                lazy.expand(_distinct(cur[unknown]))
                 tflat = lazy.transitions.reshape(-1)
                 nxt[unknown] = tflat[cur[unknown] * 256 + col[unknown]]
         cur = nxt
@@ -373,11 +419,14 @@ def _walk_one(
             # a few long tokens left: finish them byte by byte rather than column by column
             _finish_scalar(trans, table, pos, cur, j, lazy, done_pos, done_cur)
             break
-    if not done_pos:
-        return empty, empty
-    tok: I32 = table.ids[np.concatenate(done_pos)]
-    ends: I32 = np.concatenate(done_cur)
-    return tok, ends
+
+
+def _distinct(states: I32) -> list[int]:
+    """The distinct values of a few states (``np.unique`` costs more below some hundreds)."""
+    if states.shape[0] > 256:
+        out: list[int] = np.unique(states).tolist()
+        return out
+    return sorted(set(states.tolist()))
 
 
 _LOOP, _DEAD, _STOP = 0, 1, 2
@@ -399,7 +448,7 @@ def _pair_candidates(
     live = live[table.first_count[live] > 0]
     targets = row[live]
     if lazy is not None:
-        lazy.expand(np.unique(targets))
+        lazy.expand(_distinct(targets))
         trans = lazy.transitions
     second_live = np.ones((live.shape[0], 257), dtype=bool)
     second_live[:, :256] = trans[targets] >= 0
@@ -447,35 +496,49 @@ def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
     return True
 
 
+def _utf8_plan() -> list[tuple[npt.NDArray[np.int64], ...]]:
+    """The gathers of :func:`_utf8_target`, one per byte of a UTF-8 character.
+
+    Each: which sequences of ``_NON_ASCII`` are that long, the bytes of their ranges laid end
+    to end, the sequence of each byte, and each range's start.
+    """
+    plan: list[tuple[npt.NDArray[np.int64], ...]] = []
+    for level in range(4):
+        act = [i for i, seq in enumerate(_NON_ASCII) if len(seq) > level]
+        if not act:
+            break
+        ranges = [_NON_ASCII[i][level] for i in act]
+        sizes = [hi - lo + 1 for lo, hi in ranges]
+        byte_idx = np.concatenate([np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in ranges])
+        seg_of = np.repeat(np.arange(len(act), dtype=np.int64), sizes)
+        starts = np.cumsum([0, *sizes[:-1]], dtype=np.int64)
+        plan.append((np.array(act, dtype=np.int64), byte_idx, seg_of, starts))
+    return plan
+
+
+_UTF8_PLAN = _utf8_plan()
+
+
 def _utf8_target(trans: I32, state: int, lazy: LazyByteDFA | None) -> int:
     """The one state every non-ASCII UTF-8 character leads to from ``state``, else ``-1``.
 
     Stricter than needed (each byte range of a character must lead to a single state), which
-    keeps the test to a few small slices; ``-1`` only means the caller walks instead.
+    keeps the test to one gather per byte of a character over all byte ranges at once (a lazy
+    DFA answers on its subsets, without building the states inside characters); ``-1`` only
+    means the caller walks instead.
     """
-    seen: dict[tuple[int, int, int], int] = {}
-    target = -1
-    for seq in _NON_ASCII:
-        cur = state
-        for lo, hi in seq:
-            key = (cur, lo, hi)
-            nxt = seen.get(key)
-            if nxt is None:
-                if lazy is not None:
-                    lazy.expand_one(cur)
-                    trans = lazy.transitions
-                seg = trans[cur, lo : hi + 1]
-                nxt = int(seg[0])
-                if nxt < 0 or int(seg.min()) != int(seg.max()):
-                    nxt = -1
-                seen[key] = nxt
-            if nxt < 0:
-                return -1
-            cur = nxt
-        if target >= 0 and cur != target:
+    if lazy is not None:  # on the subsets: the lazy DFA builds no state inside a character
+        return lazy.utf8_target(state, _NON_ASCII)
+    cur = np.full(len(_NON_ASCII), state, dtype=np.int64)
+    for act, byte_idx, seg_of, starts in _UTF8_PLAN:
+        xs = cur[act]
+        vals = trans[xs[seg_of], byte_idx]
+        low = np.minimum.reduceat(vals, starts)
+        if int(low.min()) < 0 or not (np.maximum.reduceat(vals, starts) == low).all():
             return -1
-        target = cur
-    return target
+        cur[act] = low
+    target = int(cur[0])
+    return target if bool((cur == target).all()) else -1
 
 
 _CHAR_CHAIN_STEPS = 16  # character chains: follow at most this many steps
@@ -497,12 +560,49 @@ def _char_step(
     nxt = _utf8_target(trans, state, lazy)
     if nxt >= 0:
         if lazy is not None:
+            lazy.expand_one(state)
             trans = lazy.transitions
         in_set = trans[state, :128] == nxt
         if int(in_set.sum()) >= _MIN_LOOP_BYTES:
             out = (nxt, in_set.tobytes())
     memo[state] = out
     return out
+
+
+def _char_chain(
+    trans: I32, state: int, lazy: LazyByteDFA | None, memo: dict[Any, Any], max_steps: int
+) -> tuple[I32, bytes | None, list[int], bool, bool]:
+    r"""Follow the character chain from ``state`` (see :func:`_char_chain_decide`).
+
+    Returns ``(trans, O, [c0 .. cm], loop, dead)``: the (possibly grown) transition table, ``O``
+    as ``bool[128]`` bytes (``None``: no chain), the chain's states, whether ``cm`` steps to
+    itself, and whether every byte of ``O`` and every non-ASCII byte dies in ``cm``.
+    """
+    states = [state]
+    o_key: bytes | None = None
+    cur = state
+    loop = False
+    for _ in range(max_steps):
+        step = _char_step(trans, cur, lazy, memo)
+        if lazy is not None:
+            trans = lazy.transitions
+        if step is None or (o_key is not None and step[1] != o_key):
+            break
+        o_key = step[1]
+        if step[0] == cur:
+            loop = True
+            break
+        cur = step[0]
+        states.append(cur)
+    dead = False
+    if o_key is not None and not loop:
+        if lazy is not None:
+            lazy.expand([cur])
+            trans = lazy.transitions
+        in_set = np.frombuffer(o_key, dtype=np.bool_)
+        row = trans[cur]
+        dead = bool((row[:128][in_set] < 0).all()) and bool((row[128:] < 0).all())
+    return trans, o_key, states, loop, dead
 
 
 def _char_chain_decide(
@@ -525,60 +625,101 @@ def _char_chain_decide(
     every non-ASCII byte dies in ``cm``, else they are left to the walk. Updates ``live_tok``
     and the done lists; returns the (possibly grown) transition table.
     """
-    states = [state]
-    o_key: bytes | None = None
-    cur = state
-    loop = False
-    for _ in range(min(_CHAR_CHAIN_STEPS, table.max_len)):
-        step = _char_step(trans, cur, lazy, memo)
-        if lazy is not None:
-            trans = lazy.transitions
-        if step is None or (o_key is not None and step[1] != o_key):
-            break
-        o_key = step[1]
-        if step[0] == cur:
-            loop = True
-            break
-        cur = step[0]
-        states.append(cur)
+    steps = min(_CHAR_CHAIN_STEPS, table.max_len)
+    trans, o_key, states, loop, dead = _char_chain(trans, state, lazy, memo, steps)
     if o_key is None:
         return trans
-    in_set = np.frombuffer(o_key, dtype=np.bool_)
+    # the tokens of whole characters whose ASCII bytes lie in O, per vocabulary and O (every
+    # constraint shares them); their first bytes are live: in O, or lead bytes of characters
+    # that reach c1
+    sets = table.lexemes.chars(o_key)
+    hit, n = sets.fit_pos, sets.fit_chars
     m = len(states) - 1
-    dead = False
-    if not loop:
-        if lazy is not None:
-            lazy.expand([cur])
-            trans = lazy.transitions
-        row = trans[cur]
-        dead = bool((row[:128][in_set] < 0).all()) and bool((row[128:] < 0).all())
-    # the tokens of whole characters whose ASCII bytes lie in O, per O (states share it);
-    # their first bytes are live: in O, or lead bytes of characters that reach c1
-    cached = memo.get(o_key)
-    if cached is None:
-        out = np.packbits(~in_set, bitorder="little").view(np.uint64)
-        aw = table.ascii_words
-        fits = table.complete & (((aw[0] & out[0]) | (aw[1] & out[1])) == 0)
-        fit_pos = np.flatnonzero(fits)
-        n_fit = table.n_chars[fit_pos]
-        cached = (fit_pos, n_fit, ~fits, int(n_fit.max()) if n_fit.shape[0] else 0)
-        memo[o_key] = cached
-    hit, n, unfit, n_max = cached
     chain = np.array(states, dtype=np.int32)
-    if loop or n_max <= m:
+    if loop or sets.max_chars <= m:
         done_pos.append(hit)
         done_cur.append(chain[np.minimum(n, m)] if loop else chain[n])
-        live_tok &= unfit
+        live_tok &= sets.unfit
         return trans
     within = n <= m
     kept = hit[within]
     done_pos.append(kept)
     done_cur.append(chain[n[within]])
     if dead:
-        live_tok &= unfit
+        live_tok &= sets.unfit
     else:
         live_tok[kept] = False
     return trans
+
+
+_LEXEME_SHARE = 4  # string bodies: read the mask from the shared sets when 1/4 of tokens fit
+
+
+def _lexeme_walk(
+    trans: I32, table: TokenTable, state: int, lazy: LazyByteDFA | None, memo: dict[Any, Any]
+) -> tuple[I32, I32] | None:
+    """The mask of a string-body state from the vocabulary's shared sets, plus a short walk.
+
+    When a character chain (:func:`_char_chain_decide`) starts at ``state`` and most tokens
+    fit its byte set ``O``, the fitting tokens the chain allows are one cached mask of the
+    vocabulary's :class:`~outlines_like.fsm._lexemes.CharSets` (shared by every constraint);
+    only the rest (tokens that cross the lexeme's boundary, and longer ones the chain cannot
+    decide) are walked. Returns ``(mask of the fitting tokens allowed, ids of the other
+    tokens allowed)``, or ``None`` when ``state`` is no such state.
+    """
+    if lazy is not None:
+        lazy.expand_one(state)
+        trans = lazy.transitions
+    row = trans[state]
+    if row[0xC3] < 0 or row[0xE4] < 0:  # a chain lets every non-ASCII character through
+        return None
+    # follow the chain some way (memoised per state: a string's states are each stepped once);
+    # tokens with more characters than it has steps are walked whole
+    steps = min(_CHAR_CHAIN_STEPS, table.max_len)
+    trans, o_key, chain, loop, dead = _char_chain(trans, state, lazy, memo, steps)
+    if o_key is None:
+        return None
+    sets = table.lexemes.chars(o_key)
+    if sets.n_fit * _LEXEME_SHARE < table.n_text:
+        return None
+    m = len(chain) - 1
+    fit_mask = sets.mask_upto(sets.max_chars if loop else m)
+    if lazy is not None:
+        trans = lazy.transitions
+    tflat = trans.reshape(-1)
+    done_pos: list[npt.NDArray[np.intp]] = []
+    done_cur: list[I32] = []
+    parts: list[I32] = []
+    # the tokens that leave the lexeme: their prefix steps the chain, the walk starts at the
+    # byte that leaves it
+    sfx = sets.suffixes()
+    pre = sfx.pre_chars
+    starts = np.array(chain, dtype=np.int32)[np.minimum(pre, m)]
+    cur = tflat[starts * 256 + sfx.first]
+    ok = cur >= 0
+    if not loop:
+        ok &= pre <= m  # longer prefixes: walked below, or dead with the chain
+    pos = np.flatnonzero(ok)
+    _walk_columns(trans, tflat, sfx, pos, cur[pos], lazy, done_pos, done_cur)
+    if done_pos:
+        parts.append(sfx.ids[np.concatenate(done_pos)])
+    if not loop and not dead:
+        # the chain stops: tokens with more characters than it has steps are walked whole
+        longer = np.concatenate([sets.fit_pos[sets.fit_chars > m], sfx.orig_pos[pre > m]])
+        if longer.shape[0]:
+            if lazy is not None:
+                trans = lazy.transitions
+            longer = np.sort(longer)
+            cur = row[table.first[longer]]
+            keep = np.flatnonzero(cur >= 0)
+            done_pos, done_cur = [], []
+            _walk_columns(
+                trans, trans.reshape(-1), table, longer[keep], cur[keep], lazy, done_pos, done_cur
+            )
+            if done_pos:
+                parts.append(table.ids[np.concatenate(done_pos)])
+    tok: I32 = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    return fit_mask, tok
 
 
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -669,7 +810,7 @@ def _chain(
 
 def _finish_scalar(
     trans: I32,
-    table: TokenTable,
+    table: TokenTable | SuffixTable,
     pos: npt.NDArray[np.intp],
     cur: I32,
     j: int,
@@ -849,12 +990,20 @@ class TokenIndex:
         bits = self._bits
         tokens = self.vocab.tokens
         for s in states:
-            tok, ends = _walk_one(trans, tflat, self.table, s, self._lazy, self._char_memo)
+            fast = None
+            if not self.lookahead:  # the end states are not needed: shared sets may do
+                fast = _lexeme_walk(trans, self.table, s, self._lazy, self._char_memo)
+            if fast is not None:
+                fit_mask, tok = fast
+            else:
+                tok, ends = _walk_one(trans, tflat, self.table, s, self._lazy, self._char_memo)
             bits[tok] = True
             if self.dfa.is_accepting(s):
                 bits[eos] = True
             mask: I32 = np.packbits(bits, bitorder="little").view(np.int32)
             bits[:] = False
+            if fast is not None:
+                mask |= fit_mask
             self.nbytes += mask.nbytes + 64
             self.budget.check_bytes(self.nbytes, "token index rows")
             row = StateRow(mask, self.dfa, tokens, s)

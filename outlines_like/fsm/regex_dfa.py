@@ -8,15 +8,21 @@ quantifiers (``*?``) accept the same language as greedy ones. Character classes 
 byte sequences, so a multi-byte character may be split across tokens. The pattern is read by
 the package's one regex reader (:mod:`outlines_like.types._regex`, ASCII class table).
 
+Once built, the NFA's edges are tuples of ints, which the garbage collector stops tracking: a
+collection never scans a large automaton. The subset construction works on runs of byte
+classes (one union per run, not per class), and a lazy DFA can tell where every UTF-8
+character leads from a state without building the states inside characters.
+
 
 One cohesive algorithm (NFA, lazy and eager subset construction, byte classes, minimisation),
-kept in one module of some 650 lines.
+kept in one module of some 800 lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import threading
 
 import numpy as np
@@ -113,6 +119,10 @@ class _NFA:
     def __init__(self) -> None:
         self.edges: list[list[tuple[int, int, int]]] = []
         self.eps: list[list[int]] = []
+        # the same, as tuples once built (freeze): tuples of ints leave the garbage
+        # collector's reach, so no later collection scans a large automaton
+        self.out: tuple[tuple[tuple[int, int, int], ...], ...] = ()
+        self.out_eps: tuple[tuple[int, ...], ...] = ()
         self.ranges: set[tuple[int, int]] = set()  # every byte range on an edge
         self.has_empty_set = False
         # states the set templates saved by sharing UTF-8 suffixes: size limits and the
@@ -122,7 +132,7 @@ class _NFA:
     @property
     def size(self) -> int:
         """NFA states, counting set templates as unshared prefix tries."""
-        return len(self.edges) + self.shared
+        return max(len(self.edges), len(self.out)) + self.shared
 
     def new(self) -> int:
         if self.size >= _MAX_NFA_STATES:
@@ -141,6 +151,12 @@ class _NFA:
     def build(self, node: Node) -> tuple[int, int]:
         s = self.new()
         return s, self.build_into(node, s)
+
+    def freeze(self) -> None:
+        """Move the built edges into :attr:`out` and :attr:`out_eps` (tuples)."""
+        self.out = tuple(map(tuple, self.edges))
+        self.out_eps = tuple(map(tuple, self.eps))
+        self.edges, self.eps = [], []
 
     def build_into(self, node: Node, s: int) -> int:
         """Add the paths of ``node`` leaving ``s``; return the end state."""
@@ -284,12 +300,12 @@ def _share_suffixes(
 
 def _coreachable(nfa: _NFA, final: int) -> list[bool]:
     """NFA states from which ``final`` can be reached."""
-    n = len(nfa.edges)
+    n = len(nfa.out)
     rev: list[list[int]] = [[] for _ in range(n)]
     for x in range(n):
-        for y in nfa.eps[x]:
+        for y in nfa.out_eps[x]:
             rev[y].append(x)
-        for _, _, y in nfa.edges[x]:
+        for _, _, y in nfa.out[x]:
             rev[y].append(x)
     ok = [False] * n
     ok[final] = True
@@ -326,13 +342,15 @@ class _SubsetBuilder:
         self.max_states = max_states
         self.pattern = pattern
         self.classes, self.k = _byte_classes(nfa)
+        self._cls: list[int] = self.classes.tolist()  # plain ints index faster
         # Every fragment of a regex without an empty set matches something, so every state
         # reaches the final one; only empty sets ([^\x00-\U0010FFFF]) leave dead ends.
-        self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.edges)
+        self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.out)
         if not self.live[start]:
             raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
         self._closure: dict[int, frozenset[int]] = {}
         self._edges: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
+        self._uniform: dict[tuple[frozenset[int], int, int], frozenset[int] | None] = {}
         start_set = self.closure(start)
         self.ids: dict[frozenset[int], int] = {start_set: 0}
         self.order: list[frozenset[int]] = [start_set]
@@ -342,7 +360,7 @@ class _SubsetBuilder:
         """Live epsilon closure of ``s``, restricted to states with byte edges or final."""
         c = self._closure.get(s)
         if c is None:
-            eps, edges, live, final = self.nfa.eps, self.nfa.edges, self.live, self.final
+            eps, edges, live, final = self.nfa.out_eps, self.nfa.out, self.live, self.final
             seen = {s}
             stack = [s]
             while stack:
@@ -359,47 +377,121 @@ class _SubsetBuilder:
         """(first class, last class, target closure) of each live byte edge of ``s``."""
         r = self._edges.get(s)
         if r is None:
-            cls, live = self.classes, self.live
-            r = [
-                (int(cls[lo]), int(cls[hi]), self.closure(t))
-                for lo, hi, t in self.nfa.edges[s]
-                if live[t]
-            ]
+            cls, live = self._cls, self.live
+            r = [(cls[lo], cls[hi], self.closure(t)) for lo, hi, t in self.nfa.out[s] if live[t]]
             self._edges[s] = r
         return r
+
+    def _segments(self, subset: frozenset[int]) -> list[tuple[int, int, frozenset[int]]]:
+        """``(first class, last class, target set)`` of each run of live classes, ascending.
+
+        The classes are cut at every edge's ends, so each run's target set is one union over
+        the edges that cover it (no loop over the classes themselves).
+        """
+        edges: list[tuple[int, int, frozenset[int]]] = []
+        for s in subset:
+            edges.extend(self.edges_of(s))
+        out: list[tuple[int, int, frozenset[int]]] = []
+        if not edges:
+            return out
+        edges.sort(key=_first)
+        if all(edges[k][0] > edges[k - 1][1] for k in range(1, len(edges))):
+            return edges  # disjoint edges (a set's byte ranges): each is a run of its own
+        cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
+        for a, b in itertools.pairwise(cuts):
+            f: frozenset[int] | None = None
+            for clo, chi, tgt in edges:
+                if clo <= a <= chi:  # an edge covers a whole run or none of it
+                    f = tgt if f is None else f | tgt
+            if f is not None:
+                out.append((a, b - 1, f))
+        return out
+
+    def intern(self, subset: frozenset[int]) -> int:
+        """The DFA state of ``subset``, added if new (past ``max_states``: an error)."""
+        j = self.ids.get(subset)
+        if j is None:
+            j = len(self.order)
+            if j >= self.max_states:
+                raise ConstraintTooLargeError(
+                    f"regex {_short(self.pattern)} needs more than max_states="
+                    f"{self.max_states} DFA states; simplify it (smaller repetition bounds, "
+                    "fewer alternatives), raise max_states, or use a grammar",
+                    limit="states",
+                    where="regex DFA",
+                )
+            self.ids[subset] = j
+            self.order.append(subset)
+            self.accepting.append(self.final in subset)
+        return j
 
     def expand(self, i: int) -> list[int]:
         """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states."""
         _check("regex DFA")
-        acc: dict[int, set[int]] = {}
-        for s in self.order[i]:
-            for clo, chi, tgt in self.edges_of(s):
-                for c in range(clo, chi + 1):
-                    cur = acc.get(c)
-                    if cur is None:
-                        acc[c] = set(tgt)
-                    else:
-                        cur |= tgt
         row = [-1] * self.k
-        ids, order = self.ids, self.order
-        for c, tset in acc.items():
-            f = frozenset(tset)
-            j = ids.get(f)
-            if j is None:
-                j = len(order)
-                if j >= self.max_states:
-                    raise ConstraintTooLargeError(
-                        f"regex {_short(self.pattern)} needs more than max_states="
-                        f"{self.max_states} DFA states; simplify it (smaller repetition bounds, "
-                        "fewer alternatives), raise max_states, or use a grammar",
-                        limit="states",
-                        where="regex DFA",
-                    )
-                ids[f] = j
-                order.append(f)
-                self.accepting.append(self.final in f)
-            row[c] = j
+        for a, b, f in self._segments(self.order[i]):
+            row[a : b + 1] = [self.intern(f)] * (b + 1 - a)
         return row
+
+    def step_uniform(
+        self,
+        subset: frozenset[int],
+        lo: int,
+        hi: int,
+        segments: dict[frozenset[int], list[tuple[int, int, frozenset[int]]]],
+    ) -> frozenset[int] | None:
+        """The one target set every byte ``lo..hi`` leads to from ``subset``, else ``None``.
+
+        Memoised; no DFA state is added (the sets inside a character stay subsets).
+        ``segments`` keeps :meth:`_segments` per subset for the caller's run.
+        """
+        key = (subset, lo, hi)
+        if key in self._uniform:
+            return self._uniform[key]
+        runs = segments.get(subset)
+        if runs is None:
+            runs = segments[subset] = self._segments(subset)
+        first, last = self._cls[lo], self._cls[hi]
+        out: frozenset[int] | None = None
+        covered = first
+        for a, b, f in runs:
+            if b < first:
+                continue
+            if a > last:
+                break
+            if a > covered or (out is not None and f != out):
+                out = None  # a dead class, or two targets
+                break
+            out, covered = f, b + 1
+        if covered <= last:
+            out = None
+        self._uniform[key] = out
+        return out
+
+    def utf8_target(self, i: int, sequences: list[list[tuple[int, int]]]) -> int:
+        """The DFA state every byte sequence of ``sequences`` leads to from ``i``, else ``-1``.
+
+        Each byte range must lead to one set (:meth:`step_uniform`), and every sequence to
+        the same last one; only that last set becomes a DFA state.
+        """
+        target: frozenset[int] | None = None
+        segments: dict[frozenset[int], list[tuple[int, int, frozenset[int]]]] = {}
+        for seq in sequences:
+            cur = self.order[i]
+            for lo, hi in seq:
+                nxt = self.step_uniform(cur, lo, hi, segments)
+                if nxt is None:
+                    return -1
+                cur = nxt
+            if target is None:
+                target = cur
+            elif cur != target:
+                return -1
+        return -1 if target is None else self.intern(target)
+
+
+def _first(edge: tuple[int, int, frozenset[int]]) -> int:
+    return edge[0]
 
 
 def _short(pattern: str) -> str:
@@ -522,6 +614,7 @@ def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> _Subse
             )
     nfa = _NFA()
     start, final = nfa.build(ast)
+    nfa.freeze()
     return _SubsetBuilder(nfa, start, final, max_states, pattern)
 
 
@@ -626,14 +719,24 @@ class LazyByteDFA:
     def expand(self, states: npt.ArrayLike) -> None:
         """Build the rows of ``states`` (no-op for rows already built)."""
         cls = self.byte_classes
+        todo = states if isinstance(states, list) else np.asarray(states, dtype=np.int64)
         with self._lock:
-            for s in np.asarray(states, dtype=np.int64).reshape(-1).tolist():
+            for s in todo.tolist() if isinstance(todo, np.ndarray) else todo:
                 if s < self._expanded.shape[0] and self._expanded[s]:
                     continue
-                row = np.array(self._b.expand(s), dtype=np.int32)
-                self._grow(self.n_states)
-                self._table[s] = row[cls]
+                row = self._b.expand(s)
+                self._grow(len(self._b.order))
+                self._table[s] = np.take(np.array(row, dtype=np.int32), cls)
                 self._expanded[s] = True
+
+    def utf8_target(self, state: int, sequences: list[list[tuple[int, int]]]) -> int:
+        """The one state every byte sequence leads to from ``state``, else ``-1``.
+
+        Each byte range must lead to one state on the way; those states inside a character
+        are compared as subsets, never built.
+        """
+        with self._lock:
+            return self._b.utf8_target(state, sequences)
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

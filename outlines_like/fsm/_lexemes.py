@@ -1,0 +1,200 @@
+r"""Lexeme-level token sets of one vocabulary, shared by every constraint compiled for it.
+
+A string body (JSON's ``[^"\\\\\\x00-\\x1f]``, a free-text field, ``[^"]{0,40}``) lets every
+non-ASCII character and one set ``O`` of ASCII bytes step the same way. Which tokens consist of
+whole UTF-8 characters whose ASCII bytes all lie in ``O``, and how many characters each has,
+depends on ``O`` and the vocabulary only. :class:`CharSets` holds that once per ``(vocabulary,
+O)``: the fitting tokens, the rest (the few thousand tokens that cross the lexeme's boundary:
+a quote, an escape, a control byte, a split character), and packed masks of the fitting tokens
+up to ``k`` characters. A string-body state's mask is then one of those masks, OR-ed with the
+walk of the rest (:func:`outlines_like.fsm.index.TokenIndex`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["CharSets", "LexemeCache", "SuffixTable", "column_layout"]
+
+I32 = npt.NDArray[np.int32]
+_MAX_SETS = 64  # byte sets kept per vocabulary (a JSON schema uses one or two)
+
+
+def column_layout(
+    tokens: tuple[bytes, ...], lengths: I32
+) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.uint8]]]:
+    """The walk's column layout of ``tokens``, sorted by non-increasing ``lengths``.
+
+    Returns ``active`` (``active[j]`` tokens have more than ``j`` bytes: a prefix of them) and
+    ``columns`` (``columns[j]``: byte ``j`` of those tokens).
+    """
+    n = len(tokens)
+    max_len = int(lengths[0]) if n else 0
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    active = n - np.searchsorted(lengths[::-1], np.arange(max_len + 1), "right")
+    columns = [flat[offsets[: int(active[j])] + j] for j in range(max_len)]
+    return active, columns
+
+
+class CharSets:
+    """The tokens of whole characters whose ASCII bytes lie in one set ``O``, for one vocabulary.
+
+    Args:
+        in_set: ``bool[128]``: the ASCII bytes of ``O``.
+        complete: ``bool[n]``: per table position, the token is whole, valid UTF-8 characters.
+        ascii_words: ``uint64[2, n]``: the ASCII byte values of each token.
+        n_chars: ``int32[n]``: characters of each token.
+        ids: ``int32[n]``: token id at each position.
+        vocab_size: ``V``.
+
+    Attributes:
+        fit_pos: Ascending table positions of the fitting tokens.
+        fit_chars: ``int32``: their characters, along ``fit_pos``.
+        unfit: ``bool[n]``: positions that do not fit.
+        unfit_pos: Ascending positions that do not fit.
+        max_chars: The most characters of a fitting token (0 when none fits).
+    """
+
+    def __init__(
+        self,
+        in_set: npt.NDArray[np.bool_],
+        complete: npt.NDArray[np.bool_],
+        ascii_words: npt.NDArray[np.uint64],
+        n_chars: I32,
+        ids: I32,
+        vocab_size: int,
+        tokens_by_pos: tuple[bytes, ...] = (),
+    ) -> None:
+        self._in_set = in_set
+        self._tokens = tokens_by_pos
+        self._ids = ids
+        self._suffixes: SuffixTable | None = None
+        out = np.packbits(~in_set, bitorder="little").view(np.uint64)
+        fits = complete & (((ascii_words[0] & out[0]) | (ascii_words[1] & out[1])) == 0)
+        self.fit_pos: npt.NDArray[np.intp] = np.flatnonzero(fits)
+        self.fit_chars: I32 = n_chars[self.fit_pos]
+        self.unfit: npt.NDArray[np.bool_] = ~fits
+        self.unfit_pos: npt.NDArray[np.intp] = np.flatnonzero(self.unfit)
+        self.max_chars = int(self.fit_chars.max()) if self.fit_pos.shape[0] else 0
+        # characters of each fitting token by token id; a sentinel past any count elsewhere
+        by_id = np.full(vocab_size, np.iinfo(np.int32).max, dtype=np.int32)
+        by_id[ids[self.fit_pos]] = self.fit_chars
+        self._chars_by_id = by_id
+        self._masks: dict[int, I32] = {}
+        self._words = (vocab_size + 31) // 32
+
+    @property
+    def n_fit(self) -> int:
+        """How many tokens fit."""
+        return int(self.fit_pos.shape[0])
+
+    def mask_upto(self, k: int) -> I32:
+        """Packed int32 mask (``ceil(V / 32)`` words) of the fitting tokens of at most ``k`` chars.
+
+        Cached per ``k``; the caller must not write to it.
+        """
+        k = min(k, self.max_chars)
+        mask = self._masks.get(k)
+        if mask is None:
+            bits = np.zeros(self._words * 32, dtype=bool)
+            bits[: self._chars_by_id.shape[0]] = self._chars_by_id <= k
+            mask = np.packbits(bits, bitorder="little").view(np.int32)
+            mask.flags.writeable = False
+            self._masks[k] = mask
+        return mask
+
+    def suffixes(self) -> SuffixTable:
+        """The unfit tokens from the byte where they leave the lexeme (built once)."""
+        sfx = self._suffixes
+        if sfx is None:
+            sfx = SuffixTable(self._tokens, self.unfit_pos, self._ids, self._in_set)
+            self._suffixes = sfx
+        return sfx
+
+
+class LexemeCache:
+    """Per-vocabulary :class:`CharSets`, keyed by ``O`` (at most 64, oldest out first)."""
+
+    def __init__(
+        self,
+        complete: npt.NDArray[np.bool_],
+        ascii_words: npt.NDArray[np.uint64],
+        n_chars: I32,
+        ids: I32,
+        vocab_size: int,
+        tokens_by_pos: tuple[bytes, ...],
+    ) -> None:
+        self._args = (complete, ascii_words, n_chars, ids, vocab_size, tokens_by_pos)
+        self._sets: dict[bytes, CharSets] = {}
+        self._lock = threading.Lock()
+
+    def chars(self, o_key: bytes) -> CharSets:
+        """The :class:`CharSets` of ``O`` (``o_key``: ``bool[128]`` as bytes), built once."""
+        with self._lock:
+            sets = self._sets.get(o_key)
+            if sets is None:
+                sets = CharSets(np.frombuffer(o_key, dtype=np.bool_), *self._args)
+                if len(self._sets) >= _MAX_SETS:
+                    self._sets.pop(next(iter(self._sets)))
+                self._sets[o_key] = sets
+            return sets
+
+
+class SuffixTable:
+    r"""The tokens that do not fit a lexeme, cut where they leave it, in the walk's column layout.
+
+    Every token of :attr:`CharSets.unfit_pos` is split into a prefix of whole characters that
+    fit ``O`` (``pre_chars`` of them) and the rest, its suffix (at least one byte: the byte
+    that leaves the lexeme). From a string-body state the prefix only steps the character
+    chain, so a walk starts at the suffix: a token like ``"------\\n"`` dies on its first
+    suffix byte instead of being walked byte column by byte column.
+
+    Attributes:
+        ids: ``int32``: token id at each position.
+        orig_pos: positions in the vocabulary's token table.
+        pre_chars: ``int32``: characters of each prefix.
+        lengths: ``int32``: suffix lengths, non-increasing.
+        first: ``uint8``: first byte of each suffix.
+        active: ``active[j]`` positions have suffixes of more than ``j`` bytes.
+        columns: ``columns[j]``: byte ``j`` of the suffixes of those positions.
+        tokens_by_pos: the suffixes.
+    """
+
+    def __init__(
+        self,
+        tokens_by_pos: tuple[bytes, ...],
+        unfit_pos: npt.NDArray[np.intp],
+        ids: I32,
+        in_set: npt.NDArray[np.bool_],
+    ) -> None:
+        outside = bytes(b for b in range(128) if not in_set[b])
+        bad = re.compile(b"[" + re.escape(outside) + b"]") if outside else None
+        suffixes: list[bytes] = []
+        pre_chars: list[int] = []
+        for p in unfit_pos.tolist():
+            tok = tokens_by_pos[p]
+            try:
+                tok.decode("utf-8")
+                valid = len(tok)
+            except UnicodeDecodeError as exc:
+                valid = exc.start
+            hit = bad.search(tok, 0, valid) if bad is not None else None
+            cut = hit.start() if hit is not None else valid
+            suffixes.append(tok[cut:])
+            pre_chars.append(sum(1 for b in tok[:cut] if b & 0xC0 != 0x80))
+        lens = np.array([len(x) for x in suffixes], dtype=np.int64)
+        order = np.lexsort((unfit_pos, -lens)) if lens.shape[0] else lens
+        self.orig_pos: npt.NDArray[np.intp] = unfit_pos[order]
+        self.ids: I32 = ids[self.orig_pos]
+        self.pre_chars: I32 = np.array(pre_chars, dtype=np.int32)[order]
+        self.lengths: I32 = lens[order].astype(np.int32)
+        self.tokens_by_pos: tuple[bytes, ...] = tuple(suffixes[i] for i in order.tolist())
+        n = len(self.tokens_by_pos)
+        self.active, self.columns = column_layout(self.tokens_by_pos, self.lengths)
+        self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)

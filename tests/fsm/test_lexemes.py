@@ -1,0 +1,160 @@
+"""Lexeme sets: string-body rows read from the vocabulary's shared sets equal the plain walk."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import outlines_like.fsm.index as index_mod
+from outlines_like.fsm import Vocabulary
+from outlines_like.fsm.index import (
+    JSON_STRING_BODY,
+    TokenIndex,
+    prepare_vocabulary,
+    token_table,
+)
+from outlines_like.fsm.regex_dfa import _build, compile_regex, compile_regex_auto
+
+TOKENS = [
+    b"a",
+    b"ab",
+    b"abc",
+    b" ",
+    b" the",
+    b"1",
+    b'"',
+    b'",',
+    b'"}',
+    b'", "',
+    b'a"',
+    b'ab",',
+    b"\\",
+    b"\\n",
+    b'\\"',
+    b"\\\\",
+    b"\\u00e9",
+    b'a\\"b',
+    b"\n",
+    b"ab\n",
+    b"\xc3",
+    b"\xa9",
+    b"\xc3\xa9",
+    b'\xc3\xa9"',
+    b"caf\xc3",
+    b"\xa9s",
+    b"\xe2\x82",
+    b"\xe2\x82\xac",
+    b"<eos>",
+    b"",
+    b"x" * 40,
+    b"y" * 19 + b'"',
+    b"-" * 30 + b"\n",
+    b"\xe4\xb8\xad" * 7,
+    b"\xe4\xb8\xad" * 6 + b"\xe4\xb8",
+    b"}",
+    b"x",
+    b'{"a": "',
+    b'", "b": "',
+    b'"b',
+]
+EOS = 28
+
+PATTERNS = [
+    r'"[^"\\\x00-\x1f]*"',
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*",?',
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,5}"',
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){2,45}"\}?',
+    r'"(?:[^"\\\x00-\x1f]|\\u[0-9a-f]{4}){0,3}"',
+    r'"[^"]{0,20}"x',
+    r'[^"\\]{2,30}"',
+    r"[^\x00-\x1f]*",
+    r'\{"a": ?"[^"\\\x00-\x1f]*"(, ?"b": ?"[^"\\\x00-\x1f]{0,8}")?\}',
+]
+
+
+@pytest.fixture
+def vocab() -> Vocabulary:
+    return Vocabulary(TOKENS, [EOS])
+
+
+def scalar_ids(dfa: object, vocab: Vocabulary, state: int) -> list[int]:
+    ids = [
+        i
+        for i, tok in enumerate(vocab.tokens)
+        if tok and i != EOS and dfa.step(state, tok) >= 0  # type: ignore[attr-defined]
+    ]
+    return sorted([*ids, EOS]) if dfa.is_accepting(state) else ids  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("chain_steps", [16, 2])
+def test_shared_lexeme_rows_equal_the_plain_walk(
+    vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch, pattern: str, chain_steps: int
+) -> None:
+    # a toy vocabulary: let any share of fitting tokens take the shared sets; short chains
+    # leave longer tokens to the walk
+    monkeypatch.setattr(index_mod, "_LEXEME_SHARE", 10**6)
+    monkeypatch.setattr(index_mod, "_CHAR_CHAIN_STEPS", chain_steps)
+    taken = 0
+    real = index_mod._lexeme_walk
+
+    def counting(*args: object) -> object:
+        nonlocal taken
+        out = real(*args)  # type: ignore[arg-type]
+        taken += out is not None
+        return out
+
+    monkeypatch.setattr(index_mod, "_lexeme_walk", counting)
+    for dfa in (compile_regex(pattern), compile_regex_auto(pattern, eager_nfa_limit=0)):
+        shared = TokenIndex(dfa, vocab)  # rows from the shared sets where they apply
+        plain = TokenIndex(dfa, vocab, lookahead=1)  # rows from the walk (end states needed)
+        todo, seen = [dfa.start], {dfa.start}
+        while todo:
+            state = todo.pop()
+            row = shared.row(state)
+            np.testing.assert_array_equal(row.mask, plain.row(state).mask)
+            assert row.ids(vocab.size).tolist() == scalar_ids(dfa, vocab, state), state
+            for tok in row.ids(vocab.size).tolist():
+                if tok != EOS and (nxt := row.next_state(tok)) not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+    assert taken > 0
+
+
+def test_lexeme_sets_are_shared_by_constraints(vocab: Vocabulary) -> None:
+    prepare_vocabulary(vocab)
+    table = token_table(vocab)
+    body = table.lexemes.chars(JSON_STRING_BODY)
+    fit = {table.tokens_by_pos[p] for p in body.fit_pos.tolist()}
+    assert b" the" in fit
+    assert b"\xc3\xa9" in fit
+    assert b"\xe4\xb8\xad" * 7 in fit
+    assert not fit & {b'"', b"\\n", b"\n", b"caf\xc3", b"\xa9s"}
+    assert body.n_fit + body.unfit_pos.shape[0] == table.n_text
+    # the suffixes start where a token leaves the string body
+    sfx = body.suffixes()
+    cut = dict(zip(sfx.ids.tolist(), sfx.tokens_by_pos, strict=True))
+    assert cut[TOKENS.index(b'ab",')] == b'",'
+    assert cut[TOKENS.index(b"-" * 30 + b"\n")] == b"\n"
+    assert cut[TOKENS.index(b"\xe4\xb8\xad" * 6 + b"\xe4\xb8")] == b"\xe4\xb8"
+    assert cut[TOKENS.index(b"\xa9s")] == b"\xa9s"
+    # one object per vocabulary and byte set, whatever constraint asks
+    assert token_table(vocab).lexemes.chars(JSON_STRING_BODY) is body
+    mask = body.mask_upto(3)
+    allowed = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")).tolist()
+    assert allowed == sorted(
+        table.ids[p] for p, n in zip(body.fit_pos, body.fit_chars, strict=True) if n <= 3
+    )
+
+
+def test_nfa_is_out_of_the_collectors_reach() -> None:
+    builder = _build(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,40}"', 20_000)
+    for _ in range(3):  # one level of nested tuples leaves the collector per collection
+        gc.collect()
+    nfa = builder.nfa
+    assert not nfa.edges
+    assert not nfa.eps
+    assert not gc.is_tracked(nfa.out)
+    assert not gc.is_tracked(nfa.out_eps)

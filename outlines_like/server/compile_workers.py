@@ -10,9 +10,12 @@ worker compiles itself and the server kills and replaces it.
 
 A trial that passed sends its compiled constraint back (:mod:`outlines_like.fsm._transfer`:
 its tables and first mask, without the vocabulary, which the server re-attaches by hash), so
-each constraint is compiled once. Where it cannot be sent (it does not pickle, or its bytes pass
-``max_transfer_bytes``) the trial says so and the server compiles it itself, knowing the same
-work fits the same budgets (compiling is deterministic).
+each constraint is compiled once. Writing the bytes is not part of the compile's budget: the
+child says when it has compiled, and the writing gets the same time budget again.
+Where the bytes cannot come back (the constraint does not pickle, its bytes pass
+``max_transfer_bytes``, or writing them ran past its budget) the trial still passed and the
+server compiles the constraint itself, knowing the same work fits the same budgets
+(compiling is deterministic).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
@@ -69,10 +73,22 @@ class TrialResult:
 
 _Reply = tuple[str, str, bytes | None]
 """What a trial sends back: outcome, message, the compiled constraint's bytes."""
+_COMPILED: _Reply = ("compiled", "", None)
+"""Sent ahead of the reply once the compile and first mask are done (then the bytes are
+written): the budgets of the compile are over, the writing gets an allowance of its own."""
 
 
-def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int, max_transfer: int) -> _Reply:
-    """Compile ``term`` and compute its first mask; ``(outcome, message, compiled bytes)``."""
+def _compile_once(
+    term: Term,
+    vocabulary: Vocabulary,
+    max_states: int,
+    max_transfer: int,
+    compiled_hook: Callable[[], None],
+) -> _Reply:
+    """Compile ``term`` and compute its first mask; ``(outcome, message, compiled bytes)``.
+
+    ``compiled_hook`` runs between the compile and the writing of its bytes.
+    """
     import numpy as np
 
     from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
@@ -102,6 +118,7 @@ def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int, max_trans
         return ("invalid", f"{type(exc).__name__}: {exc}", None)
     finally:
         clear_caches()
+    compiled_hook()
     try:
         data: bytes | None = dump_compiled(compiled)
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
@@ -113,13 +130,18 @@ def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int, max_trans
 
 
 def _forked_trial(
-    term: Term, vocabulary: Vocabulary, budget: tuple[int, float, int, int]
+    term: Term,
+    vocabulary: Vocabulary,
+    budget: tuple[int, float, int, int],
+    compiled_hook: Callable[[], None],
 ) -> _Reply:
     """Run one trial in a forked child of this (single-threaded) worker, under the budgets.
 
     The child starts with every module already imported (a fork costs milliseconds), and is
     killed past the time or memory budget: the worker itself never runs masker code, so it
-    never needs replacing.
+    never needs replacing. Once the child has compiled (``compiled_hook`` passes the news on),
+    writing the compiled constraint's bytes gets the same time budget again; a child killed
+    then has still passed (``ok`` without bytes: the server compiles it itself).
     """
     max_states, timeout, memory_bytes, max_transfer = budget
     read, write = multiprocessing.Pipe(duplex=False)
@@ -127,25 +149,36 @@ def _forked_trial(
     if pid == 0:  # the child
         read.close()
         try:
-            write.send(_compile_once(term, vocabulary, max_states, max_transfer))
+            result = _compile_once(
+                term, vocabulary, max_states, max_transfer, lambda: write.send(_COMPILED)
+            )
+            write.send(result)
         finally:
             os._exit(0)
     write.close()
     # the budget is CPU time (a niced child on a busy machine gets little of the wall clock),
     # capped at _WALL_FACTOR times as much wall time
     deadline = time.monotonic() + _WALL_FACTOR * timeout
+    cpu_limit = timeout
+    compiled = False
     try:
         while True:
             if read.poll(0.02):
                 try:
                     reply: _Reply = read.recv()
+                except (EOFError, OSError):  # the child died: the OS's memory limit
+                    return ("ok", "", None) if compiled else ("memory", "", None)
+                if reply[0] != _COMPILED[0]:
                     return reply
-                except (EOFError, OSError):
-                    return ("memory", "", None)  # the child died: the OS's memory limit
-            if time.monotonic() > deadline or _cpu_seconds(pid) > timeout:
-                return ("timeout", "", None)
+                compiled = True
+                compiled_hook()
+                deadline = time.monotonic() + _WALL_FACTOR * timeout
+                cpu_limit = _cpu_seconds(pid) + timeout
+                continue
+            if time.monotonic() > deadline or _cpu_seconds(pid) > cpu_limit:
+                return ("ok", "", None) if compiled else ("timeout", "", None)
             if _rss(pid) > memory_bytes:
-                return ("memory", "", None)
+                return ("ok", "", None) if compiled else ("memory", "", None)
     finally:
         read.close()
         with contextlib.suppress(ProcessLookupError):
@@ -173,10 +206,14 @@ def _serve(conn_in: Connection, conn_out: Connection) -> None:
             term = conn_in.recv()
         except EOFError:
             return
+
+        def compiled_hook() -> None:
+            conn_out.send(_COMPILED)
+
         if forks:
-            reply = _forked_trial(term, vocabulary, budget)
+            reply = _forked_trial(term, vocabulary, budget, compiled_hook)
         else:  # no fork: compile here, the parent watches and kills this worker
-            reply = _compile_once(term, vocabulary, budget[0], budget[3])
+            reply = _compile_once(term, vocabulary, budget[0], budget[3], compiled_hook)
         conn_out.send(reply)
 
 
@@ -253,7 +290,7 @@ class CompileWorkers:
         timeout: float,
         memory_bytes: int,
         max_states: int,
-        max_transfer_bytes: int = 64_000_000,
+        max_transfer_bytes: int = 1_000_000_000,
     ) -> None:
         self.vocabulary = vocabulary
         self.max_transfer_bytes = max_transfer_bytes
@@ -354,20 +391,26 @@ class CompileWorkers:
         start = time.monotonic()
         worker.send.send(term)
         deadline = start + _WALL_FACTOR * self.timeout + _GRACE_S
+        died = "memory"  # what a dead or stalled worker means (once it compiled: a pass)
+        stalled = "timeout"
         while True:
             elapsed = time.monotonic() - start
             if worker.recv.poll(0.02):
                 try:
                     outcome, message, compiled = worker.recv.recv()
                 except (EOFError, OSError):  # the worker died (the OS's memory limit, a crash)
-                    return TrialResult("memory", "", elapsed), True
+                    return TrialResult(died, "", elapsed), True
+                if outcome == _COMPILED[0]:  # compiled: writing its bytes gets its own time
+                    deadline = time.monotonic() + _WALL_FACTOR * self.timeout + _GRACE_S
+                    died = stalled = "ok"
+                    continue
                 return TrialResult(outcome, message, elapsed, compiled), False
             if not worker.alive():
-                return TrialResult("memory", "", elapsed), True
+                return TrialResult(died, "", elapsed), True
             if time.monotonic() > deadline:
-                return TrialResult("timeout", "", elapsed), True
+                return TrialResult(stalled, "", elapsed), True
             if _rss(worker.process.pid) > self.memory_bytes:
-                return TrialResult("memory", "", elapsed), True
+                return TrialResult(died, "", elapsed), True
 
     def status(self) -> dict[str, Any]:
         """Worker counts for ``/stats``."""

@@ -5,11 +5,12 @@ under the time and memory budgets (:mod:`~outlines_like.server.compile_workers`)
 budget the worker is killed and the request gets a 400. A constraint that passed comes back
 compiled (its tables, re-attached to the server's vocabulary) and is cached: each constraint
 is compiled once. Only one that could not be sent back is compiled again here, off the event
-loop. The cache is bounded by the memory its entries
-hold (they grow as generation reaches new states; sizes are measured again after each use),
-not by their number. A constraint that fails (at compile time, or later while masking) is
-evicted and its failure remembered, so that a resend costs nothing (by a digest of the
-constraint and a short message: 4,096 remembered failures hold a few megabytes at most).
+loop. The cache is bounded by the memory its entries hold (they grow as generation reaches
+new states; sizes are measured again after each use), not by their number; one that alone
+holds over a quarter of the bound serves its request and is not kept. A constraint that
+fails (at compile time, or later while masking) is evicted and its failure remembered, so
+that a resend costs nothing (by a digest of the constraint and a short message: 4,096
+remembered failures hold a few megabytes at most).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ _OUTCOMES: dict[str, tuple[str, str]] = {
 
 _MAX_REMEMBERED_FAILURES = 4096
 _MAX_FAILURE_MESSAGE = 500
+_LARGEST_SHARE = 4
+"""A constraint holding more than 1/4 of the cache's bytes serves its request and is not kept:
+it would push every other constraint out (one request could empty everyone's cache)."""
 _REMEASURE_S = 5.0
 _log = logging.getLogger("outlines_like.server")
 
@@ -227,6 +231,8 @@ class ConstraintCompiler:
                 self._remember_failure(key, "invalid", str(exc))
                 raise self._refuse(spec, "invalid", str(exc)) from exc
             size = self._measure(compiled)
+            if size * _LARGEST_SHARE > self.cache_bytes:
+                return compiled
             with self._lock:
                 self._compiled[key] = compiled
                 self._sizes[key] = size

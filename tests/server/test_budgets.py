@@ -100,6 +100,17 @@ async def test_a_new_constraint_is_compiled_once(compiler: Any, spec: Constraint
         made.advance(int(allowed[0]))
 
 
+async def test_a_constraint_over_a_quarter_of_the_cache_is_not_kept(compiler: Any) -> None:
+    compiler.cache_bytes = 10**9
+    await compiler.compile(_spec("[0-9]{5}"))
+    held = len(compiler)
+    size = compiler._sizes[("Regex", repr(Regex("[0-9]{5}")))]
+    compiler.cache_bytes = 3 * size  # the next one, about as large, is over a quarter of it
+    compiled = await compiler.compile(_spec("[a-z]{5}"))
+    assert compiled.matcher().allowed_token_ids().shape[0] > 0  # it serves its request ...
+    assert len(compiler) == held  # ... and pushes no other constraint out
+
+
 async def test_an_evicted_constraint_is_refused_at_once(compiler: Any) -> None:
     compiler.cache_bytes = 10**9
     spec = _spec("[0-9]{4}")

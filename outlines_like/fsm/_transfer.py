@@ -14,7 +14,8 @@ handles in its pickler rather than in the masker's classes:
 * modules (Lark's lexers keep the ``re`` module they use): written by name.
 
 Both sides must run the same version of this package (the worker is a subprocess of the
-server, started from the same interpreter).
+server, started from the same interpreter). The bytes are a pickle: load only bytes this
+package wrote in a process you trust.
 """
 
 from __future__ import annotations

@@ -350,10 +350,11 @@ def _flatness(samples: list[tuple[float, int, int | None]], minutes: float) -> d
 
     A least-squares slope over every sample in the window (MB per minute), the window's lowest
     and highest RSS, and its growth from the first to the last minute of the window. Where the
-    soak is shorter than twice the window, its second half is used.
+    soak is shorter than 1.5 times the window, its last two thirds are used (the cache fills in
+    the first minutes).
     """
     end = samples[-1][0]
-    span = min(minutes * 60, end / 2)
+    span = min(minutes * 60, end * 2 / 3)
     window = [(t / 60, r / 1e6) for t, r, _ in samples if t >= end - span]
     if len(window) < 2:
         return {"window_minutes": round(span / 60, 1), "slope_mb_per_min": None}

@@ -5,8 +5,9 @@ allocator gives it back. glibc's does so poorly for a long-running threaded serv
 thread that allocates gets an arena of its own (up to 8 per core), the mmap threshold grows
 with every large block freed (up to 32 MB), so later large blocks (a trial's compiled bytes,
 numpy temporaries of a mask walk, torch activations) come from the arenas, and free space in
-the middle of an arena is kept. Measured in a 40-minute soak (``benchmarks/soak.py``), the
-server's RSS rose to 2.8 GB with 245 MB of constraints cached, all of it in 64 MB arena heaps.
+the middle of an arena is kept. In a 40-minute soak (``benchmarks/soak.py``, docs/server.md)
+the server's RSS rose from 415 MB to 3.4 GB while the cache held 245-249 MB, nearly all of it
+in fully resident 64 MB arena heaps: memory freed, but kept by the allocator.
 
 :func:`tune_malloc` fixes the mmap threshold at 1 MiB (larger blocks are mapped and unmapped
 whole) and caps the arenas at 2; :class:`Trimmer` calls ``malloc_trim(0)`` every few seconds

@@ -77,6 +77,7 @@ async def test_the_cache_is_bounded_by_bytes(compiler: Any) -> None:
 )
 async def test_a_new_constraint_is_compiled_once(compiler: Any, spec: ConstraintSpec) -> None:
     from outlines_like.fsm import compile_constraint
+    from outlines_like.fsm._transfer import dump_compiled
 
     compiler.cache_bytes = 10**9
     trials, local = compiler.trials.trials, compiler.local_compiles
@@ -85,6 +86,8 @@ async def test_a_new_constraint_is_compiled_once(compiler: Any, spec: Constraint
     assert compiler.local_compiles == local  # ... and not again here: its result was used
     assert compiled.vocabulary is compiler.vocabulary
     assert await compiler.compile(spec) is compiled  # cached
+    # its size is never below its compiled bytes (a walk of its objects may miss some)
+    assert compiler._sizes[spec.key] >= 0.9 * len(dump_compiled(compiled))
     assert compiler.trials.trials == trials + 1
     here = compile_constraint(spec.term, compiler.vocabulary, max_states=compiler.max_states)
     words = np.zeros((2, compiler.vocabulary.mask_words), dtype=np.int32)

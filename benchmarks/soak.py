@@ -12,7 +12,10 @@ clients that disconnect or drop mid-body). Victims are the other requests: free 
 choice and JSON Schema constraints, some streamed; each answer is checked.
 
 Reports the victims' error rate (goal: 0), their p50/p99 latency in both phases (goal: p99
-within 2x of the baseline) and the server's resident memory over time (goal: flat).
+within 2x of the baseline) and the server's resident memory over time (goal: flat): RSS and
+the constraint cache's bytes every minute (sampled every 5 s), and the RSS slope over the
+last 20 minutes of the soak (``--flat-minutes``), once the byte-bounded cache has filled.
+The per-minute table goes to stderr, the JSON report to stdout.
 
     python benchmarks/soak.py                       # 30 minutes of soak, 10 of baseline
     python benchmarks/soak.py --minutes 3 --baseline-minutes 1
@@ -37,6 +40,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+
+_SAMPLE_S = 5.0
+"""Seconds between samples of the server's RSS and cache size."""
 
 SCHEMA = {
     "type": "object",
@@ -285,9 +291,19 @@ def _client(
                     phase.latencies.append(time.monotonic() - started)
 
 
+def _cached_bytes(base: str) -> int | None:
+    """The server's constraint cache size (``/stats``), or None when it does not answer."""
+    try:
+        stats = httpx.get(base + "/stats", timeout=10).json()
+        return int(stats["constraints"]["cached_bytes"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _run_phase(
     base: str, name: str, minutes: float, clients: int, hostile: float, pid: int
-) -> tuple[Phase, list[tuple[float, int]]]:
+) -> tuple[Phase, list[tuple[float, int, int | None]]]:
+    """Run one phase; also sample the server's RSS and cache size every ``_SAMPLE_S``."""
     phase = Phase(name)
     until = time.monotonic() + minutes * 60
     attackers = concurrent.futures.ThreadPoolExecutor(max(1, clients // 2), "attacker")
@@ -300,14 +316,83 @@ def _run_phase(
     started = time.monotonic()
     for thread in threads:
         thread.start()
-    rss: list[tuple[float, int]] = []
+    rss: list[tuple[float, int, int | None]] = []
     while any(t.is_alive() for t in threads):
-        rss.append((time.monotonic() - started, _rss(pid)))
-        time.sleep(5)
-    rss.append((time.monotonic() - started, _rss(pid)))
+        rss.append((time.monotonic() - started, _rss(pid), _cached_bytes(base)))
+        time.sleep(_SAMPLE_S)
+    rss.append((time.monotonic() - started, _rss(pid), _cached_bytes(base)))
     attackers.shutdown(wait=True, cancel_futures=True)
     phase.seconds = time.monotonic() - started
     return phase, rss
+
+
+def _per_minute(samples: list[tuple[float, int, int | None]]) -> list[dict[str, Any]]:
+    """One row per minute of a phase: the RSS at its end, its peak, and the cache's size (MB)."""
+    rows: list[dict[str, Any]] = []
+    for minute in range(1, int(samples[-1][0] // 60) + 2):
+        inside = [s for s in samples if minute - 1 <= s[0] / 60 < minute]
+        if not inside:
+            continue
+        cached = inside[-1][2]
+        rows.append(
+            {
+                "minute": minute,
+                "rss_mb": round(inside[-1][1] / 1e6),
+                "peak_mb": round(max(s[1] for s in inside) / 1e6),
+                "cache_mb": None if cached is None else round(cached / 1e6),
+            }
+        )
+    return rows
+
+
+def _flatness(samples: list[tuple[float, int, int | None]], minutes: float) -> dict[str, Any]:
+    """How flat RSS stays over the last ``minutes`` of the soak (the cache has filled by then).
+
+    A least-squares slope over every sample in the window (MB per minute), the window's lowest
+    and highest RSS, and its growth from the first to the last minute of the window. Where the
+    soak is shorter than 1.5 times the window, its last two thirds are used (the cache fills in
+    the first minutes).
+    """
+    end = samples[-1][0]
+    span = min(minutes * 60, end * 2 / 3)
+    window = [(t / 60, r / 1e6) for t, r, _ in samples if t >= end - span]
+    if len(window) < 2:
+        return {"window_minutes": round(span / 60, 1), "slope_mb_per_min": None}
+    mean_t = statistics.fmean(t for t, _ in window)
+    mean_r = statistics.fmean(r for _, r in window)
+    var = sum((t - mean_t) ** 2 for t, _ in window)
+    slope = sum((t - mean_t) * (r - mean_r) for t, r in window) / var if var else 0.0
+    first = [r for t, r in window if t <= window[0][0] + 1]
+    last = [r for t, r in window if t >= window[-1][0] - 1]
+    return {
+        "window_minutes": round(span / 60, 1),
+        "samples": len(window),
+        "slope_mb_per_min": round(slope, 2),
+        "slope_pct_per_10_min": round(100 * 10 * slope / mean_r, 2) if mean_r else None,
+        "min_mb": round(min(r for _, r in window)),
+        "max_mb": round(max(r for _, r in window)),
+        "first_minute_mean_mb": round(statistics.fmean(first)),
+        "last_minute_mean_mb": round(statistics.fmean(last)),
+    }
+
+
+def _rss_table(report: dict[str, Any]) -> str:
+    """The RSS over time as a plain table (also in the JSON), and the flatness line."""
+    lines = ["phase     minute  rss_mb  peak_mb  cache_mb"]
+    for phase in ("baseline", "soak"):
+        for row in report[f"rss_per_minute_{phase}"]:
+            cache = "-" if row["cache_mb"] is None else row["cache_mb"]
+            lines.append(
+                f"{phase:<9}{row['minute']:>7}  {row['rss_mb']:>6}  {row['peak_mb']:>7}  {cache:>8}"
+            )
+    flat = report["rss_flatness"]
+    lines.append(
+        f"RSS slope over the last {flat['window_minutes']} min of the soak: "
+        f"{flat['slope_mb_per_min']} MB/min "
+        f"({flat.get('slope_pct_per_10_min')} % per 10 min), "
+        f"range {flat.get('min_mb')}-{flat.get('max_mb')} MB"
+    )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-minutes", type=float, default=None, help="default: 1/3")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--hostile", type=float, default=0.05, help="share of hostile requests")
+    parser.add_argument(
+        "--flat-minutes", type=float, default=20.0, help="window of the RSS flatness figure"
+    )
     args = parser.parse_args(argv)
     baseline_minutes = args.baseline_minutes or args.minutes / 3
 
@@ -368,9 +456,10 @@ def main(argv: list[str] | None = None) -> int:
         report["soak"] = soak.summary()
         p99_base, p99_soak = report["baseline"]["p99_s"], report["soak"]["p99_s"]
         report["p99_ratio"] = round(p99_soak / p99_base, 2) if p99_base else None
-        report["rss_mb_baseline"] = [(round(t), round(r / 1e6)) for t, r in base_rss[::6]]
-        report["rss_mb_soak"] = [(round(t), round(r / 1e6)) for t, r in soak_rss[::6]]
-        soak_mb = [r / 1e6 for _, r in soak_rss]
+        report["rss_per_minute_baseline"] = _per_minute(base_rss)
+        report["rss_per_minute_soak"] = _per_minute(soak_rss)
+        report["rss_flatness"] = _flatness(soak_rss, args.flat_minutes)
+        soak_mb = [r / 1e6 for _, r, _ in soak_rss]
         report["rss_mb_soak_start_max_end"] = [
             round(soak_mb[0]),
             round(max(soak_mb)),
@@ -378,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         report["server_stats"] = httpx.get(base + "/stats", timeout=30).json().get("constraints")
         report["server_log"] = dict(log_lines)
+        print(_rss_table(report), file=sys.stderr)
         print(json.dumps(report, indent=2))
         return 0 if report["soak"]["victim_errors"] == 0 else 1
     finally:

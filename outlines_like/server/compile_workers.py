@@ -8,10 +8,14 @@ stops instead of running on after the client got its 400, and the next trial sta
 (a fork costs milliseconds, a fresh interpreter seconds). Where there is no ``fork`` the
 worker compiles itself and the server kills and replaces it.
 
-Only a constraint that passed its trial is compiled in the server process, where the same work
-is then known to fit the same budgets (compiling is deterministic). Compiled constraints hold
-locks and lazily built tables and do not cross processes, hence the second compile; it costs
-the compile time once per constraint (the server caches the result).
+A trial that passed sends its compiled constraint back (:mod:`outlines_like.fsm._transfer`:
+its tables and first mask, without the vocabulary, which the server re-attaches by hash), so
+each constraint is compiled once. Writing the bytes is not part of the compile's budget: the
+child says when it has compiled, and the writing gets the same time budget again.
+Where the bytes cannot come back (the constraint does not pickle, its bytes pass
+``max_transfer_bytes``, or writing them ran past its budget) the trial still passed and the
+server compiles the constraint itself, knowing the same work fits the same budgets
+(compiling is deterministic).
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
@@ -54,18 +60,39 @@ class TrialResult:
             ``"timeout"`` or ``"memory"`` (the worker was killed).
         message: The masker's message for ``invalid`` / ``unsupported``.
         seconds: How long the trial took.
+        compiled: For ``ok``: the compiled constraint's bytes
+            (:func:`~outlines_like.fsm._transfer.load_compiled` re-attaches the vocabulary), or
+            ``None`` where it could not be sent.
     """
 
     outcome: str
     message: str = ""
     seconds: float = 0.0
+    compiled: bytes | None = None
 
 
-def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int) -> tuple[str, str]:
-    """Compile ``term`` and compute its first mask; ``(outcome, message)``."""
+_Reply = tuple[str, str, bytes | None]
+"""What a trial sends back: outcome, message, the compiled constraint's bytes."""
+_COMPILED: _Reply = ("compiled", "", None)
+"""Sent ahead of the reply once the compile and first mask are done (then the bytes are
+written): the budgets of the compile are over, the writing gets an allowance of its own."""
+
+
+def _compile_once(
+    term: Term,
+    vocabulary: Vocabulary,
+    max_states: int,
+    max_transfer: int,
+    compiled_hook: Callable[[], None],
+) -> _Reply:
+    """Compile ``term`` and compute its first mask; ``(outcome, message, compiled bytes)``.
+
+    ``compiled_hook`` runs between the compile and the writing of its bytes.
+    """
     import numpy as np
 
     from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+    from outlines_like.fsm._transfer import dump_compiled
     from outlines_like.fsm.compile import clear_caches, compile_constraint
     from outlines_like.fsm.processors import bitmask_words
     from outlines_like.server.grammar_check import check_grammar
@@ -75,58 +102,83 @@ def _compile_once(term: Term, vocabulary: Vocabulary, max_states: int) -> tuple[
     try:
         if isinstance(term, CFG):
             check_grammar(term)  # every rule productive, and it builds
-        compile_constraint(term, vocabulary, max_states=max_states).matcher().fill_bitmask(words)
-        return ("ok", "")
+        compiled = compile_constraint(term, vocabulary, max_states=max_states)
+        compiled.matcher().fill_bitmask(words)
     except InvalidConstraintError as exc:
-        return ("invalid", str(exc))
+        return ("invalid", str(exc), None)
     except UnsupportedConstraintError as exc:
-        return ("unsupported", str(exc))
+        return ("unsupported", str(exc), None)
     except RecursionError:
-        return ("invalid", "it is nested too deeply")
+        return ("invalid", "it is nested too deeply", None)
     except ValueError as exc:  # the grammar check
-        return ("invalid", str(exc))
+        return ("invalid", str(exc), None)
     except MemoryError:
-        return ("memory", "")
+        return ("memory", "", None)
     except Exception as exc:  # the masker failed on it: the constraint is at fault
-        return ("invalid", f"{type(exc).__name__}: {exc}")
+        return ("invalid", f"{type(exc).__name__}: {exc}", None)
     finally:
         clear_caches()
+    compiled_hook()
+    try:
+        data: bytes | None = dump_compiled(compiled)
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+        _log.warning("a compiled %s could not be sent back (%s)", type(term).__name__, exc)
+        data = None
+    if data is not None and len(data) > max_transfer:
+        data = None  # the server compiles it itself rather than take it through a pipe
+    return ("ok", "", data)
 
 
 def _forked_trial(
-    term: Term, vocabulary: Vocabulary, budget: tuple[int, float, int]
-) -> tuple[str, str]:
+    term: Term,
+    vocabulary: Vocabulary,
+    budget: tuple[int, float, int, int],
+    compiled_hook: Callable[[], None],
+) -> _Reply:
     """Run one trial in a forked child of this (single-threaded) worker, under the budgets.
 
     The child starts with every module already imported (a fork costs milliseconds), and is
     killed past the time or memory budget: the worker itself never runs masker code, so it
-    never needs replacing.
+    never needs replacing. Once the child has compiled (``compiled_hook`` passes the news on),
+    writing the compiled constraint's bytes gets the same time budget again; a child killed
+    then has still passed (``ok`` without bytes: the server compiles it itself).
     """
-    max_states, timeout, memory_bytes = budget
+    max_states, timeout, memory_bytes, max_transfer = budget
     read, write = multiprocessing.Pipe(duplex=False)
     pid = os.fork()
     if pid == 0:  # the child
         read.close()
         try:
-            write.send(_compile_once(term, vocabulary, max_states))
+            result = _compile_once(
+                term, vocabulary, max_states, max_transfer, lambda: write.send(_COMPILED)
+            )
+            write.send(result)
         finally:
             os._exit(0)
     write.close()
     # the budget is CPU time (a niced child on a busy machine gets little of the wall clock),
     # capped at _WALL_FACTOR times as much wall time
     deadline = time.monotonic() + _WALL_FACTOR * timeout
+    cpu_limit = timeout
+    compiled = False
     try:
         while True:
             if read.poll(0.02):
                 try:
-                    reply: tuple[str, str] = read.recv()
+                    reply: _Reply = read.recv()
+                except (EOFError, OSError):  # the child died: the OS's memory limit
+                    return ("ok", "", None) if compiled else ("memory", "", None)
+                if reply[0] != _COMPILED[0]:
                     return reply
-                except (EOFError, OSError):
-                    return ("memory", "")  # the child died: the OS's memory limit
-            if time.monotonic() > deadline or _cpu_seconds(pid) > timeout:
-                return ("timeout", "")
+                compiled = True
+                compiled_hook()
+                deadline = time.monotonic() + _WALL_FACTOR * timeout
+                cpu_limit = _cpu_seconds(pid) + timeout
+                continue
+            if time.monotonic() > deadline or _cpu_seconds(pid) > cpu_limit:
+                return ("ok", "", None) if compiled else ("timeout", "", None)
             if _rss(pid) > memory_bytes:
-                return ("memory", "")
+                return ("ok", "", None) if compiled else ("memory", "", None)
     finally:
         read.close()
         with contextlib.suppress(ProcessLookupError):
@@ -140,21 +192,28 @@ def _serve(conn_in: Connection, conn_out: Connection) -> None:
     import lark.load_grammar  # noqa: F401
     import numpy  # noqa: F401
 
+    import outlines_like.fsm._transfer
     import outlines_like.fsm.compile
-    import outlines_like.server.grammar_check  # noqa: F401
+    import outlines_like.fsm.index
+    import outlines_like.server.grammar_check
 
     vocabulary, budget = conn_in.recv()
-    conn_out.send(("ready", ""))
+    outlines_like.fsm.index.prepare_vocabulary(vocabulary)  # once, not in every trial
+    conn_out.send(("ready", "", None))
     forks = hasattr(os, "fork")
     while True:
         try:
             term = conn_in.recv()
         except EOFError:
             return
+
+        def compiled_hook() -> None:
+            conn_out.send(_COMPILED)
+
         if forks:
-            reply = _forked_trial(term, vocabulary, budget)
+            reply = _forked_trial(term, vocabulary, budget, compiled_hook)
         else:  # no fork: compile here, the parent watches and kills this worker
-            reply = _compile_once(term, vocabulary, budget[0])
+            reply = _compile_once(term, vocabulary, budget[0], budget[3], compiled_hook)
         conn_out.send(reply)
 
 
@@ -184,7 +243,7 @@ class _Worker:
     script, and the server process (with its threads) is never forked.
     """
 
-    def __init__(self, vocabulary: Vocabulary, budget: tuple[int, float, int]) -> None:
+    def __init__(self, vocabulary: Vocabulary, budget: tuple[int, float, int, int]) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "outlines_like.server.compile_workers"],
             stdin=subprocess.PIPE,
@@ -219,6 +278,8 @@ class CompileWorkers:
         timeout: Seconds a trial may take (the worker is killed after).
         memory_bytes: Resident memory a worker may reach (killed after).
         max_states: The DFA state limit.
+        max_transfer_bytes: Largest compiled constraint a trial sends back (a larger one is
+            compiled again by the server).
     """
 
     def __init__(
@@ -229,8 +290,10 @@ class CompileWorkers:
         timeout: float,
         memory_bytes: int,
         max_states: int,
+        max_transfer_bytes: int = 1_000_000_000,
     ) -> None:
         self.vocabulary = vocabulary
+        self.max_transfer_bytes = max_transfer_bytes
         self.timeout = timeout
         self.memory_bytes = memory_bytes
         self.max_states = max_states
@@ -242,10 +305,12 @@ class CompileWorkers:
         self._started = False
         self.killed = 0
         """Workers killed for running past a budget (tests and ``/stats``)."""
+        self.trials = 0
+        """Trials that ended (each one compile of one constraint)."""
 
     def _spawn(self) -> None:
         """Start a worker; it joins the idle queue once loaded (start-up is no request's time)."""
-        budget = (self.max_states, self.timeout, self.memory_bytes)
+        budget = (self.max_states, self.timeout, self.memory_bytes, self.max_transfer_bytes)
         worker = _Worker(self.vocabulary, budget)
         with self._guard:
             self._all.append(worker)
@@ -308,6 +373,7 @@ class CompileWorkers:
         except BaseException:
             self._replace(worker)
             raise
+        self.trials += 1
         if result.outcome in ("timeout", "memory"):
             self.killed += 1
         if stalled:  # the worker itself ran past the budget (no fork): replace it
@@ -325,24 +391,30 @@ class CompileWorkers:
         start = time.monotonic()
         worker.send.send(term)
         deadline = start + _WALL_FACTOR * self.timeout + _GRACE_S
+        died = "memory"  # what a dead or stalled worker means (once it compiled: a pass)
+        stalled = "timeout"
         while True:
             elapsed = time.monotonic() - start
             if worker.recv.poll(0.02):
                 try:
-                    outcome, message = worker.recv.recv()
+                    outcome, message, compiled = worker.recv.recv()
                 except (EOFError, OSError):  # the worker died (the OS's memory limit, a crash)
-                    return TrialResult("memory", "", elapsed), True
-                return TrialResult(outcome, message, elapsed), False
+                    return TrialResult(died, "", elapsed), True
+                if outcome == _COMPILED[0]:  # compiled: writing its bytes gets its own time
+                    deadline = time.monotonic() + _WALL_FACTOR * self.timeout + _GRACE_S
+                    died = stalled = "ok"
+                    continue
+                return TrialResult(outcome, message, elapsed, compiled), False
             if not worker.alive():
-                return TrialResult("memory", "", elapsed), True
+                return TrialResult(died, "", elapsed), True
             if time.monotonic() > deadline:
-                return TrialResult("timeout", "", elapsed), True
+                return TrialResult(stalled, "", elapsed), True
             if _rss(worker.process.pid) > self.memory_bytes:
-                return TrialResult("memory", "", elapsed), True
+                return TrialResult(died, "", elapsed), True
 
     def status(self) -> dict[str, Any]:
         """Worker counts for ``/stats``."""
-        return {"workers": len(self._all), "killed": self.killed}
+        return {"workers": len(self._all), "trials": self.trials, "killed": self.killed}
 
 
 def _main() -> None:

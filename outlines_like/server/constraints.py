@@ -1,12 +1,16 @@
 """Compiling request constraints for the server: tried in a killable worker, cached by bytes.
 
-A constraint the server has not seen is first compiled (with its first mask) in a worker
-process under the time and memory budgets (:mod:`~outlines_like.server.compile_workers`);
-past a budget the worker is killed and the request gets a 400. A constraint that passed is
-compiled here, off the event loop, and cached. The cache is bounded by the memory its entries
-hold (they grow as generation reaches new states; sizes are measured again after each use),
-not by their number. A constraint that fails (at compile time, or later while masking) is
-evicted and its failure remembered, so that a resend costs nothing.
+A constraint the server has not seen is compiled (with its first mask) in a worker process
+under the time and memory budgets (:mod:`~outlines_like.server.compile_workers`); past a
+budget the worker is killed and the request gets a 400. A constraint that passed comes back
+compiled (its tables, re-attached to the server's vocabulary) and is cached: each constraint
+is compiled once. Only one that could not be sent back is compiled again here, off the event
+loop. The cache is bounded by the memory its entries hold (they grow as generation reaches
+new states; sizes are measured again after each use), not by their number; one that alone
+holds over a quarter of the bound serves its request and is not kept. A constraint that
+fails (at compile time, or later while masking) is evicted and its failure remembered, so
+that a resend costs nothing (by a digest of the constraint and a short message: 4,096
+remembered failures hold a few megabytes at most).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import asyncio
 import collections
 import concurrent.futures
 import gc
+import hashlib
+import logging
+import pickle
 import sys
 import threading
 import time
@@ -40,7 +47,17 @@ _OUTCOMES: dict[str, tuple[str, str]] = {
 """How a failed constraint is refused: the message after the field's name, and the error code."""
 
 _MAX_REMEMBERED_FAILURES = 4096
+_MAX_FAILURE_MESSAGE = 500
+_LARGEST_SHARE = 4
+"""A constraint holding more than 1/4 of the cache's bytes serves its request and is not kept:
+it would push every other constraint out (one request could empty everyone's cache)."""
 _REMEASURE_S = 5.0
+_log = logging.getLogger("outlines_like.server")
+
+
+def _digest(key: tuple[str, str]) -> bytes:
+    """A failed constraint's key in the failure memory (not its text: up to 200 kB each)."""
+    return hashlib.sha256(f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")).digest()
 
 
 def nbytes(root: object, skip: set[int] | None = None) -> int:
@@ -108,10 +125,11 @@ class ConstraintCompiler:
         )
         self._sizes: dict[tuple[str, str], int] = {}
         self._measured: dict[tuple[str, str], float] = {}
-        self._failed: collections.OrderedDict[tuple[str, str], tuple[str, str]] = (
-            collections.OrderedDict()
-        )
+        self._unseen: dict[tuple[str, str], int] = {}
+        self._failed: collections.OrderedDict[bytes, tuple[str, str]] = collections.OrderedDict()
         self._skip = {id(vocabulary), *(id(o) for o in gc.get_referents(vocabulary))}
+        self.local_compiles = 0
+        """Constraints compiled in this process (after a trial that could not send its result)."""
         self._inflight: dict[tuple[str, str], concurrent.futures.Future[Compiled]] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(workers + 2, "outlines-like-compile")
 
@@ -139,18 +157,38 @@ class ConstraintCompiler:
         return RequestError(f"{spec.field} {text}", param=spec.field, code=code)
 
     def _remember_failure(self, key: tuple[str, str], outcome: str, message: str) -> None:
+        if len(message) > _MAX_FAILURE_MESSAGE:
+            message = message[: _MAX_FAILURE_MESSAGE - 3] + "..."
         with self._lock:
-            self._failed[key] = (outcome, message)
+            self._failed[_digest(key)] = (outcome, message)
             while len(self._failed) > _MAX_REMEMBERED_FAILURES:
                 self._failed.popitem(last=False)
 
     def _compile_now(self, spec: ConstraintSpec) -> Compiled:
         from outlines_like.fsm.compile import clear_caches, compile_constraint
 
+        with self._lock:
+            self.local_compiles += 1
         try:
             return compile_constraint(spec.term, self.vocabulary, max_states=self.max_states)
         finally:
             clear_caches()  # this cache is the one owner: its byte bound holds
+
+    def _received(self, spec: ConstraintSpec, data: bytes | None) -> Compiled:
+        """The trial's compiled constraint on this side, or compiled here where none came."""
+        if data is not None:
+            from outlines_like.fsm._transfer import load_compiled
+
+            try:
+                return load_compiled(data, self.vocabulary)
+            except (pickle.UnpicklingError, EOFError, AttributeError, TypeError) as exc:
+                _log.warning("a trial's compiled %s did not load (%s)", spec.field, exc)
+        return self._compile_now(spec)
+
+    def _measure(self, compiled: Compiled) -> int:
+        """Bytes held by ``compiled`` alone (the vocabulary and its shared tables left out)."""
+        skip = self._skip | {id(v) for v in list(self.vocabulary._cache.values())}
+        return nbytes(compiled, skip)
 
     async def compile(self, spec: ConstraintSpec) -> Compiled:
         """Compile (or fetch from the cache) a request's constraint.
@@ -165,7 +203,7 @@ class ConstraintCompiler:
             if cached is not None:
                 self._compiled.move_to_end(key)
                 return cached
-            failed = self._failed.get(key)
+            failed = self._failed.get(_digest(key))
         if failed is not None:
             raise self._refuse(spec, *failed)
         if len(key[1]) > self.max_bytes:
@@ -188,15 +226,22 @@ class ConstraintCompiler:
             if trial.outcome != "ok":
                 self._remember_failure(key, trial.outcome, trial.message)
                 raise self._refuse(spec, trial.outcome, trial.message)
-            try:  # passed its trial: the same work, known to fit the budgets
-                compiled = self._compile_now(spec)
+            try:  # passed its trial: its result, or the same work, known to fit the budgets
+                compiled = self._received(spec, trial.compiled)
             except (InvalidConstraintError, UnsupportedConstraintError, RecursionError) as exc:
                 self._remember_failure(key, "invalid", str(exc))
                 raise self._refuse(spec, "invalid", str(exc)) from exc
-            size = nbytes(compiled, self._skip)
+            walked = self._measure(compiled)
+            # a walk cannot see into every object (Lark's tables: 24 MB walked, 98 MB
+            # allocated for 5,000 alternatives); the compiled bytes are a floor
+            unseen = max(0, len(trial.compiled or b"") - walked)
+            size = walked + unseen
+            if size * _LARGEST_SHARE > self.cache_bytes:
+                return compiled
             with self._lock:
                 self._compiled[key] = compiled
                 self._sizes[key] = size
+                self._unseen[key] = unseen
                 self._trim()
             return compiled
         finally:
@@ -214,10 +259,10 @@ class ConstraintCompiler:
             if compiled is None or now - self._measured.get(key, 0.0) < _REMEASURE_S:
                 return
             self._measured[key] = now
-        size = nbytes(compiled, self._skip)
+        walked = self._measure(compiled)
         with self._lock:
             if key in self._compiled:
-                self._sizes[key] = size
+                self._sizes[key] = walked + self._unseen.get(key, 0)
                 self._trim()
 
     def evict(self, key: tuple[str, str], reason: str) -> None:
@@ -225,6 +270,7 @@ class ConstraintCompiler:
         with self._lock:
             self._compiled.pop(key, None)
             self._sizes.pop(key, None)
+            self._unseen.pop(key, None)
             self._measured.pop(key, None)
         self._remember_failure(key, "failed", reason)
 
@@ -234,6 +280,7 @@ class ConstraintCompiler:
         while total > self.cache_bytes and self._compiled:
             old, _ = self._compiled.popitem(last=False)
             total -= self._sizes.pop(old, 0)
+            self._unseen.pop(old, None)
             self._measured.pop(old, None)
 
     def status(self) -> dict[str, Any]:
@@ -248,5 +295,6 @@ class ConstraintCompiler:
             "cached": entries,
             "cached_bytes": held,
             "remembered_failures": failures,
+            "local_compiles": self.local_compiles,
             **self.trials.status(),
         }

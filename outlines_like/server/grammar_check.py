@@ -2,9 +2,13 @@
 
 A grammar from a request is refused (a 400) when it
 
-* uses ``%import`` or ``%declare`` (an import reads files in the server's working directory, so
-  its error would tell an attacker which files exist; a declared terminal can never be
-  produced);
+* uses ``%declare`` (a declared terminal can never be produced), or ``%import``s anything but
+  Lark's bundled ``common`` grammar (``%import common.NUMBER``, ``%import common (WS, INT)``,
+  ``%import common.INT -> N``). Any other import would read a file: a relative one
+  (``%import .x``) from the server's working directory or script folder, so its error would
+  tell an attacker which files exist. ``common`` is read from Lark's package (Lark tries no
+  path of its own for a library import: the server passes none), whatever the working
+  directory holds;
 * has a rule that cannot reach a terminal string (``a: "(" a ")"``): no text can ever
   complete it, and the masker would search for one forever;
 * does not build with Lark at all.
@@ -16,20 +20,39 @@ import re
 
 from outlines_like.types import CFG
 
-__all__ = ["check_directives", "check_grammar"]
+__all__ = ["ALLOWED_IMPORTS", "check_directives", "check_grammar"]
 
-_DIRECTIVE = re.compile(r"^[ \t]*%(import|declare)\b", re.MULTILINE)
+ALLOWED_IMPORTS = frozenset({"common"})
+"""The grammars a request may ``%import`` from: Lark's bundled ``common`` only."""
+
+_DECLARE = re.compile(r"^[ \t]*%declare\b", re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*%import\b[ \t]*(?P<path>[^\s(]*)[ \t]*(?P<rest>[^\n]*)", re.MULTILINE)
+_LIBRARY_PATH = re.compile(r"\w+(?:\.\w+)*")
 
 
 def check_directives(grammar: CFG) -> None:
-    """Refuse ``%import`` and ``%declare`` (cheap: done when the request arrives).
+    """Refuse ``%declare``, and ``%import`` of anything but Lark's ``common`` grammar.
+
+    Cheap (a scan of the text): done when the request arrives, and again before the grammar
+    is built.
 
     Raises:
         ValueError: the reason, worded for the client (the caller names the field).
     """
-    directive = _DIRECTIVE.search(grammar.lark)
-    if directive is not None:
-        raise ValueError(f"%{directive.group(1)} is not allowed in a request's grammar")
+    text = grammar.lark
+    if _DECLARE.search(text) is not None:
+        raise ValueError("%declare is not allowed in a request's grammar")
+    for found in _IMPORT.finditer(text):
+        path, rest = found.group("path"), found.group("rest")
+        # `%import common.NUMBER [-> ALIAS]` names the terminal last; `%import common (A, B)`
+        # names the grammar whole; `%import .x.Y` is relative to a folder
+        module = path if rest.startswith("(") else path.rpartition(".")[0]
+        if _LIBRARY_PATH.fullmatch(path) is None or module not in ALLOWED_IMPORTS:
+            shown = f"{path} {rest}".strip()[:80] or "(nothing)"
+            raise ValueError(
+                f"%import {shown} is not allowed in a request's grammar: only Lark's bundled "
+                "common grammar can be imported (e.g. %import common.NUMBER)"
+            )
 
 
 def check_grammar(grammar: CFG) -> None:
@@ -50,7 +73,7 @@ def check_grammar(grammar: CFG) -> None:
     from lark.load_grammar import GrammarBuilder
 
     try:
-        builder = GrammarBuilder(False, [])
+        builder = GrammarBuilder(False, [])  # no import paths: `common` comes from Lark's package
         builder.load_grammar(text, "<request>")
         _, rules, _ = builder.build().compile(["start"], set())
     except LarkError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 
 from outlines_like.server.app import create_app
 from outlines_like.server.config import ServerConfig
+from outlines_like.server.memory import Trimmer, tune_malloc
 from outlines_like.server.service import GenerationService
 
 __all__ = ["ServerThread", "serve"]
@@ -39,6 +40,9 @@ def serve(
     # the engine thread shares the GIL with mask threads and request handling: hand it over
     # every millisecond instead of every 5 (a foreground server owns its process)
     sys.setswitchinterval(0.001)
+    # ... and its allocator: freed memory goes back to the system (see server/memory.py)
+    tune_malloc()
+    Trimmer().start()
     uvicorn.run(create_app(config=config), host=host, port=port, log_level=log_level)
 
 

@@ -298,10 +298,20 @@ def test_rows8_9_lone_surrogates_are_refused(abuse: Any, fields: Any, param: str
         ('start: a\na: "(" a ")"\n', "never reaches a terminal"),
         ('root ::= "x" item\nitem ::= "(" item ")"', "never reaches a terminal"),
         ("start: FOO\n%declare FOO\n", "%declare is not allowed"),
-        ("start: NUMBER\n%import common.NUMBER\n", "%import is not allowed"),
-        ("start: X\n%import secrets.X\n", "%import is not allowed"),
+        ("start: X\n%import secrets.X\n", "%import secrets.X is not allowed"),
+        ("start: X\n%import .common.X\n", "%import .common.X is not allowed"),
+        ("start: X\n%import secrets (X, Y)\n", "%import secrets (X, Y) is not allowed"),
+        ("start: X\n%import lark.RULE\n", "%import lark.RULE is not allowed"),
     ],
-    ids=["no-base-case", "ebnf-no-base-case", "declare", "import-common", "import-file"],
+    ids=[
+        "no-base-case",
+        "ebnf-no-base-case",
+        "declare",
+        "import-file",
+        "import-relative",
+        "import-names",
+        "import-other-bundled",
+    ],
 )
 def test_row8_grammar_sanity(
     abuse: Any, grammar: str, says: str, tmp_path: Any, monkeypatch: Any
@@ -318,6 +328,27 @@ def test_row8_grammar_sanity(
     monkeypatch.chdir(tmp_path)
     again = _refused(abuse.http.post("/chat/completions", json=_chat(grammar=grammar)))
     assert again["message"] == error["message"]
+
+
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        "start: NUMBER\n%import common.NUMBER\n",
+        "start: N\n%import common.INT -> N\n",
+        'start: INT ("," INT)*\n%import common (INT, WS)\n%ignore WS\n',
+    ],
+    ids=["one", "alias", "names"],
+)
+def test_row8_grammar_imports_from_common_are_allowed(
+    abuse: Any, grammar: str, tmp_path: Any, monkeypatch: Any
+) -> None:
+    # a decoy in the working directory plays no part: `common` is Lark's bundled grammar
+    (tmp_path / "common.lark").write_text("NUMBER: /x+/\nINT: /x+/\nWS: /x/\n")
+    monkeypatch.chdir(tmp_path)
+    response = abuse.http.post("/chat/completions", json=_chat(grammar=grammar, max_tokens=6))
+    assert response.status_code == 200, response.text
+    text = response.json()["choices"][0]["message"]["content"]
+    assert re.fullmatch(r"[-+0-9.eE, ]*", text), text  # digits, never the decoy's x
 
 
 @pytest.mark.parametrize("bound", [1e300, -1e300, 10**16])

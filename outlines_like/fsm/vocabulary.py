@@ -79,6 +79,17 @@ class Vocabulary:
         self._hash: str | None = None
         self._cache: dict[str, Any] = {}
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # the per-vocabulary tables (``_cache``) are derived data with locks inside: another
+        # process rebuilds them on first use rather than receiving them
+        state = {"tokens": self.tokens, "eos_token_ids": self.eos_token_ids}
+        return None, {**state, "special_token_ids": self.special_token_ids, "_hash": self._hash}
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        for name, value in state[1].items():
+            object.__setattr__(self, name, value)
+        self._cache = {}
+
     @property
     def size(self) -> int:
         """Number of token ids (``V``)."""

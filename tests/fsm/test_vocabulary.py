@@ -147,3 +147,19 @@ def test_real_byte_level_tokenizer() -> None:
     ids = tok.encode(text)
     assert b"".join(v.tokens[i] for i in ids) == text.encode()
     assert tok.eos_token_id in v.special_token_ids
+
+
+def test_a_vocabulary_pickles_without_its_derived_tables() -> None:
+    import pickle
+
+    from outlines_like.fsm.index import prepare_vocabulary
+
+    vocab = Vocabulary([b"a", b"b", b"ab", b'"', b"<eos>"], [4])
+    prepare_vocabulary(vocab)  # fills the per-vocabulary tables (some hold locks)
+    assert vocab._cache
+    copy = pickle.loads(pickle.dumps(vocab))
+    assert copy.tokens == vocab.tokens
+    assert copy.hash == vocab.hash
+    assert copy.eos_token_ids == vocab.eos_token_ids
+    assert copy.special_token_ids == vocab.special_token_ids
+    assert copy._cache == {}

@@ -1,0 +1,525 @@
+"""Budget-aware closing: masks narrow so a constrained answer ends valid within ``max_tokens``.
+
+A :class:`ClosingMatcher` wraps any regex or grammar matcher and knows how many tokens are
+left. For each state it knows a *closing path*: a sequence of tokens, accepted by the matcher,
+that completes the text (found as the shortest completing byte string, by a breadth-first
+search over the byte automaton, then split into the fewest tokens of the vocabulary and
+verified on a copy of the matcher). Its length ``need(state)`` is what finishing from there
+costs. The wrapper keeps ``need(state) <= left`` true at every step:
+
+* a token is allowed only if the state it leads to can still close in the tokens left after
+  it (``need(next) <= left - 1``); the needs of a state's successors are computed once per
+  state and cached, so the steady state is a row copy, as for the plain masks;
+* when ``need(state) == left`` the matcher *commits* to the closing path: the mask is the
+  path's next token, step after step, and the text is complete when the tokens run out.
+
+The engine then stops at ``max_tokens`` with ``finish_reason="length"`` (there was no room for
+EOS) and the text is a complete answer. Every search is bounded by the constraint's
+:class:`~outlines_like.fsm.budget.Budget` (``mask_seconds``) and a node limit; where it gives
+up (a state with no closing path found, or a grammar state whose successors are too many to
+check in time), the wrapper falls back to the plain mask until the tokens left reach the
+state's own need plus :data:`HORIZON`, and commits to its closing path there: the answer still
+closes, unless a token allowed earlier led past the horizon.
+
+Free text (no constraint) has nothing to close; :func:`closing_matcher` returns the plain
+matcher for it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import weakref
+from collections.abc import Hashable
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget
+from outlines_like.fsm.grammar import CompiledGrammar, GrammarMatcher
+from outlines_like.fsm.index import pack_ids, token_table
+from outlines_like.fsm.matcher import RegexCompiled, RegexMatcher
+from outlines_like.fsm.vocabulary import Vocabulary
+
+__all__ = [
+    "HORIZON",
+    "ClosingMatcher",
+    "check_max_tokens",
+    "closing_matcher",
+    "shortest_document_tokens",
+]
+
+I32 = npt.NDArray[np.int32]
+
+HORIZON = 16
+"""Tokens of slack a state whose successors could not be checked gets before it commits."""
+
+_MAX_SEARCH_NODES = 20_000  # states one shortest-completion search may visit
+_MAX_GRAMMAR_SUCCESSORS = 20_000  # allowed tokens a grammar state's successor check may step
+_BYTE_ORDER = [*range(0x61, 0x7B), *range(0x30, 0x3A), *range(0x21, 0x7F), *range(0x80)]
+_BYTE_ORDER += [b for b in range(256) if b not in set(_BYTE_ORDER)]  # ASCII letters first
+
+
+class _Walker(Protocol):
+    """The byte-level view of a compiled constraint the searches need."""
+
+    def key(self, matcher: Matcher) -> Hashable:
+        """The matcher's state (hashable); the same key means the same future."""
+        ...
+
+    def step(self, key: Hashable, byte: int) -> Hashable | None:
+        """The state after one byte, or ``None`` if the byte is not allowed."""
+        ...
+
+    def accepting(self, key: Hashable) -> bool:
+        """Whether the text is complete in ``key``."""
+        ...
+
+    def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
+        """The state after each token of ``ids`` (all allowed), or ``None`` past ``deadline``."""
+        ...
+
+
+class _RegexWalker:
+    """A regex constraint's DFA."""
+
+    def __init__(self, compiled: RegexCompiled) -> None:
+        self.dfa = compiled.dfa
+        self.table = token_table(compiled.vocabulary)
+        pos = np.zeros(compiled.vocabulary.size, dtype=np.int64)
+        pos[self.table.ids] = np.arange(self.table.ids.shape[0])
+        self.pos_of_id = pos
+
+    def key(self, matcher: Matcher) -> Hashable:
+        assert isinstance(matcher, RegexMatcher)
+        return matcher.state
+
+    def step(self, key: Hashable, byte: int) -> Hashable | None:
+        assert isinstance(key, int)
+        nxt = self.dfa.step(key, bytes((byte,)))
+        return None if nxt < 0 else nxt
+
+    def accepting(self, key: Hashable) -> bool:
+        assert isinstance(key, int)
+        return self.dfa.is_accepting(key)
+
+    def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
+        """One vectorised DFA walk of the allowed tokens (positions sorted longest first)."""
+        table, dfa = self.table, self.dfa
+        unsorted = self.pos_of_id[ids]
+        order = np.argsort(unsorted, kind="stable")
+        pos = unsorted[order]
+        cur = np.full(pos.shape[0], key, dtype=np.int64)
+        for j in range(table.max_len):
+            k = int(np.searchsorted(pos, int(table.active[j]), "left"))
+            if not k:
+                break
+            here = cur[:k]
+            live = here >= 0
+            if dfa.lazy:
+                dfa.expand(np.unique(here[live]))
+            trans = dfa.transitions
+            col = table.columns[j][pos[:k]]
+            cur[:k] = np.where(live, trans[np.where(live, here, 0), col], -1)
+        ends = np.empty_like(cur)
+        ends[order] = cur  # back from position order to the order of ``ids``
+        return [None if e < 0 else e for e in ends.tolist()]
+
+
+class _GrammarWalker:
+    """A grammar constraint's parser and lexer, byte by byte (the matcher's own step)."""
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self.compiled = compiled
+        self.tokens = compiled.vocabulary.tokens
+
+    def key(self, matcher: Matcher) -> Hashable:
+        assert isinstance(matcher, GrammarMatcher)
+        return (matcher._stack, matcher._lex)
+
+    def step(self, key: Hashable, byte: int) -> Hashable | None:
+        stack, lex = key  # type: ignore[misc]
+        return self.compiled._step_byte(stack, lex, byte)
+
+    def accepting(self, key: Hashable) -> bool:
+        stack, lex = key  # type: ignore[misc]
+        return self.compiled._eos_ok(stack, lex)
+
+    def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
+        if ids.shape[0] > _MAX_GRAMMAR_SUCCESSORS:
+            return None
+        stack, lex = key  # type: ignore[misc]
+        out: list[Hashable] = []
+        for i, token in enumerate(ids.tolist()):
+            if not i & 255 and time.thread_time() > deadline:
+                return None
+            out.append(self.compiled._step_token(stack, lex, token))
+        return out
+
+
+class _Closer:
+    """The closing paths and successor needs of one compiled constraint (shared, cached)."""
+
+    def __init__(self, compiled: Compiled, walker: _Walker) -> None:
+        self.compiled = compiled
+        self.walker = walker
+        vocab: Vocabulary = compiled.vocabulary
+        self.vocab = vocab
+        budget = getattr(compiled, "budget", DEFAULT_BUDGET)
+        self.seconds = budget.mask_seconds if isinstance(budget, Budget) else 2.0
+        self.eos = frozenset(vocab.eos_token_ids)
+        skip = set(vocab.special_token_ids) | self.eos
+        self.by_bytes: dict[bytes, int] = {}
+        for i, tok in enumerate(vocab.tokens):
+            if tok and i not in skip:
+                self.by_bytes.setdefault(tok, i)
+        self.max_len = max((len(t) for t in self.by_bytes), default=1)
+        self.paths: dict[Hashable, tuple[int, ...] | None] = {}
+        self.succ: dict[Hashable, tuple[I32, I32, int] | None] = {}
+        self.rows: collections.OrderedDict[tuple[Hashable, int], I32] = collections.OrderedDict()
+        self.lock = threading.RLock()
+
+    # -- closing paths ---------------------------------------------------------------------
+
+    def path(self, matcher: Matcher) -> tuple[int, ...] | None:
+        """The cached closing path of ``matcher``'s state (``None``: none found)."""
+        key = self.walker.key(matcher)
+        if key in self.paths:
+            return self.paths[key]
+        with self.lock:
+            if key not in self.paths:
+                self._find(key, matcher, time.thread_time() + self.seconds)
+            return self.paths[key]
+
+    def need(self, key: Hashable) -> int | None:
+        """The length of a cached closing path (``None``: unknown or none)."""
+        path = self.paths.get(key)
+        return None if path is None else len(path)
+
+    def _find(self, key: Hashable, matcher: Matcher, deadline: float) -> None:
+        data = self._shortest_bytes(key, deadline)
+        tokens = None if data is None else self._split(data)
+        if tokens is None:
+            self.paths[key] = None
+            return
+        self._verify_and_seed(key, matcher, tokens)
+
+    def _shortest_bytes(self, key: Hashable, deadline: float) -> bytes | None:
+        """Breadth-first search for the shortest byte string that completes the text."""
+        walker = self.walker
+        if walker.accepting(key):
+            return b""
+        parent: dict[Hashable, tuple[Hashable, int] | None] = {key: None}
+        frontier = collections.deque([key])
+        while frontier:
+            if len(parent) > _MAX_SEARCH_NODES or time.thread_time() > deadline:
+                return None
+            here = frontier.popleft()
+            for byte in _BYTE_ORDER:
+                nxt = walker.step(here, byte)
+                if nxt is None or nxt in parent:
+                    continue
+                parent[nxt] = (here, byte)
+                if walker.accepting(nxt):
+                    out = bytearray()
+                    link = parent[nxt]
+                    while link is not None:
+                        out.append(link[1])
+                        link = parent[link[0]]
+                    return bytes(reversed(out))
+                frontier.append(nxt)
+        return None
+
+    def _split(self, data: bytes) -> list[int] | None:
+        """The fewest vocabulary tokens whose bytes spell ``data`` (``None``: no split)."""
+        n = len(data)
+        best: list[tuple[int, int] | None] = [None] * (n + 1)  # (tokens to reach i, last token)
+        cost = [n + 1] * (n + 1)
+        cost[0] = 0
+        for i in range(n):
+            if cost[i] > n:
+                continue
+            for k in range(1, min(self.max_len, n - i) + 1):
+                tok = self.by_bytes.get(data[i : i + k])
+                if tok is not None and cost[i] + 1 < cost[i + k]:
+                    cost[i + k] = cost[i] + 1
+                    best[i + k] = (i, tok)
+        if cost[n] > n:
+            return None
+        out: list[int] = []
+        at = n
+        while at:
+            link = best[at]
+            assert link is not None
+            at, tok = link
+            out.append(tok)
+        return out[::-1]
+
+    def _verify_and_seed(self, key: Hashable, matcher: Matcher, tokens: list[int]) -> None:
+        """Walk ``tokens`` on a copy; cache the path and its suffixes (never a longer one)."""
+        probe = matcher.copy()
+        keys = [key]
+        try:
+            for tok in tokens:
+                probe.advance(tok)
+                keys.append(self.walker.key(probe))
+        except RejectedTokenError:
+            self.paths[key] = None
+            return
+        if not self.walker.accepting(keys[-1]):
+            self.paths[key] = None
+            return
+        # a suffix state that already has a shorter path shortens this one
+        best_i, best_len = 0, len(tokens)
+        for i, k in enumerate(keys):
+            known = self.paths.get(k)
+            if known is not None and i + len(known) < best_len:
+                best_i, best_len = i, i + len(known)
+        if best_i:
+            tail = self.paths[keys[best_i]]
+            assert tail is not None
+            tokens = [*tokens[:best_i], *tail]
+            keys = keys[: best_i + 1]
+        full = tuple(tokens)
+        for i, k in enumerate(keys[: len(full) + 1]):
+            known = self.paths.get(k)
+            if known is None or len(known) > len(full) - i:
+                self.paths[k] = full[i:]
+
+    # -- successor needs -------------------------------------------------------------------
+
+    def successor_needs(self, matcher: Matcher) -> tuple[I32, I32, int] | None:
+        """(allowed text tokens, the need after each, the largest need), cached per state."""
+        key = self.walker.key(matcher)
+        if key in self.succ:
+            return self.succ[key]
+        with self.lock:
+            if key not in self.succ:
+                self.succ[key] = self._successor_needs(key, matcher)
+            return self.succ[key]
+
+    def _successor_needs(self, key: Hashable, matcher: Matcher) -> tuple[I32, I32, int] | None:
+        deadline = time.thread_time() + self.seconds
+        ids = matcher.allowed_token_ids()
+        ids = ids[~np.isin(ids, np.fromiter(self.eos, dtype=np.int32, count=len(self.eos)))]
+        nexts = self.walker.successors(key, ids, deadline)
+        if nexts is None:
+            return None
+        needs = np.empty(ids.shape[0], dtype=np.int32)
+        big = np.iinfo(np.int32).max
+        for i, (tok, nxt) in enumerate(zip(ids.tolist(), nexts, strict=True)):
+            if nxt is None:
+                needs[i] = big
+                continue
+            if nxt not in self.paths:
+                if time.thread_time() > deadline:
+                    return None
+                probe = matcher.copy()
+                probe.advance(tok)
+                self._find(nxt, probe, deadline)
+            need = self.need(nxt)
+            needs[i] = big if need is None else need
+        return ids, needs, int(needs.max()) if needs.shape[0] else 0
+
+    def narrowed(self, matcher: Matcher, left: int, path: tuple[int, ...]) -> I32 | None:
+        """The mask with ``left`` tokens left (``None``: the plain mask will do)."""
+        found = self.successor_needs(matcher)
+        if found is None:
+            return None
+        ids, needs, worst = found
+        if worst <= left - 1:
+            return None
+        key = (self.walker.key(matcher), left)
+        row = self.rows.get(key)
+        if row is None:
+            keep = ids[needs <= left - 1]
+            keep = np.union1d(keep, np.array(path[:1], dtype=np.int32))
+            if self.walker.accepting(key[0]):
+                keep = np.union1d(keep, np.array(sorted(self.eos), dtype=np.int32))
+            row = pack_ids(keep, self.vocab.mask_words)
+            with self.lock:
+                self.rows[key] = row
+                if len(self.rows) > 4096:
+                    self.rows.popitem(last=False)
+        return row
+
+
+_CLOSERS: weakref.WeakKeyDictionary[Compiled, _Closer] = weakref.WeakKeyDictionary()
+_CLOSERS_LOCK = threading.Lock()
+
+
+def _closer(compiled: Compiled) -> _Closer | None:
+    """The shared closer of a regex or grammar constraint (``None`` for anything else)."""
+    found = _CLOSERS.get(compiled)
+    if found is not None:
+        return found
+    walker: _Walker
+    if isinstance(compiled, RegexCompiled):
+        walker = _RegexWalker(compiled)
+    elif isinstance(compiled, CompiledGrammar):
+        walker = _GrammarWalker(compiled)
+    else:
+        return None
+    with _CLOSERS_LOCK:
+        found = _CLOSERS.get(compiled)
+        if found is None:
+            found = _CLOSERS[compiled] = _Closer(compiled, walker)
+    return found
+
+
+class ClosingMatcher:
+    """A matcher whose masks keep the answer closable within the tokens left.
+
+    Same interface and rejection contract as the matcher it wraps (see the module docstring
+    for the rule). ``advance`` counts a token against the budget; :meth:`spend` counts tokens
+    generated outside the constraint (a reasoning block before it).
+
+    Args:
+        inner: The matcher to wrap (fresh, or in any state).
+        closer: The compiled constraint's shared closer.
+        max_tokens: Tokens the whole generation may take.
+    """
+
+    __slots__ = ("_closer", "_inner", "_plan", "left", "max_tokens")
+
+    def __init__(self, inner: Matcher, closer: _Closer, max_tokens: int) -> None:
+        self._inner = inner
+        self._closer = closer
+        self.max_tokens = max_tokens
+        self.left = max_tokens
+        self._plan: tuple[int, ...] = ()  # the closing path committed to
+
+    @property
+    def inner(self) -> Matcher:
+        """The wrapped matcher."""
+        return self._inner
+
+    @property
+    def closing(self) -> bool:
+        """Whether the matcher has committed to its closing path (it had to close early)."""
+        return bool(self._plan)
+
+    def _row(self) -> I32 | None:
+        """The narrowed mask, or ``None`` when the plain mask keeps the answer closable."""
+        inner, closer = self._inner, self._closer
+        if inner.is_finished() or self.left <= 0:
+            return None
+        if self._plan:
+            return pack_ids(self._plan[:1], closer.vocab.mask_words)
+        path = closer.path(inner)
+        if path is None:
+            return None
+        need = len(path)
+        if need >= self.left and need:
+            self._plan = path
+            return pack_ids(path[:1], closer.vocab.mask_words)
+        row = closer.narrowed(inner, self.left, path)
+        if row is None and closer.succ.get(closer.walker.key(inner)) is None:
+            # successors unknown: plain mask while far from the end, then close
+            if need + HORIZON >= self.left and need:
+                self._plan = path
+                return pack_ids(path[:1], closer.vocab.mask_words)
+        return row
+
+    def fill_bitmask(self, out: npt.NDArray[np.int32]) -> None:
+        """Write the allowed-token bitmask into ``out`` (narrowed near the end)."""
+        row = self._row()
+        if row is None:
+            self._inner.fill_bitmask(out)
+            return
+        self._inner.fill_bitmask(out)  # checks ``out`` and keeps the inner's failures
+        out[...] = row.reshape(out.shape)
+
+    def allowed_token_ids(self) -> I32:
+        """Return the allowed token ids, sorted."""
+        row = self._row()
+        if row is None:
+            return self._inner.allowed_token_ids()
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: self._closer.vocab.size]
+        ids: I32 = np.flatnonzero(bits).astype(np.int32)
+        return ids
+
+    def advance(self, token_id: int) -> None:
+        """Consume a token (one of the budget); raise :class:`RejectedTokenError` if not allowed."""
+        token_id = int(token_id)
+        plan = self._plan
+        if plan and token_id != plan[0] and token_id not in self._closer.eos:
+            raise RejectedTokenError(
+                f"token {token_id} rejected: with {self.left} tokens left the answer must close "
+                f"with token {plan[0]}",
+                token_id=token_id,
+            )
+        was_finished = self._inner.is_finished()
+        self._inner.advance(token_id)
+        if not was_finished:
+            self.left -= 1
+        if plan:
+            self._plan = plan[1:]
+
+    def spend(self, tokens: int = 1) -> None:
+        """Count ``tokens`` generated outside the constraint against the budget."""
+        self.left -= tokens
+
+    def is_finished(self) -> bool:
+        """Return whether EOS has been accepted."""
+        return self._inner.is_finished()
+
+    def is_accepting(self) -> bool:
+        """Return whether the text so far is complete."""
+        inner = self._inner
+        return inner.is_finished() or self._closer.walker.accepting(self._closer.walker.key(inner))
+
+    def reset(self) -> None:
+        """Go back to the start state with the whole budget."""
+        self._inner.reset()
+        self.left = self.max_tokens
+        self._plan = ()
+
+    def copy(self) -> ClosingMatcher:
+        """Return an independent matcher in the same state."""
+        other = ClosingMatcher(self._inner.copy(), self._closer, self.max_tokens)
+        other.left, other._plan = self.left, self._plan
+        return other
+
+
+def shortest_document_tokens(compiled: Compiled) -> int | None:
+    """Tokens of the shortest complete answer the masker can close with (``None``: unknown).
+
+    It is the length of the start state's closing path: the shortest completing text, split
+    into the fewest tokens.
+    """
+    closer = _closer(compiled)
+    if closer is None:
+        return 0
+    path = closer.path(compiled.matcher())
+    return None if path is None else len(path)
+
+
+def check_max_tokens(compiled: Compiled, max_tokens: int) -> None:
+    """Raise ``ValueError`` when ``max_tokens`` cannot fit even the shortest answer.
+
+    Raises:
+        ValueError: ``max_tokens`` is below :func:`shortest_document_tokens`.
+    """
+    need = shortest_document_tokens(compiled)
+    if need is not None and max_tokens < need:
+        raise ValueError(
+            f"max_tokens={max_tokens} cannot fit a valid answer: the shortest answer the "
+            f"constraint allows takes {need} tokens of this vocabulary"
+        )
+
+
+def closing_matcher(compiled: Compiled, max_tokens: int | None) -> Matcher:
+    """A fresh matcher of ``compiled`` that closes the answer within ``max_tokens``.
+
+    Returns the plain matcher when there is nothing to close (free text, no ``max_tokens``, or
+    no closing path found from the start).
+    """
+    matcher = compiled.matcher()
+    closer = _closer(compiled) if max_tokens is not None else None
+    if closer is None or max_tokens is None or closer.path(matcher) is None:
+        return matcher
+    return ClosingMatcher(matcher, closer, max_tokens)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from outlines_like.engine.masking import MaskJob, MaskTimeoutError, MaskWorkers
+from outlines_like.fsm.closing import closing_matcher, spend
 from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, import_torch
 
 if TYPE_CHECKING:
@@ -49,7 +50,9 @@ class SamplingParams:
     """How to pick tokens and when to stop.
 
     Attributes:
-        max_tokens: Most tokens to generate.
+        max_tokens: Most tokens to generate. A constrained answer is closed within them: near
+            the end its masks narrow to the shortest completion (``fsm/closing.py``), and it
+            ends complete with ``finish_reason="length"``.
         temperature: 0 is greedy.
         top_p: Nucleus sampling mass (1 keeps every token).
         seed: Seeds this request's own generator (same seed, same tokens); ``None`` is random.
@@ -360,7 +363,11 @@ class TransformersPipeline:
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
         generator = np.random.default_rng(int(seed))
-        matcher = req.constraint.matcher() if req.constraint is not None else None
+        # near max_tokens the masks narrow to what still closes the answer (fsm/closing.py)
+        constraint = req.constraint
+        matcher = (
+            closing_matcher(constraint, req.params.max_tokens) if constraint is not None else None
+        )
         seq = _Sequence(req, [], prompt, matcher, generator)
         seq.thinking = matcher is not None and req.think_end_token_id is not None
         self._sequences[req.request_id] = seq
@@ -546,6 +553,7 @@ class TransformersPipeline:
             return self._flush(seq, (token,), "stop")
         if seq.thinking:
             seq.thinking = token != seq.request.think_end_token_id
+            spend(seq.matcher)  # reasoning tokens count against max_tokens too
         elif seq.matcher is not None and inline:
             t0 = time.perf_counter()
             seq.matcher.advance(token)

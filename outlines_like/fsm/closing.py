@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 from collections.abc import Hashable
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ __all__ = [
     "check_max_tokens",
     "closing_matcher",
     "shortest_document_tokens",
+    "spend",
 ]
 
 I32 = npt.NDArray[np.int32]
@@ -141,17 +142,17 @@ class _GrammarWalker:
         return (matcher._stack, matcher._lex)
 
     def step(self, key: Hashable, byte: int) -> Hashable | None:
-        stack, lex = key  # type: ignore[misc]
+        stack, lex = cast("tuple[Any, int]", key)
         return self.compiled._step_byte(stack, lex, byte)
 
     def accepting(self, key: Hashable) -> bool:
-        stack, lex = key  # type: ignore[misc]
+        stack, lex = cast("tuple[Any, int]", key)
         return self.compiled._eos_ok(stack, lex)
 
     def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
         if ids.shape[0] > _MAX_GRAMMAR_SUCCESSORS:
             return None
-        stack, lex = key  # type: ignore[misc]
+        stack, lex = cast("tuple[Any, int]", key)
         out: list[Hashable] = []
         for i, token in enumerate(ids.tolist()):
             if not i & 255 and time.thread_time() > deadline:
@@ -180,7 +181,8 @@ class _Closer:
         self.paths: dict[Hashable, tuple[int, ...] | None] = {}
         self.succ: dict[Hashable, tuple[I32, I32, int] | None] = {}
         self.rows: collections.OrderedDict[tuple[Hashable, int], I32] = collections.OrderedDict()
-        self.lock = threading.RLock()
+        own = getattr(compiled, "_lock", None)  # a grammar's tables: share its lock
+        self.lock = own if isinstance(own, type(threading.RLock())) else threading.RLock()
 
     # -- closing paths ---------------------------------------------------------------------
 
@@ -417,11 +419,11 @@ class ClosingMatcher:
             self._plan = path
             return pack_ids(path[:1], closer.vocab.mask_words)
         row = closer.narrowed(inner, self.left, path)
-        if row is None and closer.succ.get(closer.walker.key(inner)) is None:
-            # successors unknown: plain mask while far from the end, then close
-            if need + HORIZON >= self.left and need:
-                self._plan = path
-                return pack_ids(path[:1], closer.vocab.mask_words)
+        unknown = row is None and closer.succ.get(closer.walker.key(inner)) is None
+        if unknown and need and need + HORIZON >= self.left:
+            # successors not checked in time: plain mask while far from the end, then close
+            self._plan = path
+            return pack_ids(path[:1], closer.vocab.mask_words)
         return row
 
     def fill_bitmask(self, out: npt.NDArray[np.int32]) -> None:
@@ -515,11 +517,21 @@ def check_max_tokens(compiled: Compiled, max_tokens: int) -> None:
 def closing_matcher(compiled: Compiled, max_tokens: int | None) -> Matcher:
     """A fresh matcher of ``compiled`` that closes the answer within ``max_tokens``.
 
-    Returns the plain matcher when there is nothing to close (free text, no ``max_tokens``, or
-    no closing path found from the start).
+    Returns the plain matcher when there is nothing to close (free text, or no ``max_tokens``).
+    Nothing is searched here: the first mask does it, where mask work runs (the engine's mask
+    workers), and a state with no closing path found gets the plain mask.
     """
     matcher = compiled.matcher()
     closer = _closer(compiled) if max_tokens is not None else None
-    if closer is None or max_tokens is None or closer.path(matcher) is None:
+    if closer is None or max_tokens is None:
         return matcher
     return ClosingMatcher(matcher, closer, max_tokens)
+
+
+def spend(matcher: Matcher | None, tokens: int = 1) -> None:
+    """Count ``tokens`` generated outside the constraint (reasoning) against ``matcher``'s budget.
+
+    A no-op for a matcher that does not close (free text, no ``max_tokens``).
+    """
+    if isinstance(matcher, ClosingMatcher):
+        matcher.spend(tokens)

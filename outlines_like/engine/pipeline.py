@@ -363,11 +363,8 @@ class TransformersPipeline:
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
         generator = np.random.default_rng(int(seed))
-        # near max_tokens the masks narrow to what still closes the answer (fsm/closing.py)
-        constraint = req.constraint
-        matcher = (
-            closing_matcher(constraint, req.params.max_tokens) if constraint is not None else None
-        )
+        constraint, max_tokens = req.constraint, req.params.max_tokens  # closes within it
+        matcher = closing_matcher(constraint, max_tokens) if constraint is not None else None
         seq = _Sequence(req, [], prompt, matcher, generator)
         seq.thinking = matcher is not None and req.think_end_token_id is not None
         self._sequences[req.request_id] = seq

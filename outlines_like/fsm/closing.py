@@ -31,7 +31,7 @@ import collections
 import threading
 import time
 import weakref
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -75,6 +75,14 @@ class _Walker(Protocol):
         """The state after one byte, or ``None`` if the byte is not allowed."""
         ...
 
+    def bytes_to_try(self, key: Hashable) -> Sequence[int]:
+        """Bytes to search from ``key``: one per group of bytes that act alike, preferred first."""
+        ...
+
+    def follow(self, matcher: Matcher, tokens: Sequence[int]) -> list[Hashable] | None:
+        """The states along ``tokens`` from ``matcher``'s state (``None``: one is refused)."""
+        ...
+
     def accepting(self, key: Hashable) -> bool:
         """Whether the text is complete in ``key``."""
         ...
@@ -89,6 +97,12 @@ class _RegexWalker:
 
     def __init__(self, compiled: RegexCompiled) -> None:
         self.dfa = compiled.dfa
+        self.tokens = compiled.vocabulary.tokens
+        classes = compiled.dfa.byte_classes.tolist()
+        first: dict[int, int] = {}  # class -> its preferred byte
+        for b in _BYTE_ORDER:
+            first.setdefault(classes[b], b)
+        self.representatives = list(first.values())
         self.table = token_table(compiled.vocabulary)
         pos = np.zeros(compiled.vocabulary.size, dtype=np.int64)
         pos[self.table.ids] = np.arange(self.table.ids.shape[0])
@@ -106,6 +120,25 @@ class _RegexWalker:
     def accepting(self, key: Hashable) -> bool:
         assert isinstance(key, int)
         return self.dfa.is_accepting(key)
+
+    def bytes_to_try(self, key: Hashable) -> Sequence[int]:
+        return self.representatives
+
+    def follow(self, matcher: Matcher, tokens: Sequence[int]) -> list[Hashable] | None:
+        """A DFA walk: a token whose bytes survive is allowed (every state can still accept).
+
+        No matcher is advanced, so no mask row is computed for states generation may never
+        reach.
+        """
+        state = self.key(matcher)
+        assert isinstance(state, int)
+        keys: list[Hashable] = [state]
+        for token in tokens:
+            state = self.dfa.step(state, self.tokens[token])
+            if state < 0:
+                return None
+            keys.append(state)
+        return keys
 
     def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
         """One vectorised DFA walk of the allowed tokens (positions sorted longest first)."""
@@ -149,6 +182,21 @@ class _GrammarWalker:
         stack, lex = cast("tuple[Any, int]", key)
         return self.compiled._eos_ok(stack, lex)
 
+    def bytes_to_try(self, key: Hashable) -> Sequence[int]:
+        return _BYTE_ORDER
+
+    def follow(self, matcher: Matcher, tokens: Sequence[int]) -> list[Hashable] | None:
+        """The matcher's own steps, on a copy (they check each token as generation would)."""
+        probe = matcher.copy()
+        keys = [self.key(probe)]
+        try:
+            for token in tokens:
+                probe.advance(token)
+                keys.append(self.key(probe))
+        except RejectedTokenError:
+            return None
+        return keys
+
     def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
         if ids.shape[0] > _MAX_GRAMMAR_SUCCESSORS:
             return None
@@ -179,6 +227,7 @@ class _Closer:
                 self.by_bytes.setdefault(tok, i)
         self.max_len = max((len(t) for t in self.by_bytes), default=1)
         self.paths: dict[Hashable, tuple[int, ...] | None] = {}
+        self.completions: dict[Hashable, bytes] = {}  # exact shortest completing bytes
         self.succ: dict[Hashable, tuple[I32, I32, int] | None] = {}
         self.rows: collections.OrderedDict[tuple[Hashable, int], I32] = collections.OrderedDict()
         own = getattr(compiled, "_lock", None)  # a grammar's tables: share its lock
@@ -210,30 +259,53 @@ class _Closer:
         self._verify_and_seed(key, matcher, tokens)
 
     def _shortest_bytes(self, key: Hashable, deadline: float) -> bytes | None:
-        """Breadth-first search for the shortest byte string that completes the text."""
-        walker = self.walker
+        """Breadth-first search for the shortest byte string that completes the text.
+
+        Exact, and so is every suffix of a result (a shortest path's tail is a shortest path
+        from where it starts): they are memoised for each state on the way, and a search
+        stops at a memoised state instead of going through it.
+        """
+        walker, memo = self.walker, self.completions
+        found = memo.get(key)
+        if found is not None:
+            return found
         if walker.accepting(key):
+            memo[key] = b""
             return b""
         parent: dict[Hashable, tuple[Hashable, int] | None] = {key: None}
-        frontier = collections.deque([key])
-        while frontier:
-            if len(parent) > _MAX_SEARCH_NODES or time.thread_time() > deadline:
-                return None
-            here = frontier.popleft()
-            for byte in _BYTE_ORDER:
-                nxt = walker.step(here, byte)
-                if nxt is None or nxt in parent:
-                    continue
-                parent[nxt] = (here, byte)
-                if walker.accepting(nxt):
-                    out = bytearray()
-                    link = parent[nxt]
-                    while link is not None:
-                        out.append(link[1])
-                        link = parent[link[0]]
-                    return bytes(reversed(out))
-                frontier.append(nxt)
-        return None
+        frontier = [key]
+        depth = 0
+        best: tuple[int, Hashable, bytes] | None = None
+        while frontier and (best is None or best[0] > depth + 1):
+            after: list[Hashable] = []
+            for here in frontier:
+                if len(parent) > _MAX_SEARCH_NODES or time.thread_time() > deadline:
+                    return None
+                for byte in walker.bytes_to_try(here):
+                    nxt = walker.step(here, byte)
+                    if nxt is None or nxt in parent:
+                        continue
+                    parent[nxt] = (here, byte)
+                    tail = b"" if walker.accepting(nxt) else memo.get(nxt)
+                    if tail is None:
+                        after.append(nxt)
+                    elif best is None or depth + 1 + len(tail) < best[0]:
+                        best = (depth + 1 + len(tail), nxt, tail)
+            frontier = after
+            depth += 1
+        if best is None:
+            return None
+        _, node, tail = best
+        path: list[tuple[Hashable, int]] = []
+        link = parent[node]
+        while link is not None:
+            path.append(link)
+            link = parent[link[0]]
+        path.reverse()
+        data = bytes(b for _, b in path) + tail
+        for i, (state, _) in enumerate(path):
+            memo[state] = data[i:]
+        return data
 
     def _split(self, data: bytes) -> list[int] | None:
         """The fewest vocabulary tokens whose bytes spell ``data`` (``None``: no split)."""
@@ -261,17 +333,9 @@ class _Closer:
         return out[::-1]
 
     def _verify_and_seed(self, key: Hashable, matcher: Matcher, tokens: list[int]) -> None:
-        """Walk ``tokens`` on a copy; cache the path and its suffixes (never a longer one)."""
-        probe = matcher.copy()
-        keys = [key]
-        try:
-            for tok in tokens:
-                probe.advance(tok)
-                keys.append(self.walker.key(probe))
-        except RejectedTokenError:
-            self.paths[key] = None
-            return
-        if not self.walker.accepting(keys[-1]):
+        """Check ``tokens`` from ``matcher``; cache the path and its suffixes (never longer)."""
+        keys = self.walker.follow(matcher, tokens)
+        if keys is None or not self.walker.accepting(keys[-1]):
             self.paths[key] = None
             return
         # a suffix state that already has a shorter path shortens this one

@@ -18,8 +18,9 @@ EOS) and the text is a complete answer. Every search is bounded by the constrain
 :class:`~outlines_like.fsm.budget.Budget` (``mask_seconds``) and a node limit; where it gives
 up (a state with no closing path found, or a grammar state whose successors are too many to
 check in time), the wrapper falls back to the plain mask until the tokens left reach the
-state's own need plus :data:`HORIZON`, and commits to its closing path there: the answer still
-closes, unless a token allowed earlier led past the horizon.
+state's own need plus :data:`HORIZON`, and commits to its closing path there (EOS, when the
+text is complete already): the answer still closes, unless one token allowed earlier raised
+the need by more than the horizon.
 
 Free text (no constraint) has nothing to close; :func:`closing_matcher` returns the plain
 matcher for it.
@@ -484,10 +485,11 @@ class ClosingMatcher:
             return pack_ids(path[:1], closer.vocab.mask_words)
         row = closer.narrowed(inner, self.left, path)
         unknown = row is None and closer.succ.get(closer.walker.key(inner)) is None
-        if unknown and need and need + HORIZON >= self.left:
+        if unknown and need + HORIZON >= self.left:
             # successors not checked in time: plain mask while far from the end, then close
+            # (an answer complete already ends here: EOS)
             self._plan = path
-            return pack_ids(path[:1], closer.vocab.mask_words)
+            return pack_ids(path[:1] or sorted(closer.eos), closer.vocab.mask_words)
         return row
 
     def fill_bitmask(self, out: npt.NDArray[np.int32]) -> None:

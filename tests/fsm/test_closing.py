@@ -19,8 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from outlines_like.fsm import Compiled, LogitsProcessor, Vocabulary, compile_constraint
+from outlines_like.fsm import (
+    Compiled,
+    LogitsProcessor,
+    RejectedTokenError,
+    Vocabulary,
+    closing,
+    compile_constraint,
+)
 from outlines_like.fsm.closing import (
+    HORIZON,
     ClosingMatcher,
     check_max_tokens,
     closing_matcher,
@@ -115,15 +123,20 @@ def test_the_matcher_commits_to_the_closing_path_when_the_tokens_run_short() -> 
     matcher.advance(aa)
     matcher.advance(aa)
     matcher.advance(aa)  # one token left: only "b" closes
-    assert not matcher.closing or matcher.left == 1
+    assert matcher.left == 1
+    assert not matcher.closing
     assert [regex_cases.VOCAB.tokens[t] for t in matcher.allowed_token_ids().tolist()] == [b"b"]
     assert matcher.closing
+    with pytest.raises(RejectedTokenError, match="must close"):
+        matcher.advance(aa)
     copy = matcher.copy()
     matcher.advance(regex_cases.VOCAB.tokens.index(b"b"))
-    assert matcher.is_accepting() and matcher.left == 0
+    assert matcher.is_accepting()
+    assert matcher.left == 0
     assert copy.left == 1  # copies are independent
     matcher.reset()
-    assert matcher.left == 4 and not matcher.closing
+    assert matcher.left == 4
+    assert not matcher.closing
 
 
 # -- JSON Schemas, both paths ----------------------------------------------------------------
@@ -248,4 +261,24 @@ def test_reasoning_tokens_count_against_the_budget() -> None:
     scores = np.zeros((1, vocab.size), dtype=np.float32)
     processor(np.array([ids]), scores)
     matcher = processor.matchers[0]
-    assert isinstance(matcher, ClosingMatcher) and matcher.left == 4
+    assert isinstance(matcher, ClosingMatcher)
+    assert matcher.left == 4
+
+
+def test_a_grammar_state_with_too_many_tokens_to_check_closes_at_the_horizon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Successors not checked (over the limit): plain masks, then the closing path in time."""
+    monkeypatch.setattr(closing, "_MAX_GRAMMAR_SUCCESSORS", 0)
+    grammar, parser = GRAMMARS["arith"]
+    compiled = CompiledGrammar(grammar, grammar_cases.VOCAB)  # not cached: no successors known
+    plain = compiled.matcher().allowed_token_ids().tolist()
+    need = shortest_document_tokens(compiled)
+    assert need
+    far = closing_matcher(compiled, need + HORIZON + 1)
+    assert far.allowed_token_ids().tolist() == plain
+    near = closing_matcher(compiled, need + HORIZON)
+    assert len(near.allowed_token_ids()) == 1
+    for seed in range(5):
+        out = generate(compiled, need + HORIZON + 3, seed, eos_bias=-5.0)
+        lark.Lark(grammar, parser=parser).parse(out.decode("utf-8"))

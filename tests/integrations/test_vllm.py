@@ -584,7 +584,8 @@ def test_rows_close_within_their_max_tokens() -> None:
     assert allowed(logits[1]) == ids(b"a", b"b")
     assert proc.add_request(3, LimitedParams(xargs(term), max_tokens=2)) is True
     matcher = proc.batch.rows[3].matcher
-    assert matcher is not None and getattr(matcher, "left", None) == 2
+    assert matcher is not None
+    assert getattr(matcher, "left", None) == 2
 
 
 def test_validate_params_refuses_a_max_tokens_below_the_shortest_answer() -> None:

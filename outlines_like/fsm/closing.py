@@ -28,7 +28,6 @@ matcher for it.
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 import weakref
@@ -41,7 +40,7 @@ import numpy.typing as npt
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget
 from outlines_like.fsm.grammar import CompiledGrammar, GrammarMatcher
-from outlines_like.fsm.index import pack_ids, token_table
+from outlines_like.fsm.index import token_table
 from outlines_like.fsm.matcher import RegexCompiled, RegexMatcher
 from outlines_like.fsm.vocabulary import Vocabulary
 
@@ -229,8 +228,7 @@ class _Closer:
         self.max_len = max((len(t) for t in self.by_bytes), default=1)
         self.paths: dict[Hashable, tuple[int, ...] | None] = {}
         self.completions: dict[Hashable, bytes] = {}  # exact shortest completing bytes
-        self.succ: dict[Hashable, tuple[I32, I32, int] | None] = {}
-        self.rows: collections.OrderedDict[tuple[Hashable, int], I32] = collections.OrderedDict()
+        self.succ: dict[Hashable, tuple[I32, I32] | None] = {}
         own = getattr(compiled, "_lock", None)  # a grammar's tables: share its lock
         self.lock = own if isinstance(own, type(threading.RLock())) else threading.RLock()
 
@@ -355,31 +353,43 @@ class _Closer:
             known = self.paths.get(k)
             if known is None or len(known) > len(full) - i:
                 self.paths[k] = full[i:]
+                # its costly tokens were measured against the longer need: measure again
+                self.succ.pop(k, None)
 
     # -- successor needs -------------------------------------------------------------------
 
-    def successor_needs(self, matcher: Matcher) -> tuple[I32, I32, int] | None:
-        """(allowed text tokens, the need after each, the largest need), cached per state."""
+    def costly(self, matcher: Matcher) -> tuple[I32, I32] | None:
+        """The allowed tokens after which closing costs more than from here, and those costs.
+
+        Only they can ever be refused: the wrapper narrows with at least ``need + 1`` tokens
+        left (with ``need`` it follows its path), and any other token leads to a state that
+        closes in ``need`` tokens or fewer. Cached per state (``None``: not found in time).
+        """
         key = self.walker.key(matcher)
         if key in self.succ:
             return self.succ[key]
         with self.lock:
             if key not in self.succ:
-                self.succ[key] = self._successor_needs(key, matcher)
+                self.succ[key] = self._costly(key, matcher)
             return self.succ[key]
 
-    def _successor_needs(self, key: Hashable, matcher: Matcher) -> tuple[I32, I32, int] | None:
+    def _costly(self, key: Hashable, matcher: Matcher) -> tuple[I32, I32] | None:
         deadline = time.thread_time() + self.seconds
+        here = self.need(key)
+        if here is None:
+            return None
         ids = matcher.allowed_token_ids()
         ids = ids[~np.isin(ids, np.fromiter(self.eos, dtype=np.int32, count=len(self.eos)))]
         nexts = self.walker.successors(key, ids, deadline)
         if nexts is None:
             return None
-        needs = np.empty(ids.shape[0], dtype=np.int32)
         big = np.iinfo(np.int32).max
-        for i, (tok, nxt) in enumerate(zip(ids.tolist(), nexts, strict=True)):
-            if nxt is None:
-                needs[i] = big
+        worse: list[int] = []
+        costs: list[int] = []
+        for tok, nxt in zip(ids.tolist(), nexts, strict=True):
+            if nxt is None:  # cannot happen for an allowed token: refuse it if it does
+                worse.append(tok)
+                costs.append(big)
                 continue
             if nxt not in self.paths:
                 if time.thread_time() > deadline:
@@ -388,30 +398,19 @@ class _Closer:
                 probe.advance(tok)
                 self._find(nxt, probe, deadline)
             need = self.need(nxt)
-            needs[i] = big if need is None else need
-        return ids, needs, int(needs.max()) if needs.shape[0] else 0
+            if need is None or need > here:
+                worse.append(tok)
+                costs.append(big if need is None else need)
+        return np.array(worse, dtype=np.int32), np.array(costs, dtype=np.int32)
 
-    def narrowed(self, matcher: Matcher, left: int, path: tuple[int, ...]) -> I32 | None:
-        """The mask with ``left`` tokens left (``None``: the plain mask will do)."""
-        found = self.successor_needs(matcher)
+    def refused(self, matcher: Matcher, left: int) -> I32 | None:
+        """The allowed tokens to refuse with ``left`` tokens left (``None``: not known)."""
+        found = self.costly(matcher)
         if found is None:
             return None
-        ids, needs, worst = found
-        if worst <= left - 1:
-            return None
-        key = (self.walker.key(matcher), left)
-        row = self.rows.get(key)
-        if row is None:
-            keep = ids[needs <= left - 1]
-            keep = np.union1d(keep, np.array(path[:1], dtype=np.int32))
-            if self.walker.accepting(key[0]):
-                keep = np.union1d(keep, np.array(sorted(self.eos), dtype=np.int32))
-            row = pack_ids(keep, self.vocab.mask_words)
-            with self.lock:
-                self.rows[key] = row
-                if len(self.rows) > 4096:
-                    self.rows.popitem(last=False)
-        return row
+        ids, costs = found
+        out: I32 = ids[costs > left - 1]
+        return out
 
 
 _CLOSERS: weakref.WeakKeyDictionary[Compiled, _Closer] = weakref.WeakKeyDictionary()
@@ -469,46 +468,58 @@ class ClosingMatcher:
         """Whether the matcher has committed to its closing path (it had to close early)."""
         return bool(self._plan)
 
-    def _row(self) -> I32 | None:
-        """The narrowed mask, or ``None`` when the plain mask keeps the answer closable."""
+    def _narrow(self) -> tuple[bool, I32] | None:
+        """How the plain mask narrows now.
+
+        ``(True, ids)``: only ``ids`` are allowed; ``(False, ids)``: ``ids`` are refused;
+        ``None``: the plain mask keeps the answer closable.
+        """
         inner, closer = self._inner, self._closer
         if inner.is_finished() or self.left <= 0:
             return None
         if self._plan:
-            return pack_ids(self._plan[:1], closer.vocab.mask_words)
+            return True, np.array(self._plan[:1], dtype=np.int32)
         path = closer.path(inner)
         if path is None:
             return None
         need = len(path)
-        if need >= self.left and need:
+        if need and need >= self.left:
             self._plan = path
-            return pack_ids(path[:1], closer.vocab.mask_words)
-        row = closer.narrowed(inner, self.left, path)
-        unknown = row is None and closer.succ.get(closer.walker.key(inner)) is None
-        if unknown and need + HORIZON >= self.left:
+            return True, np.array(path[:1], dtype=np.int32)
+        refused = closer.refused(inner, self.left)
+        if refused is not None:
+            return (False, refused) if refused.shape[0] else None
+        if need + HORIZON >= self.left:
             # successors not checked in time: plain mask while far from the end, then close
             # (an answer complete already ends here: EOS)
             self._plan = path
-            return pack_ids(path[:1] or sorted(closer.eos), closer.vocab.mask_words)
-        return row
+            return True, np.array(path[:1] or sorted(closer.eos), dtype=np.int32)
+        return None
 
     def fill_bitmask(self, out: npt.NDArray[np.int32]) -> None:
         """Write the allowed-token bitmask into ``out`` (narrowed near the end)."""
-        row = self._row()
-        if row is None:
-            self._inner.fill_bitmask(out)
+        self._inner.fill_bitmask(out)  # checks ``out``; the plain mask
+        narrow = self._narrow()
+        if narrow is None:
             return
-        self._inner.fill_bitmask(out)  # checks ``out`` and keeps the inner's failures
-        out[...] = row.reshape(out.shape)
+        only, ids = narrow
+        flat = out.reshape(-1)
+        bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)).view(np.int32)
+        if only:
+            flat[...] = 0
+            np.bitwise_or.at(flat, ids >> 5, bits)
+        else:
+            np.bitwise_and.at(flat, ids >> 5, ~bits)
 
     def allowed_token_ids(self) -> I32:
         """Return the allowed token ids, sorted."""
-        row = self._row()
-        if row is None:
-            return self._inner.allowed_token_ids()
-        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: self._closer.vocab.size]
-        ids: I32 = np.flatnonzero(bits).astype(np.int32)
-        return ids
+        ids = self._inner.allowed_token_ids()
+        narrow = self._narrow()
+        if narrow is None:
+            return ids
+        only, chosen = narrow
+        out: I32 = np.intersect1d(ids, chosen) if only else np.setdiff1d(ids, chosen)
+        return out.astype(np.int32)
 
     def advance(self, token_id: int) -> None:
         """Consume a token (one of the budget); raise :class:`RejectedTokenError` if not allowed."""

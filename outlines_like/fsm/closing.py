@@ -1,29 +1,22 @@
 """Budget-aware closing: masks narrow so a constrained answer ends valid within ``max_tokens``.
 
-A :class:`ClosingMatcher` wraps any regex or grammar matcher and knows how many tokens are
-left. For each state it knows a *closing path*: a sequence of tokens, accepted by the matcher,
-that completes the text (found as the shortest completing byte string, by a breadth-first
-search over the byte automaton, then split into the fewest tokens of the vocabulary and
-verified on a copy of the matcher). Its length ``need(state)`` is what finishing from there
-costs. The wrapper keeps ``need(state) <= left`` true at every step:
+A :class:`ClosingMatcher` wraps a regex or grammar matcher and counts the tokens left. Each
+state has a *closing path*: the shortest completing byte string (a breadth-first search over
+the byte automaton), split into the fewest tokens and checked from that state. Its length,
+``need(state)``, is kept at most the tokens left at every step:
 
-* a token is allowed only if the state it leads to can still close in the tokens left after
-  it (``need(next) <= left - 1``); the needs of a state's successors are computed once per
-  state and cached, so the steady state is a row copy, as for the plain masks;
-* when ``need(state) == left`` the matcher *commits* to the closing path: the mask is the
-  path's next token, step after step, and the text is complete when the tokens run out.
+* with more tokens left than ``need``, a token is refused if the state it leads to needs more
+  than the tokens left after it; only tokens that make closing costlier than from here can be,
+  and they are found once per state (the successors of every allowed token) and cached;
+* with exactly ``need`` left, the matcher *commits* to its path, token by token.
 
-The engine then stops at ``max_tokens`` with ``finish_reason="length"`` (there was no room for
-EOS) and the text is a complete answer. Every search is bounded by the constraint's
-:class:`~outlines_like.fsm.budget.Budget` (``mask_seconds``) and a node limit; where it gives
-up (a state with no closing path found, or a grammar state whose successors are too many to
-check in time), the wrapper falls back to the plain mask until the tokens left reach the
-state's own need plus :data:`HORIZON`, and commits to its closing path there (EOS, when the
-text is complete already): the answer still closes, unless one token allowed earlier raised
-the need by more than the horizon.
-
-Free text (no constraint) has nothing to close; :func:`closing_matcher` returns the plain
-matcher for it.
+Generation then stops at ``max_tokens`` with ``finish_reason="length"`` (no room was left for
+EOS) on a complete answer. Searches are bounded by a quarter of the constraint's
+``Budget.mask_seconds`` per state (wall time, as the engine's mask timeout) and a node limit.
+Where one gives up (no closing path found; a grammar state allowing too many tokens to check),
+the plain mask stays until the tokens left come within :data:`HORIZON` of the state's need,
+and the matcher commits there (or ends, when the text is complete): the answer still closes
+unless one token raised the need by more than the horizon. Free text has nothing to close.
 """
 
 from __future__ import annotations
@@ -31,17 +24,14 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Hashable, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Hashable
 
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.fsm._closing_walk import Walker, walker_of
 from outlines_like.fsm._protocols import Compiled, Matcher, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget
-from outlines_like.fsm.grammar import CompiledGrammar, GrammarMatcher
-from outlines_like.fsm.index import token_table
-from outlines_like.fsm.matcher import RegexCompiled, RegexMatcher
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
@@ -59,166 +49,20 @@ HORIZON = 16
 """Tokens of slack a state whose successors could not be checked gets before it commits."""
 
 _MAX_SEARCH_NODES = 20_000  # states one shortest-completion search may visit
-_MAX_GRAMMAR_SUCCESSORS = 20_000  # allowed tokens a grammar state's successor check may step
-_BYTE_ORDER = [*range(0x61, 0x7B), *range(0x30, 0x3A), *range(0x21, 0x7F), *range(0x80)]
-_BYTE_ORDER += [b for b in range(256) if b not in set(_BYTE_ORDER)]  # ASCII letters first
-
-
-class _Walker(Protocol):
-    """The byte-level view of a compiled constraint the searches need."""
-
-    def key(self, matcher: Matcher) -> Hashable:
-        """The matcher's state (hashable); the same key means the same future."""
-        ...
-
-    def step(self, key: Hashable, byte: int) -> Hashable | None:
-        """The state after one byte, or ``None`` if the byte is not allowed."""
-        ...
-
-    def bytes_to_try(self, key: Hashable) -> Sequence[int]:
-        """Bytes to search from ``key``: one per group of bytes that act alike, preferred first."""
-        ...
-
-    def follow(self, matcher: Matcher, tokens: Sequence[int]) -> list[Hashable] | None:
-        """The states along ``tokens`` from ``matcher``'s state (``None``: one is refused)."""
-        ...
-
-    def accepting(self, key: Hashable) -> bool:
-        """Whether the text is complete in ``key``."""
-        ...
-
-    def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
-        """The state after each token of ``ids`` (all allowed), or ``None`` past ``deadline``."""
-        ...
-
-
-class _RegexWalker:
-    """A regex constraint's DFA."""
-
-    def __init__(self, compiled: RegexCompiled) -> None:
-        self.dfa = compiled.dfa
-        self.tokens = compiled.vocabulary.tokens
-        classes = compiled.dfa.byte_classes.tolist()
-        first: dict[int, int] = {}  # class -> its preferred byte
-        for b in _BYTE_ORDER:
-            first.setdefault(classes[b], b)
-        self.representatives = list(first.values())
-        self.table = token_table(compiled.vocabulary)
-        pos = np.zeros(compiled.vocabulary.size, dtype=np.int64)
-        pos[self.table.ids] = np.arange(self.table.ids.shape[0])
-        self.pos_of_id = pos
-
-    def key(self, matcher: Matcher) -> Hashable:
-        assert isinstance(matcher, RegexMatcher)
-        return matcher.state
-
-    def step(self, key: Hashable, byte: int) -> Hashable | None:
-        assert isinstance(key, int)
-        nxt = self.dfa.step(key, bytes((byte,)))
-        return None if nxt < 0 else nxt
-
-    def accepting(self, key: Hashable) -> bool:
-        assert isinstance(key, int)
-        return self.dfa.is_accepting(key)
-
-    def bytes_to_try(self, key: Hashable) -> Sequence[int]:
-        return self.representatives
-
-    def follow(self, matcher: Matcher, tokens: Sequence[int]) -> list[Hashable] | None:
-        """A DFA walk: a token whose bytes survive is allowed (every state can still accept).
-
-        No matcher is advanced, so no mask row is computed for states generation may never
-        reach.
-        """
-        state = self.key(matcher)
-        assert isinstance(state, int)
-        keys: list[Hashable] = [state]
-        for token in tokens:
-            state = self.dfa.step(state, self.tokens[token])
-            if state < 0:
-                return None
-            keys.append(state)
-        return keys
-
-    def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
-        """One vectorised DFA walk of the allowed tokens (positions sorted longest first)."""
-        table, dfa = self.table, self.dfa
-        unsorted = self.pos_of_id[ids]
-        order = np.argsort(unsorted, kind="stable")
-        pos = unsorted[order]
-        cur = np.full(pos.shape[0], key, dtype=np.int64)
-        for j in range(table.max_len):
-            k = int(np.searchsorted(pos, int(table.active[j]), "left"))
-            if not k:
-                break
-            here = cur[:k]
-            live = here >= 0
-            if dfa.lazy:
-                dfa.expand(np.unique(here[live]))
-            trans = dfa.transitions
-            col = table.columns[j][pos[:k]]
-            cur[:k] = np.where(live, trans[np.where(live, here, 0), col], -1)
-        ends = np.empty_like(cur)
-        ends[order] = cur  # back from position order to the order of ``ids``
-        return [None if e < 0 else e for e in ends.tolist()]
-
-
-class _GrammarWalker:
-    """A grammar constraint's parser and lexer, byte by byte (the matcher's own step)."""
-
-    def __init__(self, compiled: CompiledGrammar) -> None:
-        self.compiled = compiled
-        self.tokens = compiled.vocabulary.tokens
-
-    def key(self, matcher: Matcher) -> Hashable:
-        assert isinstance(matcher, GrammarMatcher)
-        return (matcher._stack, matcher._lex)
-
-    def step(self, key: Hashable, byte: int) -> Hashable | None:
-        stack, lex = cast("tuple[Any, int]", key)
-        return self.compiled._step_byte(stack, lex, byte)
-
-    def accepting(self, key: Hashable) -> bool:
-        stack, lex = cast("tuple[Any, int]", key)
-        return self.compiled._eos_ok(stack, lex)
-
-    def bytes_to_try(self, key: Hashable) -> Sequence[int]:
-        return _BYTE_ORDER
-
-    def follow(self, matcher: Matcher, tokens: Sequence[int]) -> list[Hashable] | None:
-        """The matcher's own steps, on a copy (they check each token as generation would)."""
-        probe = matcher.copy()
-        keys = [self.key(probe)]
-        try:
-            for token in tokens:
-                probe.advance(token)
-                keys.append(self.key(probe))
-        except RejectedTokenError:
-            return None
-        return keys
-
-    def successors(self, key: Hashable, ids: I32, deadline: float) -> list[Hashable] | None:
-        if ids.shape[0] > _MAX_GRAMMAR_SUCCESSORS:
-            return None
-        stack, lex = cast("tuple[Any, int]", key)
-        out: list[Hashable] = []
-        for i, token in enumerate(ids.tolist()):
-            if not i & 255 and time.thread_time() > deadline:
-                return None
-            out.append(self.compiled._step_token(stack, lex, token))
-        return out
+_SEARCH_SHARE = 0.25  # of Budget.mask_seconds, for one state's searches (the mask needs the rest)
 
 
 class _Closer:
     """The closing paths and successor needs of one compiled constraint (shared, cached)."""
 
-    def __init__(self, compiled: Compiled, walker: _Walker) -> None:
+    def __init__(self, compiled: Compiled, walker: Walker) -> None:
         self.compiled = compiled
         self.walker = walker
         vocab: Vocabulary = compiled.vocabulary
         self.vocab = vocab
         budget = getattr(compiled, "budget", DEFAULT_BUDGET)
-        self.seconds = budget.mask_seconds if isinstance(budget, Budget) else 2.0
+        mask_seconds = budget.mask_seconds if isinstance(budget, Budget) else 2.0
+        self.seconds = _SEARCH_SHARE * mask_seconds  # wall time, as the engine's mask timeout
         self.eos = frozenset(vocab.eos_token_ids)
         skip = set(vocab.special_token_ids) | self.eos
         self.by_bytes: dict[bytes, int] = {}
@@ -241,7 +85,7 @@ class _Closer:
             return self.paths[key]
         with self.lock:
             if key not in self.paths:
-                self._find(key, matcher, time.thread_time() + self.seconds)
+                self._find(key, matcher, time.perf_counter() + self.seconds)
             return self.paths[key]
 
     def need(self, key: Hashable) -> int | None:
@@ -278,7 +122,7 @@ class _Closer:
         while frontier and (best is None or best[0] > depth + 1):
             after: list[Hashable] = []
             for here in frontier:
-                if len(parent) > _MAX_SEARCH_NODES or time.thread_time() > deadline:
+                if len(parent) > _MAX_SEARCH_NODES or time.perf_counter() > deadline:
                     return None
                 for byte in walker.bytes_to_try(here):
                     nxt = walker.step(here, byte)
@@ -374,7 +218,7 @@ class _Closer:
             return self.succ[key]
 
     def _costly(self, key: Hashable, matcher: Matcher) -> tuple[I32, I32] | None:
-        deadline = time.thread_time() + self.seconds
+        deadline = time.perf_counter() + self.seconds
         here = self.need(key)
         if here is None:
             return None
@@ -392,7 +236,7 @@ class _Closer:
                 costs.append(big)
                 continue
             if nxt not in self.paths:
-                if time.thread_time() > deadline:
+                if time.perf_counter() > deadline:
                     return None
                 probe = matcher.copy()
                 probe.advance(tok)
@@ -422,12 +266,8 @@ def _closer(compiled: Compiled) -> _Closer | None:
     found = _CLOSERS.get(compiled)
     if found is not None:
         return found
-    walker: _Walker
-    if isinstance(compiled, RegexCompiled):
-        walker = _RegexWalker(compiled)
-    elif isinstance(compiled, CompiledGrammar):
-        walker = _GrammarWalker(compiled)
-    else:
+    walker = walker_of(compiled)
+    if walker is None:
         return None
     with _CLOSERS_LOCK:
         found = _CLOSERS.get(compiled)

@@ -24,7 +24,7 @@ from outlines_like.fsm import (
     LogitsProcessor,
     RejectedTokenError,
     Vocabulary,
-    closing,
+    _closing_walk,
     compile_constraint,
 )
 from outlines_like.fsm.closing import (
@@ -269,7 +269,7 @@ def test_a_grammar_state_with_too_many_tokens_to_check_closes_at_the_horizon(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Successors not checked (over the limit): plain masks, then the closing path in time."""
-    monkeypatch.setattr(closing, "_MAX_GRAMMAR_SUCCESSORS", 0)
+    monkeypatch.setattr(_closing_walk, "MAX_GRAMMAR_SUCCESSORS", 0)
     grammar, parser = GRAMMARS["arith"]
     compiled = CompiledGrammar(grammar, grammar_cases.VOCAB)  # not cached: no successors known
     plain = compiled.matcher().allowed_token_ids().tolist()

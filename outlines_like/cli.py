@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="start the server on the tiny model and run structured calls"
     )
     demo.add_argument("--model", default="tiny")
+    demo.add_argument(
+        "--open",
+        action="store_true",
+        help="then open the browser playground (served at /) and serve until Ctrl-C",
+    )
 
     check = sub.add_parser(
         "check", help="how a server would enforce a JSON Schema, keyword by keyword"
@@ -141,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args)
     from outlines_like.server.demo import run_demo
 
-    return run_demo(model=args.model)
+    return run_demo(model=args.model, open_browser=args.open)
 
 
 if __name__ == "__main__":  # pragma: no cover

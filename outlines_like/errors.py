@@ -32,7 +32,10 @@ Foreign exceptions (``openai``, ``httpx``) are translated to these at one bounda
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from outlines_like.messages import Attempt
 
 __all__ = [
     "APIConnectionError",
@@ -199,11 +202,14 @@ class ParseError(OutlinesLikeError, ValueError):
 
     Attributes:
         text: The text that failed to parse.
+        attempts: When the call reasked (``model.parse(..., retries=N)``): every answer it
+            got, this one last, each with its error and usage; empty otherwise.
     """
 
     def __init__(self, message: str, *, text: str) -> None:
         super().__init__(message)
         self.text = text
+        self.attempts: tuple[Attempt, ...] = ()
 
 
 class ConstraintViolationError(ParseError):

@@ -4,7 +4,8 @@ Every module that reads a server's answer (``models``, ``streaming``, ``tools``,
 ``reasoning``) takes these types and helpers from here; this module imports nothing of ours
 but ``errors``, so it sits at the bottom of the package and no import cycle can run through it.
 
-- :class:`Usage`, :class:`Completion`, :class:`ToolCall`: the results.
+- :class:`Usage`, :class:`Completion`, :class:`ToolCall`: the results; :class:`Attempt`: one
+  answer of a reasked call (``models/reask.py``).
 - :func:`read_field`: one field of an SDK object or a dict (extras included), read fast.
 - :func:`read_usage`: a usage object (or a response or chunk carrying one) as :class:`Usage`.
 - :data:`REASONING_FIELDS`: the message fields that hold reasoning, in reading order.
@@ -16,10 +17,14 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from outlines_like.errors import ParseError
 
 __all__ = [
     "REASONING_FIELDS",
+    "Attempt",
     "Completion",
     "ToolCall",
     "Usage",
@@ -77,6 +82,8 @@ class Completion:
         finish_reason: ``"stop"``, ``"length"``, ``"tool_calls"``, ``"content_filter"``...
         usage: Token counts of the whole request (shared by the choices of one request).
         raw: The server's response object (an SDK object or a dict).
+        attempts: With ``model.complete(..., retries=N)``: every answer of the call, this
+            one last (see ``outlines_like.models.reask``); empty otherwise.
     """
 
     text: str
@@ -85,6 +92,33 @@ class Completion:
     finish_reason: str | None = None
     usage: Usage | None = None
     raw: object = dataclasses.field(default=None, repr=False, compare=False)
+    attempts: tuple[Attempt, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One answer of a reasked call (``model.parse(..., retries=N)``), kept whatever came of it.
+
+    Attributes:
+        completion: The answer as read (text, reasoning, finish reason, usage).
+        error: Why it failed validation (the ``ParseError``); ``None`` for the answer kept.
+        feedback: The message that asked the model again after this answer; ``None`` when
+            it was not asked again.
+    """
+
+    completion: Completion
+    error: ParseError | None = None
+    feedback: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The answer's text."""
+        return self.completion.text
+
+    @property
+    def usage(self) -> Usage | None:
+        """The token counts of the request that produced this answer."""
+        return self.completion.usage
 
 
 def read_field(obj: object, name: str) -> Any:

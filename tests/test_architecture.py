@@ -137,6 +137,7 @@ def test_layers_import_only_downward() -> None:
     forbidden = {
         "outlines_like.messages": ("outlines_like.",),
         "outlines_like.errors": ("outlines_like.",),
+        "outlines_like.telemetry": ("outlines_like.",),
         "outlines_like.types": (
             "outlines_like.fsm",
             "outlines_like.models",

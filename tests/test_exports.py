@@ -16,6 +16,7 @@ EXPECTED = {
     "Image",
     "Model",
     "RateLimiter",
+    "ReaskPolicy",
     "RetryPolicy",
     "ServerInfo",
     "ToolCall",

@@ -11,6 +11,7 @@ from outlines_like.adapters._schema import schema_name
 from outlines_like.adapters.base import LENIENT_MARK, ConstraintFields, Endpoint, ServerKind
 from outlines_like.adapters.capabilities import KeywordUse, Support, unenforced
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.telemetry import LOGGERS
 from outlines_like.types import (
     CFG,
     Alternatives,
@@ -181,7 +182,7 @@ class BaseAdapter:
                 "each answer checked locally"
             ) from exc
         try:
-            return self.regex(pattern, term, endpoint)
+            fields = self.regex(pattern, term, endpoint)
         except UnsupportedConstraintError as exc:
             raise UnsupportedConstraintError(
                 f"{label} does not enforce {names} (its JSON Schema engine drops them) and takes "
@@ -189,6 +190,14 @@ class BaseAdapter:
                 f"({REGEX_SERVERS}), or pass JsonSchema(..., lenient=True) to send the schema as "
                 "it is and have each answer checked locally"
             ) from exc
+        LOGGERS["adapters"].debug(
+            "%s drops %s: the schema goes as our compiled regex (%d characters)",
+            label,
+            names,
+            len(pattern),
+            extra={"ol_server_kind": self.kind, "ol_dropped": [u.keyword for u in dropped]},
+        )
+        return fields
 
     def convert(
         self, endpoint: Endpoint, what: str, converter: Callable[[str], str], text: str

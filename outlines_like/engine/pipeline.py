@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from outlines_like._scan import partial_suffix
+from outlines_like.engine.logprobs import TokenInfo, step_infos
 from outlines_like.engine.masking import MaskJob, MaskTimeoutError, MaskWorkers
 from outlines_like.fsm.closing import closing_matcher, spend
 from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, import_torch
@@ -59,6 +61,9 @@ class SamplingParams:
         stop: Strings that end generation; the text is cut before them.
         ignore_eos: Never pick EOS while anything else is allowed (vLLM's ``ignore_eos``):
             generation runs to ``max_tokens`` (benchmarks use it for equal lengths).
+        logprobs: Report each token's :class:`~outlines_like.engine.logprobs.TokenInfo`
+            with this many alternatives (``None``: no report, the default).
+        allowed_sample: With ``logprobs``: also that many of the ids the mask allowed.
     """
 
     max_tokens: int = 256
@@ -67,6 +72,8 @@ class SamplingParams:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
+    logprobs: int | None = None
+    allowed_sample: int = 0
 
 
 @dataclasses.dataclass
@@ -102,6 +109,7 @@ class StepOutput:
         finish_reason: ``"stop"`` (EOS or a stop string), ``"length"``, or ``"error"``.
         prompt_tokens: Prompt length.
         completion_tokens: Tokens generated so far.
+        info: The step's token facts, when the request's params ask for ``logprobs``.
     """
 
     request_id: str
@@ -111,6 +119,7 @@ class StepOutput:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    info: TokenInfo | None = None
 
 
 class Pipeline(Protocol):
@@ -153,17 +162,7 @@ class _Sequence:
     thinking: bool = False  # reasoning-aware mode, before the think-end token
     mask: Any = None  # with mask workers: the ready bitmask words of the next step
     job: MaskJob | None = None  # with mask workers: the mask work in flight
-
-
-def _held_back(text: str, stops: tuple[str, ...]) -> int:
-    """Characters at the end of ``text`` that might begin a stop string."""
-    hold = 0
-    for stop in stops:
-        for k in range(min(len(stop) - 1, len(text)), 0, -1):
-            if text.endswith(stop[:k]):
-                hold = max(hold, k)
-                break
-    return hold
+    allowed: Any = None  # with logprobs: this step's mask words (None: unmasked)
 
 
 class TransformersPipeline:
@@ -264,13 +263,17 @@ class TransformersPipeline:
             self._ignore_eos(seqs, logits)
             tokens = self._sample(seqs, logits)
             t4 = time.perf_counter()
-        for seq, token in zip(seqs, tokens, strict=True):
+            infos = step_infos(torch, logits, tokens, [(s.request.params, s.allowed) for s in seqs])
+        for seq, token, info in zip(seqs, tokens, infos, strict=True):
             if token < 0:  # sampling failed for this row alone
                 outputs[seq.request.request_id] = self._fail(seq, "sampling", None)
                 continue
             was_thinking = seq.thinking
             try:
-                outputs[seq.request.request_id] = self._advance(seq, token)
+                out = self._advance(seq, token)
+                if info is not None:
+                    out = dataclasses.replace(out, info=info)
+                outputs[seq.request.request_id] = out
             except Exception as exc:  # one broken row must not take the batch down
                 outputs[seq.request.request_id] = self._fail(seq, f"token {token}", exc)
                 continue
@@ -460,6 +463,8 @@ class TransformersPipeline:
                         host_np[i, :vw] = s.mask
                     else:
                         s.matcher.fill_bitmask(host_np[i, :vw])
+                    if s.request.params.logprobs is not None:
+                        s.allowed = host_np[i, :vw].copy()
                 except Exception as exc:
                     outputs[s.request.request_id] = self._fail(s, "mask", exc)
                     failed.append(i)
@@ -574,7 +579,7 @@ class TransformersPipeline:
         safe = len(seq.text)
         if seq.text.endswith("\ufffd"):
             safe = len(seq.text.rstrip("\ufffd"))
-        safe -= _held_back(seq.text[:safe], params.stop)
+        safe -= max((partial_suffix(seq.text[:safe], s) for s in params.stop), default=0)
         delta = seq.text[seq.emitted : max(safe, seq.emitted)]
         seq.emitted += len(delta)
         return self._output(seq, (token,), delta, None)

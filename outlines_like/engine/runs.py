@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Sequence
 
+from outlines_like.engine.logprobs import TokenInfo
 from outlines_like.engine.pipeline import GenerationRequest, Pipeline, StepOutput
 from outlines_like.engine.scheduler import Scheduler
 
@@ -31,6 +32,7 @@ class Run:
         completion_tokens: Tokens generated so far.
         think_open: The output starts inside a reasoning block (see
             :class:`~outlines_like.engine.prepare.PreparedPrompt`).
+        infos: Each generated token's facts, when the request asked for ``logprobs``.
     """
 
     request: GenerationRequest
@@ -39,6 +41,7 @@ class Run:
     finish_reason: str | None = None
     completion_tokens: int = 0
     think_open: bool = False
+    infos: list[TokenInfo] = dataclasses.field(default_factory=list)
 
     @property
     def prompt_tokens(self) -> int:
@@ -49,6 +52,8 @@ class Run:
         """Fold one step's output into the run."""
         self.text += out.text
         self.completion_tokens = out.completion_tokens
+        if out.info is not None:
+            self.infos.append(out.info)
         if out.finished:
             self.finish_reason = out.finish_reason
 

@@ -80,6 +80,16 @@ class Scheduler:
         with self._cond:
             return len(self._waiting) + len(self._active)
 
+    @property
+    def queue_depth(self) -> int:
+        """Requests waiting for a batch slot."""
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        """Requests in the running batch."""
+        return len(self._active)
+
     def submit(
         self, request: GenerationRequest, deliver: Callable[[StepOutput | BaseException], None]
     ) -> None:

@@ -12,7 +12,7 @@ model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="
 """
 
 from outlines_like.errors import TruncatedOutputWarning
-from outlines_like.messages import Completion, Usage
+from outlines_like.messages import Attempt, Completion, Usage
 from outlines_like.models._call import Constraint
 from outlines_like.models.factories import (
     from_llamacpp,
@@ -25,18 +25,21 @@ from outlines_like.models.factories import (
 )
 from outlines_like.models.generator import AsyncModelGenerator, Generator, ModelGenerator
 from outlines_like.models.local import TransformersModel, from_transformers
+from outlines_like.models.reask import ReaskPolicy
 from outlines_like.models.remote import AsyncModel, Model
 from outlines_like.models.retry import RateLimiter, RetryPolicy
 
 __all__ = [
     "AsyncModel",
     "AsyncModelGenerator",
+    "Attempt",
     "Completion",
     "Constraint",
     "Generator",
     "Model",
     "ModelGenerator",
     "RateLimiter",
+    "ReaskPolicy",
     "RetryPolicy",
     "TransformersModel",
     "TruncatedOutputWarning",

@@ -25,10 +25,12 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
+from outlines_like import telemetry
 from outlines_like.adapters.base import Adapter, ConstraintFields, Endpoint, ServerInfo, ServerKind
 from outlines_like.errors import APIConnectionError, APIError, NotFoundError
 from outlines_like.inputs import to_messages, to_prompt_text
 from outlines_like.messages import Completion, Usage
+from outlines_like.models import _tracing
 from outlines_like.models._call import (
     Call,
     Constraint,
@@ -465,6 +467,7 @@ class ModelCore(Generic[ClientT]):
             params["extra_body"] = extra
         if call.stream:
             params["stream"] = True
+        _tracing.record_request(params, target.info.kind, fields, self._client.base_url)
         return Request(self.endpoint, params)
 
     def thinks(self, model: str | None) -> bool | None:
@@ -502,6 +505,7 @@ class ModelCore(Generic[ClientT]):
             response, chat=chat, text_tools=chat and bool(call.kwargs.get("tools"))
         )
         self._meter.add(completions[0].usage)
+        _tracing.record_response(response, completions)
         return completions
 
     def check(
@@ -511,25 +515,28 @@ class ModelCore(Generic[ClientT]):
         *,
         stacklevel: int,
         sink: Sink | None = None,
+        trace: telemetry.Trace | None = None,
     ) -> None:
-        """The one rule for answers under an output type (``_reader.check_answers``)."""
+        """The one rule for answers (``_reader.check_answers``); its verdict goes to ``trace``."""
         term = call.constraint.term
         if term is None:
             return
         info = self._info
         target = self._target
         fields = target.fields.get(term) if target is not None else None
-        check_answers(
-            label(call.constraint),
-            term,
-            completions,
-            verify=call.verify,
-            stacklevel=stacklevel + 1,
-            server=info.kind if info is not None else None,
-            server_version=info.version if info is not None else None,
-            fields=_sent(fields),
-            sink=sink,
-        )
+        with _tracing.record_verdict(trace or telemetry.current()) as verdict:
+            found = check_answers(
+                label(call.constraint),
+                term,
+                completions,
+                verify=call.verify,
+                stacklevel=stacklevel + 1,
+                server=info.kind if info is not None else None,
+                server_version=info.version if info is not None else None,
+                fields=_sent(fields),
+                sink=sink,
+            )
+            verdict.append(found)
 
     def texts(
         self,
@@ -562,16 +569,19 @@ class ModelCore(Generic[ClientT]):
         """A reader for the chunks of one streamed call."""
         chat = call.prompt_key == "messages"
         model = call.model or self.model_name or self._default_model
+        trace = telemetry.current()
 
         def check(completions: list[Completion], stacklevel: int) -> None:
-            self.check(call, completions, stacklevel=stacklevel + 1)
+            _tracing.record_response(view.first, completions, trace)
+            self.check(call, completions, stacklevel=stacklevel + 1, trace=trace)
 
-        return StreamView(
+        view = StreamView(
             text_tools=chat and bool(call.kwargs.get("tools")),
             hold_answer=bool(self.thinks(model)),
             on_usage=self._meter.add,
             check=check,
         )
+        return view
 
 
 def _sent(fields: ConstraintFields | None) -> dict[str, Any] | None:

@@ -47,6 +47,7 @@ from outlines_like.types.verify import violation
 __all__ = [
     "Sink",
     "StreamView",
+    "Verdict",
     "Verify",
     "check_answers",
     "check_verify",
@@ -61,6 +62,9 @@ __all__ = [
 
 Verify = Literal[True, False, "warn"]
 """How answers are checked against their output type: raise, don't check, or warn."""
+
+Verdict = Literal["passed", "warned", "skipped"]
+"""What the answer check found, when it did not raise (for logs and spans)."""
 
 Sink = list[tuple[str, type[Warning]]]
 """Warnings kept to be issued later from the caller's thread (``batch`` runs in workers)."""
@@ -111,7 +115,7 @@ def check_answers(
     server_version: str | None = None,
     fields: Mapping[str, Any] | None = None,
     sink: Sink | None = None,
-) -> None:
+) -> Verdict:
     """Apply the one rule for answers under an output type (see the module docstring).
 
     Args:
@@ -125,12 +129,20 @@ def check_answers(
         fields: The constraint fields that were sent.
         sink: Keep the warnings here instead of issuing them.
 
+    Returns:
+        ``"passed"`` (every answer fits), ``"warned"`` (``verify="warn"`` and one does not
+        fit) or ``"skipped"`` (``verify=False``, or free text).
+
     Raises:
         GenerationError: an answer cut at ``max_tokens`` does not fit (``reason="length"``).
         ConstraintViolationError: an answer does not fit and was not cut.
     """
+    if term is None or verify is False:
+        verdict: Verdict = "skipped"
+    else:
+        verdict = "passed"
     if term is None:
-        return
+        return verdict
     for completion in completions:
         text = completion.text
         cut = completion.finish_reason == "length"
@@ -165,6 +177,7 @@ def check_answers(
         )
         if verify == "warn":
             emit(message, ConstraintViolationWarning, stacklevel=stacklevel + 1, sink=sink)
+            verdict = "warned"
             continue
         raise ConstraintViolationError(
             message,
@@ -174,6 +187,7 @@ def check_answers(
             server_version=server_version,
             fields=dict(fields or {}),
         )
+    return verdict
 
 
 def plain_answer(message: object) -> str | None:
@@ -289,7 +303,7 @@ class StreamView:
         check: Called with the final completion and a stacklevel (the answer rule).
     """
 
-    __slots__ = ("_agg", "_check", "_eager", "_on_usage", "text")
+    __slots__ = ("_agg", "_check", "_eager", "_on_usage", "completion", "first", "text")
 
     def __init__(
         self,
@@ -305,6 +319,10 @@ class StreamView:
         self._check = check
         self.text = ""
         """The answer yielded so far."""
+        self.completion: Completion | None = None
+        """The whole answer, once ``finish`` read it (before its checks ran)."""
+        self.first: object = None
+        """The stream's first chunk (its ``id`` and ``model`` name the response)."""
 
     def feed(self, chunk: object) -> str:
         """Take one chunk; return its answer delta (possibly empty).
@@ -312,6 +330,8 @@ class StreamView:
         Raises:
             ProviderResponseError: the chunk is an error event or cannot be read.
         """
+        if self.first is None:
+            self.first = chunk
         deltas = self._agg.feed(chunk)
         if not self._eager:
             return ""
@@ -357,5 +377,6 @@ class StreamView:
                 stacklevel=stacklevel + 1,
             )
         self.text += tail
-        self._check([message.to_completion()], stacklevel + 1)
+        self.completion = message.to_completion()
+        self._check([self.completion], stacklevel + 1)
         return tail

@@ -11,7 +11,6 @@ await Generator(amodel, int)("How many legs has a spider?")
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterator
 from typing import Any, overload
 
 from outlines_like.models._call import Constraint
@@ -97,6 +96,10 @@ class Generator:
         "``Model.batch``. Options not given are not passed on (a model that lacks them then "
         "says so instead of ignoring them)."
     )
+    stream_parse = _Bound(
+        "``gen.stream_parse(prompt, **kw)``: partial values, then the validated one (``async "
+        "for`` on an ``AsyncModel``); see ``Model.stream_parse``."
+    )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, {self.output_type!r})"
@@ -105,20 +108,8 @@ class Generator:
 class ModelGenerator(Generator):
     """``Generator`` over a sync model."""
 
-    def stream_parse(self, prompt: object, **inference_kwargs: Any) -> Iterator[Any]:
-        """Yield partial values as the JSON grows, then the validated one; see ``Model``."""
-        from outlines_like.streaming import iter_partial
-
-        return iter_partial(self.stream(prompt, **inference_kwargs), self.output_type)
-
 
 class AsyncModelGenerator(Generator):
     """``Generator`` over an ``AsyncModel``: every method is awaited (``stream`` iterated)."""
 
     model: AsyncModel
-
-    def stream_parse(self, prompt: object, **inference_kwargs: Any) -> AsyncIterator[Any]:
-        """Async twin of ``ModelGenerator.stream_parse``."""
-        from outlines_like.streaming import aiter_partial
-
-        return aiter_partial(self.stream(prompt, **inference_kwargs), self.output_type)

@@ -7,9 +7,12 @@ hf_model, hf_tok = AutoModelForCausalLM.from_pretrained(p), AutoTokenizer.from_p
 local = ol.from_transformers(hf_model, hf_tok)
 local("How old is Alice?", int, max_tokens=8)        # "42"
 local.parse("Pick one", Literal["yes", "no"])        # "yes"
+local.parse("Describe a hero", Hero, retries=2)      # asked again when validators fail
 ```
 
-The API is the remote models' (``__call__``, ``stream``, ``batch``, ``parse``, ``complete``).
+The API is the remote models' (``__call__``, ``stream``, ``batch``, ``parse``, ``complete``);
+``retries=`` on ``parse``, ``complete`` and ``stream_parse`` reasks as they do
+(:mod:`outlines_like.models.reask`; a ``Chat`` follow-up needs the tokenizer's chat template).
 Generation runs on the engine the reference server also uses
 (:class:`outlines_like.engine.pipeline.TransformersPipeline`): prompts of one ``batch`` call
 (and the ``n`` choices of a call) share forward passes. Prompts (a ``str``, a list of text
@@ -24,16 +27,18 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from outlines_like.messages import Completion, Usage
+from outlines_like.models.reask import Retries, reask_policy
 
 if TYPE_CHECKING:
     from outlines_like.engine.pipeline import TransformersPipeline
     from outlines_like.engine.runs import Run
     from outlines_like.fsm._protocols import Compiled
     from outlines_like.fsm.vocabulary import Vocabulary
+    from outlines_like.models.reask import Ask, Reasked, ReaskPolicy
 
 __all__ = ["TransformersModel", "from_transformers"]
 
@@ -214,9 +219,21 @@ class TransformersModel:
     # -- the public API --------------------------------------------------------------------
 
     def complete(
-        self, prompt: object, output_type: object = None, **inference_kwargs: Any
+        self,
+        prompt: object,
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> Completion | list[Completion]:
-        """Generate and return the rich result: a ``Completion`` (a list when ``n > 1``)."""
+        """Generate and return the rich result: a ``Completion`` (a list when ``n > 1``).
+
+        With ``retries``, as on the remote models: parsed, asked again on a validation
+        failure, and the answer kept carries every attempt in ``attempts``.
+        """
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._reask(prompt, output_type, inference_kwargs, policy).completion
         runs, n = self._requests([prompt], output_type, inference_kwargs)
         completions = self._completions(runs)
         return completions[0] if n == 1 else completions
@@ -232,26 +249,67 @@ class TransformersModel:
         self._check(output_type, completions, stacklevel=2)
         return completions[0].text if n == 1 else [c.text for c in completions]
 
-    def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
+    def parse(
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
+    ) -> Any:
         """Generate and read the answer as ``output_type`` (a list when ``n > 1``).
+
+        ``retries``: ask again when the answer fails validation; see ``Model.parse``.
 
         Raises:
             GenerationError: the output was cut at ``max_tokens``.
-            ParseError: the text does not fit ``output_type``.
+            ParseError: the text does not fit ``output_type`` (``error.attempts``: every
+                answer, with ``retries``).
         """
         from outlines_like.types import parse
 
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._reask(prompt, output_type, inference_kwargs, policy).value
         runs, n = self._requests([prompt], output_type, inference_kwargs)
         completions = self._completions(runs)
         self._check(output_type, completions, stacklevel=2)
         values = [parse(output_type, c.text) for c in completions]
         return values[0] if n == 1 else values
 
+    def _reask(
+        self, prompt: object, output_type: object, kw: Mapping[str, Any], policy: ReaskPolicy
+    ) -> Reasked[Any]:
+        """Run ``reask_flow`` on this model (see ``outlines_like.models.reask``)."""
+        from outlines_like.models.reask import check_reaskable, reask_flow
+        from outlines_like.models.retry import NO_RETRY, drive
+        from outlines_like.types import parse
+
+        check_reaskable(kw.get("n") or 1, chat=True)
+
+        def ask(step: Ask) -> list[Completion]:
+            return self._completions(self._requests([step.prompt], output_type, kw)[0])
+
+        def read(completions: list[Completion]) -> Any:
+            # warnings point at the caller: read, the flow, drive, _reask, parse/complete
+            self._check(output_type, completions, stacklevel=6)
+            return parse(output_type, completions[0].text)
+
+        return drive(reask_flow(prompt, policy, read), ask, NO_RETRY)
+
     def batch(
-        self, prompts: Iterable[object], output_type: object = None, **inference_kwargs: Any
+        self,
+        prompts: Iterable[object],
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> list[Any]:
-        """Generate for many prompts in shared forward passes; results keep the prompts' order."""
+        """Generate for many prompts in shared forward passes; results keep the prompts' order.
+
+        With ``retries``, each answer is also parsed as ``output_type``, and the prompts whose
+        answer failed validation are asked again together, in rounds (``Model.batch``); the
+        first failure that is not asked again is raised once its round ends.
+        """
         items = list(prompts)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._batch_reask(items, output_type, inference_kwargs, policy)
         runs, n = self._requests(items, output_type, inference_kwargs)
         completions = self._completions(runs)
         self._check(output_type, completions, stacklevel=2)
@@ -259,6 +317,39 @@ class TransformersModel:
         if n == 1:
             return texts
         return [texts[i * n : (i + 1) * n] for i in range(len(items))]
+
+    def _batch_reask(
+        self, items: list[object], output_type: object, kw: Mapping[str, Any], policy: ReaskPolicy
+    ) -> list[Any]:
+        from outlines_like.errors import GenerationError, ParseError
+        from outlines_like.models.reask import Reasker, check_reaskable
+        from outlines_like.types import parse
+
+        check_reaskable(kw.get("n") or 1, chat=True)
+        states = [Reasker(prompt, policy) for prompt in items]
+        texts: list[Any] = [None] * len(items)
+        pending = list(range(len(items)))
+        while pending:
+            runs, _ = self._requests([states[i].prompt for i in pending], output_type, kw)
+            failures: list[Exception] = []
+            again: list[int] = []
+            for i, completion in zip(pending, self._completions(runs), strict=True):
+                try:
+                    self._check(output_type, [completion], stacklevel=3)
+                    parse(output_type, completion.text)
+                except ParseError as error:
+                    if states[i].retry(completion, error):
+                        again.append(i)
+                    else:
+                        failures.append(error)
+                except GenerationError as error:  # a cut answer: never asked again
+                    failures.append(error)
+                else:
+                    texts[i] = states[i].passed(completion).text
+            if failures:
+                raise failures[0]
+            pending = again
+        return texts
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -274,20 +365,36 @@ class TransformersModel:
         return self._stream(runs, output_type)
 
     def stream_parse(
-        self, prompt: object, output_type: object, **inference_kwargs: Any
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
     ) -> Iterator[Any]:
         """Yield partial values as the JSON answer grows, then the validated one.
 
-        See ``outlines_like.models.Model.stream_parse``.
+        See ``outlines_like.models.Model.stream_parse`` (``retries`` included).
         """
+        from outlines_like.models.reask import iter_reasked
         from outlines_like.streaming import iter_partial
 
         if inference_kwargs.get("n", 1) != 1:
             raise ValueError("stream_parse() reads one answer; call parse() with n > 1")
         runs, _ = self._requests([prompt], output_type, inference_kwargs)
-        return iter_partial(self._stream(runs, output_type, level=3), output_type)
+        policy = reask_policy(retries)
+        if policy is None:
+            return iter_partial(self._stream(runs, output_type, level=3), output_type)
 
-    def _stream(self, runs: list[Run], output_type: object, level: int = 2) -> Iterator[str]:
+        def open_stream(asked: object) -> tuple[Iterator[str], Callable[[], Completion]]:
+            done: list[Completion] = []
+            again, _ = self._requests([asked], output_type, inference_kwargs)
+            return self._stream(again, output_type, 4, done), lambda: done[-1]
+
+        return iter_reasked(open_stream, prompt, output_type, policy)
+
+    def _stream(
+        self,
+        runs: list[Run],
+        output_type: object,
+        level: int = 2,
+        done: list[Completion] | None = None,
+    ) -> Iterator[str]:
         from outlines_like.reasoning import ReasoningStream
 
         splitter = ReasoningStream(think_open=runs[0].think_open)
@@ -303,10 +410,11 @@ class TransformersModel:
             pieces.append(tail)
             yield tail
         run = runs[0]
-        self._usage = self._usage + Usage(
+        usage = Usage(
             run.prompt_tokens, run.completion_tokens, run.prompt_tokens + run.completion_tokens
         )
-        answer = "".join(pieces)
-        self._check(
-            output_type, [Completion(answer, finish_reason=run.finish_reason)], stacklevel=level
-        )
+        self._usage = self._usage + usage
+        completion = Completion("".join(pieces), finish_reason=run.finish_reason, usage=usage)
+        if done is not None:
+            done.append(completion)
+        self._check(output_type, [completion], stacklevel=level)

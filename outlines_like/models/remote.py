@@ -7,6 +7,7 @@ only the I/O: ``client...create(...)`` vs ``await client...create(...)``, thread
 model = from_server(openai.OpenAI(base_url="http://localhost:8000/v1", api_key="-"))
 model("Pick a colour.", Literal["red", "green"])          # -> "green"
 model.parse("Describe a hero.", Character)                 # -> Character(...)
+model.parse("Describe a hero.", Character, retries=2)      # ask again when validators fail
 for delta in model.stream("Tell me a story."):
     print(delta, end="")
 ```
@@ -16,18 +17,37 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import warnings
+import contextvars
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import openai
 
 from outlines_like.adapters.base import ServerInfo
+from outlines_like.models import _tracing
+from outlines_like.models._batch import (
+    DEFAULT_MAX_CONCURRENCY,
+    check_concurrency,
+    outcome,
+    reissue,
+    results_of,
+)
 from outlines_like.models._call import Call, Constraint, ListModels, Request, Target
 from outlines_like.models._core import ModelCore
 from outlines_like.models._errors import translate_errors
-from outlines_like.models._reader import Sink
+from outlines_like.models._reader import Sink, StreamView
 from outlines_like.models.detection import Probe, aprobe, probe
+from outlines_like.models.reask import (
+    Ask,
+    Reasked,
+    ReaskPolicy,
+    Retries,
+    aiter_reasked,
+    iter_reasked,
+    reask_policy,
+    remote_flow,
+    stream_opener,
+)
 from outlines_like.models.retry import Send, adrive, drive
 
 if TYPE_CHECKING:
@@ -35,58 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncModel", "Model"]
 
-DEFAULT_MAX_CONCURRENCY = 16
-
-
-def _check_concurrency(max_concurrency: int) -> int:
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-        raise TypeError(f"max_concurrency must be an int, got {max_concurrency!r}")
-    if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    return max_concurrency
-
 
 def _model_ids(page: Any) -> tuple[str, ...]:
     return tuple(m.id for m in getattr(page, "data", page) if isinstance(m.id, str))
-
-
-class _Cancelled:
-    """Stands for a batch item that was cancelled after another one failed."""
-
-    def __repr__(self) -> str:
-        return "<cancelled>"
-
-
-CANCELLED = _Cancelled()
-
-
-def _outcome(future: concurrent.futures.Future[Any] | asyncio.Future[Any]) -> Any:
-    """A finished item's result or exception; ``CANCELLED`` for one that never ran out."""
-    if future.cancelled() or not future.done():
-        return CANCELLED
-    return future.exception() or future.result()
-
-
-def _results(results: list[Any], return_exceptions: bool) -> list[Any]:
-    """The batch's answers; without ``return_exceptions``, the first failure in prompt order.
-
-    The raised error carries every item's outcome as ``error.batch_results`` (answers,
-    exceptions, and ``CANCELLED`` for items stopped after the failure).
-    """
-    if return_exceptions:
-        return results
-    for result in results:
-        if isinstance(result, BaseException):
-            result.batch_results = results  # type: ignore[attr-defined]
-            raise result
-    return results
-
-
-def _reissue(sinks: list[Sink], *, stacklevel: int) -> None:
-    """Issue the warnings kept by batch workers from the caller's thread (its line shown)."""
-    for sink in sinks:
-        for message, category in sink:
-            warnings.warn(message, category, stacklevel=stacklevel + 1)
 
 
 class Model(ModelCore[openai.OpenAI]):
@@ -186,32 +157,71 @@ class Model(ModelCore[openai.OpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        call, completions = self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
+        with _tracing.start(self.endpoint, "call" if sink is None else "batch", constraint):
+            call, completions = self._completions(constraint, prompt, kw)
+            return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     def complete(
-        self, prompt: object, output_type: object = None, **inference_kwargs: Any
+        self,
+        prompt: object,
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> Completion | list[Completion]:
         """Generate and return everything the server said: a ``Completion`` (a list if ``n > 1``).
 
-        The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``).
+        The answer is checked as ``model(...)`` checks it (see ``models/_reader.py``). With
+        ``retries`` it is also parsed as ``parse`` would, asked again as ``parse`` does, and
+        the ``Completion`` of the answer that passed carries every answer in ``attempts``.
         """
-        call, completions = self._completions(Constraint.of(output_type), prompt, inference_kwargs)
-        return self.rich(call, completions)  # type: ignore[no-any-return]
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._reask(constraint, prompt, inference_kwargs, policy).completion
+        with _tracing.start(self.endpoint, "complete", constraint):
+            call, completions = self._completions(constraint, prompt, inference_kwargs)
+            return self.rich(call, completions)  # type: ignore[no-any-return]
 
-    def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
+    def parse(
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
+    ) -> Any:
         """Generate and read the answer as ``output_type`` (a list of values when ``n > 1``).
+
+        ``retries``: ask again, at most this many times, when the answer fits the constraint
+        but fails validation (``n == 1``); see ``outlines_like.models.reask``.
 
         Raises:
             GenerationError: the output was cut at ``max_tokens`` (``reason="length"``),
                 refused, or filtered.
-            ParseError: the text does not fit ``output_type``.
+            ParseError: the text does not fit ``output_type`` (after the last retry:
+                ``error.attempts`` holds every answer).
         """
-        return self._parse(Constraint.of(output_type), prompt, inference_kwargs)
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return self._reask(constraint, prompt, inference_kwargs, policy).value
+        return self._parse(constraint, prompt, inference_kwargs)
+
+    def _reask(
+        self,
+        constraint: Constraint,
+        prompt: object,
+        kw: dict[str, Any],
+        policy: ReaskPolicy,
+        sink: Sink | None = None,
+    ) -> Reasked[Any]:
+        def ask(step: Ask) -> list[Completion]:
+            return self._completions(constraint, step.prompt, kw)[1]
+
+        with _tracing.start(self.endpoint, "parse" if sink is None else "batch", constraint):
+            flow = remote_flow(self, constraint, prompt, kw, policy, sink)
+            return drive(flow, ask, self._policy)
 
     def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        call, completions = self._completions(constraint, prompt, kw)
-        return self.values(call, completions)
+        with _tracing.start(self.endpoint, "parse", constraint):
+            call, completions = self._completions(constraint, prompt, kw)
+            return self.values(call, completions)
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -227,37 +237,50 @@ class Model(ModelCore[openai.OpenAI]):
         call = self.prepare(prompt, Constraint.of(output_type), inference_kwargs, stream=True)
         return self._stream(call)
 
-    def _stream(self, call: Call, level: int = 2) -> Iterator[str]:
-        stream = self._send(call)
-        view = self.stream_view(call)  # after sending: the model id is known by then
-        with translate_errors():
-            try:
-                for chunk in stream:
-                    delta = view.feed(chunk)
-                    if delta:
-                        yield delta
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-        tail = view.finish(stacklevel=level)
+    def _stream(
+        self, call: Call, level: int = 2, views: list[StreamView] | None = None
+    ) -> Iterator[str]:
+        # the trace ends at the last chunk, on an error, or when the caller closes the stream
+        trace = _tracing.start(self.endpoint, "stream", call.constraint)
+        with trace.finishing():
+            with trace.active():
+                stream = self._send(call)
+                view = self.stream_view(call)  # after sending: the model id is known by then
+                if views is not None:
+                    views.append(view)
+            with translate_errors():
+                try:
+                    for chunk in stream:
+                        delta = view.feed(chunk)
+                        if delta:
+                            yield delta
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
+            tail = view.finish(stacklevel=level)
         if tail:
             yield tail
 
     def stream_parse(
-        self, prompt: object, output_type: object, **inference_kwargs: Any
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
     ) -> Iterator[Any]:
         """Yield partial values as the JSON answer grows, then the fully validated value.
 
         For a pydantic model each partial value is an instance holding the fields complete so
         far (see ``outlines_like.streaming.iter_partial``); the last item is what ``parse``
-        would return.
+        would return. With ``retries`` (as on ``parse``), a rejected answer's partial values
+        are followed by the next attempt's (``outlines_like.models.reask.iter_reasked``).
         """
         from outlines_like.streaming import iter_partial
 
         constraint = Constraint.of(output_type)
         call = self.prepare(prompt, constraint, inference_kwargs, stream=True)
-        return iter_partial(self._stream(call, level=3), constraint.output_type)
+        policy = reask_policy(retries)
+        if policy is None:
+            return iter_partial(self._stream(call, level=3), constraint.output_type)
+        opener = stream_opener(self, self._stream, call, inference_kwargs)
+        return iter_reasked(opener, prompt, constraint.output_type, policy)
 
     def batch(
         self,
@@ -266,13 +289,16 @@ class Model(ModelCore[openai.OpenAI]):
         *,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         return_exceptions: bool = False,
+        retries: Retries = 0,
         **inference_kwargs: Any,
     ) -> list[Any]:
         """Generate for many prompts at once, at most ``max_concurrency`` requests in flight.
 
         Results keep the order of ``prompts``. A failing item raises its exception (the
         other requests are cancelled or awaited), unless ``return_exceptions=True``: then
-        the exception object takes the item's place in the list.
+        the exception object takes the item's place in the list. With ``retries`` each
+        item's answer is also parsed as ``output_type`` and asked again on its own as
+        ``parse`` does; the items are still the answer texts.
         """
         return self._batch(
             Constraint.of(output_type),
@@ -280,6 +306,7 @@ class Model(ModelCore[openai.OpenAI]):
             inference_kwargs,
             max_concurrency=max_concurrency,
             return_exceptions=return_exceptions,
+            policy=reask_policy(retries),
         )
 
     def _batch(
@@ -290,9 +317,10 @@ class Model(ModelCore[openai.OpenAI]):
         *,
         max_concurrency: int,
         return_exceptions: bool,
+        policy: ReaskPolicy | None = None,
     ) -> list[Any]:
         items = list(prompts)
-        workers = min(_check_concurrency(max_concurrency), len(items))
+        workers = min(check_concurrency(max_concurrency), len(items))
         if not items:
             return []
         self._ready(kw.get("model"))  # detect once, not once per thread
@@ -300,18 +328,25 @@ class Model(ModelCore[openai.OpenAI]):
         sinks: list[Sink] = [[] for _ in items]
 
         def one(i: int) -> Any:
+            if policy is not None:
+                return self._reask(constraint, items[i], kw, policy, sinks[i]).completion.text
             return self._text(constraint, items[i], kw, 3, sinks[i])
 
         pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="outlines-batch")
         try:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
-            concurrent.futures.wait(futures, return_when=stop)
+            with _tracing.batch_span(
+                self.endpoint, len(items)
+            ):  # each item's span is its child (context copied)
+                futures = [
+                    pool.submit(contextvars.copy_context().run, one, i) for i in range(len(items))
+                ]
+                stop = "ALL_COMPLETED" if return_exceptions else "FIRST_EXCEPTION"
+                concurrent.futures.wait(futures, return_when=stop)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # running items finish; others stop
-        results = [_outcome(f) for f in futures]
-        _reissue(sinks, stacklevel=3)
-        return _results(results, return_exceptions)
+        results = [outcome(f) for f in futures]
+        reissue(sinks, stacklevel=3)
+        return results_of(results, return_exceptions)
 
 
 class AsyncModel(ModelCore[openai.AsyncOpenAI]):
@@ -380,25 +415,56 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         level: int,
         sink: Sink | None = None,
     ) -> Any:
-        call, completions = await self._completions(constraint, prompt, kw)
-        return self.texts(call, completions, stacklevel=level + 1, sink=sink)
+        with _tracing.start(self.endpoint, "call" if sink is None else "batch", constraint):
+            call, completions = await self._completions(constraint, prompt, kw)
+            return self.texts(call, completions, stacklevel=level + 1, sink=sink)
 
     async def complete(
-        self, prompt: object, output_type: object = None, **inference_kwargs: Any
+        self,
+        prompt: object,
+        output_type: object = None,
+        *,
+        retries: Retries = 0,
+        **inference_kwargs: Any,
     ) -> Completion | list[Completion]:
         """Generate and return a ``Completion`` (a list if ``n > 1``); see ``Model.complete``."""
-        call, completions = await self._completions(
-            Constraint.of(output_type), prompt, inference_kwargs
-        )
-        return self.rich(call, completions)  # type: ignore[no-any-return]
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return (await self._reask(constraint, prompt, inference_kwargs, policy)).completion
+        with _tracing.start(self.endpoint, "complete", constraint):
+            call, completions = await self._completions(constraint, prompt, inference_kwargs)
+            return self.rich(call, completions)  # type: ignore[no-any-return]
 
-    async def parse(self, prompt: object, output_type: object, **inference_kwargs: Any) -> Any:
+    async def parse(
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
+    ) -> Any:
         """Generate and read the answer as ``output_type``; see ``Model.parse``."""
-        return await self._parse(Constraint.of(output_type), prompt, inference_kwargs)
+        constraint = Constraint.of(output_type)
+        policy = reask_policy(retries)
+        if policy is not None:
+            return (await self._reask(constraint, prompt, inference_kwargs, policy)).value
+        return await self._parse(constraint, prompt, inference_kwargs)
+
+    async def _reask(
+        self,
+        constraint: Constraint,
+        prompt: object,
+        kw: dict[str, Any],
+        policy: ReaskPolicy,
+        sink: Sink | None = None,
+    ) -> Reasked[Any]:
+        async def ask(step: Ask) -> list[Completion]:
+            return (await self._completions(constraint, step.prompt, kw))[1]
+
+        with _tracing.start(self.endpoint, "parse" if sink is None else "batch", constraint):
+            flow = remote_flow(self, constraint, prompt, kw, policy, sink)
+            return await adrive(flow, ask, self._policy)
 
     async def _parse(self, constraint: Constraint, prompt: object, kw: dict[str, Any]) -> Any:
-        call, completions = await self._completions(constraint, prompt, kw)
-        return self.values(call, completions)
+        with _tracing.start(self.endpoint, "parse", constraint):
+            call, completions = await self._completions(constraint, prompt, kw)
+            return self.values(call, completions)
 
     def stream(
         self, prompt: object, output_type: object = None, **inference_kwargs: Any
@@ -413,32 +479,44 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         call = self.prepare(prompt, Constraint.of(output_type), inference_kwargs, stream=True)
         return self._stream(call)
 
-    async def _stream(self, call: Call, level: int = 2) -> AsyncIterator[str]:
-        stream = await self._send(call)
-        view = self.stream_view(call)  # after sending: the model id is known by then
-        with translate_errors():
-            try:
-                async for chunk in stream:
-                    delta = view.feed(chunk)
-                    if delta:
-                        yield delta
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    await close()
-        tail = view.finish(stacklevel=level)
+    async def _stream(
+        self, call: Call, level: int = 2, views: list[StreamView] | None = None
+    ) -> AsyncIterator[str]:
+        # the trace ends at the last chunk, on an error, or when the caller closes the stream
+        trace = _tracing.start(self.endpoint, "stream", call.constraint)
+        with trace.finishing():
+            with trace.active():
+                stream = await self._send(call)
+                view = self.stream_view(call)  # after sending: the model id is known by then
+                if views is not None:
+                    views.append(view)
+            with translate_errors():
+                try:
+                    async for chunk in stream:
+                        delta = view.feed(chunk)
+                        if delta:
+                            yield delta
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        await close()
+            tail = view.finish(stacklevel=level)
         if tail:
             yield tail
 
     def stream_parse(
-        self, prompt: object, output_type: object, **inference_kwargs: Any
+        self, prompt: object, output_type: object, *, retries: Retries = 0, **inference_kwargs: Any
     ) -> AsyncIterator[Any]:
         """Async twin of ``Model.stream_parse``: ``async for value in amodel.stream_parse(...)``."""
         from outlines_like.streaming import aiter_partial
 
         constraint = Constraint.of(output_type)
         call = self.prepare(prompt, constraint, inference_kwargs, stream=True)
-        return aiter_partial(self._stream(call, level=3), constraint.output_type)
+        policy = reask_policy(retries)
+        if policy is None:
+            return aiter_partial(self._stream(call, level=3), constraint.output_type)
+        opener = stream_opener(self, self._stream, call, inference_kwargs)
+        return aiter_reasked(opener, prompt, constraint.output_type, policy)
 
     async def batch(
         self,
@@ -447,6 +525,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         *,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         return_exceptions: bool = False,
+        retries: Retries = 0,
         **inference_kwargs: Any,
     ) -> list[Any]:
         """Generate for many prompts concurrently (tasks under a semaphore); see ``Model.batch``."""
@@ -456,6 +535,7 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
             inference_kwargs,
             max_concurrency=max_concurrency,
             return_exceptions=return_exceptions,
+            policy=reask_policy(retries),
         )
 
     async def _batch(
@@ -466,9 +546,10 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
         *,
         max_concurrency: int,
         return_exceptions: bool,
+        policy: ReaskPolicy | None = None,
     ) -> list[Any]:
         items = list(prompts)
-        limit = asyncio.Semaphore(_check_concurrency(max_concurrency))
+        limit = asyncio.Semaphore(check_concurrency(max_concurrency))
         if not items:
             return []
         await self._ready(kw.get("model"))  # detect once, not once per task
@@ -477,18 +558,24 @@ class AsyncModel(ModelCore[openai.AsyncOpenAI]):
 
         async def one(i: int) -> Any:
             async with limit:
+                if policy is not None:
+                    reasked = await self._reask(constraint, items[i], kw, policy, sinks[i])
+                    return reasked.completion.text
                 return await self._text(constraint, items[i], kw, 3, sinks[i])
 
-        tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
-        try:
-            if return_exceptions:
-                await asyncio.wait(tasks)
-            else:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        results = [_outcome(t) for t in tasks]
-        _reissue(sinks, stacklevel=3)
-        return _results(results, return_exceptions)
+        with _tracing.batch_span(
+            self.endpoint, len(items)
+        ):  # tasks copy the context: items are its children
+            tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
+            try:
+                if return_exceptions:
+                    await asyncio.wait(tasks)
+                else:
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        results = [outcome(t) for t in tasks]
+        reissue(sinks, stacklevel=3)
+        return results_of(results, return_exceptions)

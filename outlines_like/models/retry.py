@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import random as _random
 import threading
@@ -24,6 +25,9 @@ from typing import Any, TypeVar
 
 from outlines_like.errors import APIError
 from outlines_like.models._errors import retry_after_of
+from outlines_like.telemetry import LOGGERS, attempt
+
+_log = LOGGERS["models"]
 
 __all__ = [
     "RateLimiter",
@@ -210,20 +214,36 @@ def retry_flow(
     """Send ``request`` until it succeeds or ``policy`` gives up; return the response.
 
     The final error propagates unchanged (with its ``__cause__``), so callers see the
-    same exception type whether or not retries happened.
+    same exception type whether or not retries happened. Each retry is logged at INFO on
+    ``outlines_like.models`` (``extra``: ``ol_attempt``, ``ol_error``, ``ol_status_code``,
+    ``ol_delay_s``).
     """
-    attempt = 1
+    number = 1
     while True:
         if limiter is not None:
             yield Acquire(limiter)
         try:
-            return (yield Send(request, attempt))
+            return (yield Send(request, number))
         except APIError as error:
-            wait = policy.delay(attempt, error)
+            wait = policy.delay(number, error)
             if wait is None:
                 raise
+            if _log.isEnabledFor(logging.INFO):
+                _log.info(
+                    "attempt %d failed (%s: %s); retrying in %.3f s",
+                    number,
+                    type(error).__name__,
+                    error,
+                    wait,
+                    extra={
+                        "ol_attempt": number,
+                        "ol_error": type(error).__name__,
+                        "ol_status_code": error.status_code,
+                        "ol_delay_s": wait,
+                    },
+                )
         yield Sleep(wait)
-        attempt += 1
+        number += 1
 
 
 def drive(flow: Flow[T], execute: Callable[[Any], Any], policy: RetryPolicy) -> T:
@@ -237,6 +257,9 @@ def drive(flow: Flow[T], execute: Callable[[Any], Any], policy: RetryPolicy) -> 
                     policy.sleep(step.seconds)
                 elif isinstance(step, Acquire):
                     step.limiter.acquire()
+                elif isinstance(step, Send):
+                    with attempt(step.attempt):
+                        result = execute(step)
                 else:
                     result = execute(step)
             except Exception as exc:  # handed to the flow, which re-raises
@@ -260,6 +283,9 @@ async def adrive(flow: Flow[T], execute: Callable[[Any], Awaitable[Any]], policy
                     await policy.async_sleep(step.seconds)
                 elif isinstance(step, Acquire):
                     await step.limiter.aacquire()
+                elif isinstance(step, Send):
+                    with attempt(step.attempt):
+                        result = await execute(step)
                 else:
                     result = await execute(step)
             except Exception as exc:  # handed to the flow, which re-raises

@@ -1,11 +1,14 @@
 """The reference server's HTTP side: an OpenAI-compatible FastAPI app over the generation service.
 
 Routes: ``GET /health``, ``GET /version``, ``GET /v1/models``, ``GET /stats``,
-``POST /v1/chat/completions`` and ``POST /v1/completions`` (SSE streaming with OpenAI chunk
-shapes, a final usage chunk with ``stream_options.include_usage``). This module holds the
-routes and HTTP concerns only (auth, body size, status codes); the rest is plain code:
+``GET /metrics`` (Prometheus text), ``POST /v1/chat/completions`` and ``POST /v1/completions``
+(SSE streaming with OpenAI chunk shapes, a final usage chunk with
+``stream_options.include_usage``). With ``--api-key`` every route but ``/health`` and
+``/version`` needs the key, ``/metrics`` included. This module holds the routes and HTTP
+concerns only (auth, body size, status codes); the rest is plain code:
 :mod:`~outlines_like.server.validation` checks bodies, :mod:`~outlines_like.server.service`
-generates, :mod:`~outlines_like.server.responses` shapes the answers.
+generates, :mod:`~outlines_like.server.responses` shapes the answers,
+:mod:`~outlines_like.server.tracing` and :mod:`~outlines_like.server.metrics` observe them.
 
 Every refusal is an OpenAI-style error body ``{"error": {"message", "type", "param", "code"}}``
 with a 4xx status; the server keeps answering.
@@ -17,12 +20,15 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
+from outlines_like.server import tracing
 from outlines_like.server.config import SERVER_VERSION, ServerConfig
 from outlines_like.server.dialects import RequestError
 from outlines_like.server.loading import load_service
+from outlines_like.server.metrics import CONTENT_TYPE, MetricsMiddleware
+from outlines_like.server.playground import install_playground
 from outlines_like.server.responses import (
     chat_completion,
     chat_events,
@@ -34,6 +40,8 @@ from outlines_like.server.responses import (
 )
 from outlines_like.server.service import GenerationService
 from outlines_like.server.validation import (
+    ChatRequest,
+    CompletionRequest,
     check_model,
     parse_body,
     validate_chat,
@@ -43,7 +51,7 @@ from outlines_like.server.validation import (
 try:
     from fastapi import FastAPI, Request, Response
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, StreamingResponse
+    from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.requests import ClientDisconnect
 except ImportError as _exc:  # pragma: no cover - depends on the environment
@@ -185,6 +193,10 @@ def create_app(
         title="outlines-like reference server", lifespan=lifespan, docs_url=None, redoc_url=None
     )
     _install_error_handlers(app)
+    app.add_middleware(
+        MetricsMiddleware,
+        metrics=lambda: holder["service"].metrics if "service" in holder else None,
+    )
 
     def authorized(request: Request) -> GenerationService:
         svc = holder["service"]
@@ -214,27 +226,58 @@ def create_app(
     async def stats(request: Request) -> dict[str, Any]:
         return authorized(request).stats()
 
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        svc = authorized(request)
+        return PlainTextResponse(svc.metrics.render(svc.scheduler), media_type=CONTENT_TYPE)
+
+    async def generate(request: Request, kind: Literal["chat", "completion"]) -> Response:
+        """One generation request, traced from its body to its last byte."""
+        route = request.url.path
+        trace = tracing.start(
+            route, "chat" if kind == "chat" else "text_completion", request.headers
+        )
+        try:
+            svc, body = await body_of(request)
+            valid: ChatRequest | CompletionRequest
+            if kind == "chat":
+                valid = validate_chat(body, svc.config)
+            else:
+                valid = validate_completion(body, svc.config, svc.pipeline.vocab_size)
+            tracing.record_request(
+                trace, valid, svc.model_name, request.url.hostname, request.url.port
+            )
+            if isinstance(valid, ChatRequest):
+                job = await svc.prepare_chat(valid)
+            else:
+                job = await svc.prepare_completion(valid)
+            head = response_head(kind, svc.model_name)
+            whole, events = _SHAPES[kind]
+            if job.common.stream:
+                stream = events(head, job, svc.stream(job))
+                traced = tracing.traced_events(trace, stream, job, head, svc.metrics)
+                return StreamingResponse(traced, media_type="text/event-stream")
+            done = await _unless_disconnected(request, svc.finish(job))
+            tracing.finished(trace, done, head, svc.metrics)
+        except BaseException as exc:
+            tracing.end(trace, exc, closed=isinstance(exc, ClientDisconnect))
+            raise
+        tracing.end(trace)
+        return JSONResponse(whole(head, done))
+
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
-        svc, body = await body_of(request)
-        job = await svc.prepare_chat(validate_chat(body, svc.config))
-        head = response_head("chat", svc.model_name)
-        if not job.common.stream:
-            done = await _unless_disconnected(request, svc.finish(job))
-            return JSONResponse(chat_completion(head, done))
-        events = chat_events(head, job, svc.stream(job))
-        return StreamingResponse(events, media_type="text/event-stream")
+        return await generate(request, "chat")
 
     @app.post("/v1/completions", response_model=None)
     async def completions(request: Request) -> Response:
-        svc, body = await body_of(request)
-        valid = validate_completion(body, svc.config, svc.pipeline.vocab_size)
-        job = await svc.prepare_completion(valid)
-        head = response_head("completion", svc.model_name)
-        if not job.common.stream:
-            done = await _unless_disconnected(request, svc.finish(job))
-            return JSONResponse(text_completion(head, done))
-        events = text_completion_events(head, job, svc.stream(job))
-        return StreamingResponse(events, media_type="text/event-stream")
+        return await generate(request, "completion")
 
+    install_playground(app, body_of)  # GET / (the browser playground), POST /v1/constraints/check
     return app
+
+
+_SHAPES: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., AsyncIterator[bytes]]]] = {
+    "chat": (chat_completion, chat_events),
+    "completion": (text_completion, text_completion_events),
+}

@@ -4,6 +4,8 @@ It starts the server on a free loopback port (in a thread), wraps an ``openai.Op
 with ``from_server``, asks for an ``int``, a ``Literal``, a ``Regex``, a pydantic model, a Lark
 grammar, a stream and an async call, prints each result after checking it, and stops the
 server. The tiny model's words are noise; what it shows is that the *shape* always holds.
+With ``--open`` it then opens the browser playground the server serves at ``/`` and keeps
+serving until interrupted.
 """
 
 from __future__ import annotations
@@ -69,8 +71,28 @@ def _steps(model: Any) -> list[tuple[str, Any, Any]]:
     ]
 
 
-def run_demo(*, model: str = "tiny", out: TextIO | None = None) -> int:
-    """Run the demo; return 0 when every result had its shape, 1 otherwise."""
+def _keep_serving(url: str, say: Any) -> None:
+    """Open the playground in the default browser and serve until Ctrl-C."""
+    import webbrowser
+
+    say(f"playground at {url} (Ctrl-C stops the server)")
+    if not webbrowser.open(url):
+        say("no browser could be opened here: open the address above yourself")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        say("stopping")
+
+
+def run_demo(*, model: str = "tiny", out: TextIO | None = None, open_browser: bool = False) -> int:
+    """Run the demo; return 0 when every result had its shape, 1 otherwise.
+
+    Args:
+        model: What to serve (``tiny``, or a transformers model folder).
+        out: Where to print (standard output by default).
+        open_browser: Then open the browser playground and serve until interrupted.
+    """
     import openai
 
     from outlines_like.models.factories import from_server
@@ -126,6 +148,8 @@ def run_demo(*, model: str = "tiny", out: TextIO | None = None) -> int:
         mark = "ok " if ok else "BAD"
         say(f"  [{mark}] {'async x4':<13} {shown!r}  ({time.perf_counter() - t0:.2f} s)")
         client.close()
+        if open_browser:
+            _keep_serving(server.base_url + "/", say)
     verdict = "all shapes held" if not failures else f"{failures} failed"
     say(f"done in {time.perf_counter() - start:.1f} s: {verdict}")
     return 0 if not failures else 1

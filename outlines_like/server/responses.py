@@ -20,6 +20,7 @@ from outlines_like.engine.pipeline import StepOutput
 from outlines_like.engine.runs import Run
 from outlines_like.server.config import SERVER_VERSION
 from outlines_like.server.dialects import RequestError
+from outlines_like.server.logprobs import logprobs_content
 from outlines_like.server.service import Job
 
 __all__ = [
@@ -192,11 +193,12 @@ def chat_completion(head: Mapping[str, Any], job: Job) -> dict[str, Any]:
     choices = []
     for run in job.runs:
         message, called = split_message(run.text, job.tools, run.think_open)
+        tokens = job.token_bytes
         choices.append(
             {
                 "index": run.index,
                 "message": message,
-                "logprobs": None,
+                "logprobs": None if tokens is None else logprobs_content(run.infos, tokens),
                 "finish_reason": _finish_reason(called, run.finish_reason),
             }
         )
@@ -253,8 +255,13 @@ def chat_events(
     usage_null = {"usage": None} if job.common.include_usage else {}
     states = {r.index: ChatStreamState(job.tools, r.think_open) for r in job.runs}
 
-    def piece(index: int, delta: dict[str, Any], reason: str | None = None) -> bytes:
-        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}
+    def piece(
+        index: int,
+        delta: dict[str, Any],
+        reason: str | None = None,
+        logprobs: dict[str, Any] | None = None,
+    ) -> bytes:
+        choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
         return sse({**chunk, "choices": [choice], **usage_null})
 
     async def events() -> AsyncIterator[bytes]:
@@ -262,8 +269,13 @@ def chat_events(
             yield piece(run.index, {"role": "assistant", "content": ""})
         async for run, out in outputs:
             state = states[run.index]
-            for delta in state.feed(out.text):
-                yield piece(run.index, delta)
+            deltas = state.feed(out.text)
+            logprobs = None
+            if job.token_bytes is not None and out.info is not None:
+                logprobs = logprobs_content([out.info], job.token_bytes)
+                deltas = deltas or [{}]  # the step's token is reported even when its text waits
+            for k, delta in enumerate(deltas):
+                yield piece(run.index, delta, logprobs=None if k else logprobs)
             if out.finished:
                 for delta in state.finish():
                     yield piece(run.index, delta)

@@ -33,6 +33,7 @@ from outlines_like.fsm.closing import check_max_tokens
 from outlines_like.server.config import ServerConfig
 from outlines_like.server.constraints import ConstraintCompiler
 from outlines_like.server.dialects import ConstraintSpec, RequestError
+from outlines_like.server.metrics import Metrics, TimedPipeline
 from outlines_like.server.templates import TemplateLimitError, TemplateRenderer
 from outlines_like.server.validation import ChatRequest, Common, CompletionRequest
 
@@ -53,6 +54,8 @@ class Job:
         prompt_tokens: Prompt tokens for the usage (each prompt once, whatever ``n``).
         common: Sampling, ``n``, streaming.
         tools: Tool calls are parsed out of the answers (chat with tools).
+        constraint_key: The compiled constraint's cache key, if any.
+        token_bytes: The vocabulary's token bytes, when the request asked for logprobs.
     """
 
     kind: Literal["chat", "completion"]
@@ -61,6 +64,7 @@ class Job:
     common: Common
     tools: bool = False
     constraint_key: tuple[str, str] | None = None
+    token_bytes: Sequence[bytes] | None = None
 
     @property
     def completion_tokens(self) -> int:
@@ -106,7 +110,10 @@ class GenerationService:
             config.mask_workers, job_timeout=config.mask_timeout, step_wait=config.step_mask_wait
         )
         self.pipeline = TransformersPipeline(model, tokenizer, mask_workers=self.mask_workers)
-        self.scheduler = Scheduler(self.pipeline, max_batch_size=config.max_batch_size)
+        self.metrics = Metrics()
+        """What ``/metrics`` reports (the scheduler steps the pipeline through a timer)."""
+        timed = TimedPipeline(self.pipeline, self.metrics.mask_step_seconds)
+        self.scheduler = Scheduler(timed, max_batch_size=config.max_batch_size)
         self.compiler = ConstraintCompiler(
             self.vocabulary,
             max_states=config.max_states,
@@ -184,6 +191,8 @@ class GenerationService:
         runs = await self._runs([prompt], request.common, request.constraint, "chat")
         job = Job("chat", runs, len(prompt.ids), request.common, request.tools is not None)
         job.constraint_key = request.constraint.key if request.constraint else None
+        if request.common.params.logprobs is not None:
+            job.token_bytes = self.vocabulary.tokens
         return job
 
     async def prepare_completion(self, request: CompletionRequest) -> Job:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from outlines_like.engine.logprobs import MAX_TOP_LOGPROBS
 from outlines_like.engine.pipeline import SamplingParams
 from outlines_like.engine.prepare import template_messages
 from outlines_like.inputs import message_text
@@ -63,6 +64,7 @@ _CHAT_FIELDS = _COMMON_FIELDS | {
     "parallel_tool_calls",
     "chat_template_kwargs",
     "top_logprobs",
+    "allowed_sample",
 }
 _COMPLETION_FIELDS = _COMMON_FIELDS | {"prompt", "echo", "suffix"}
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -238,7 +240,10 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _common(body: Mapping[str, Any], config: ServerConfig, fields: frozenset[str]) -> Common:
+def _common(
+    body: Mapping[str, Any], config: ServerConfig, fields: frozenset[str], *, logprobs: bool = False
+) -> Common:
+    """The shared fields; ``logprobs``: the route reports logprobs (chat), else refuses them."""
     unknown = sorted(set(body) - fields - CONSTRAINT_FIELDS - ignored_fields())
     if unknown:
         raise RequestError(
@@ -246,7 +251,7 @@ def _common(body: Mapping[str, Any], config: ServerConfig, fields: frozenset[str
             param=unknown[0],
             code="unknown_field",
         )
-    for field in ("logprobs", "echo"):
+    for field in ("echo",) if logprobs else ("logprobs", "echo"):
         if body.get(field):
             raise RequestError(f"{field} is not supported by this server", param=field)
     if body.get("suffix"):
@@ -281,6 +286,7 @@ def _common(body: Mapping[str, Any], config: ServerConfig, fields: frozenset[str
         seed=seed,
         stop=_stop(body),
         ignore_eos=_bool(body, "ignore_eos"),
+        **(_logprobs(body) if logprobs else {}),
     )
     return Common(
         params=params,
@@ -288,6 +294,25 @@ def _common(body: Mapping[str, Any], config: ServerConfig, fields: frozenset[str
         stream=stream,
         include_usage=bool(options.get("include_usage")),
     )
+
+
+MAX_ALLOWED_SAMPLE = 64
+"""Most allowed token ids a chat request may ask to see per step (``allowed_sample``)."""
+
+
+def _logprobs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Chat's ``logprobs``, ``top_logprobs`` and our ``allowed_sample``, as sampling params.
+
+    ``allowed_sample`` (an extension) asks for that many of the token ids the mask allowed at
+    each step, beside the ``allowed_count`` every logprobs entry carries.
+    """
+    wanted = _bool(body, "logprobs")
+    top = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS, 0)
+    sample = _int(body, "allowed_sample", 0, MAX_ALLOWED_SAMPLE, 0)
+    for field, value in (("top_logprobs", top), ("allowed_sample", sample)):
+        if value and not wanted:
+            raise RequestError(f"{field} needs logprobs: true", param=field)
+    return {"logprobs": top if wanted else None, "allowed_sample": sample}
 
 
 def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -347,7 +372,7 @@ def validate_chat(body: Mapping[str, Any], config: ServerConfig) -> ChatRequest:
     Raises:
         RequestError: any field out of shape or over a limit.
     """
-    common = _common(body, config, _CHAT_FIELDS)
+    common = _common(body, config, _CHAT_FIELDS, logprobs=True)
     messages = _messages(body)
     tools = _tools(body)
     forced = tool_choice_spec(body, tools)

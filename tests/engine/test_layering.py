@@ -9,7 +9,13 @@ import outlines_like
 
 PACKAGE = pathlib.Path(outlines_like.__file__).parent
 ALLOWED = ("outlines_like.engine", "outlines_like.fsm", "outlines_like.inputs")
-ALLOWED_ALSO = ("outlines_like.reasoning", "outlines_like.errors", "outlines_like.messages")
+# _scan: the pure text scanners under reasoning (the pipeline holds back stop-string prefixes)
+ALLOWED_ALSO = (
+    "outlines_like.reasoning",
+    "outlines_like._scan",
+    "outlines_like.errors",
+    "outlines_like.messages",
+)
 
 
 def _imports(path: pathlib.Path) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import itertools
 import pathlib
 import re
 from typing import Any, Literal
@@ -227,3 +228,55 @@ def _greedy_first(local: Any) -> int:
     ids = list(prepare_prompt(local.tokenizer, "q").ids)
     logits = local.model(__import__("torch").tensor([ids])).logits[0, -1]
     return int(logits.argmax())
+
+
+def _rejecting(first: int) -> type[pydantic.BaseModel]:
+    """A model whose validator rejects its first ``first`` values (what no mask can say)."""
+    calls = itertools.count()
+
+    class Pick(pydantic.BaseModel):
+        kind: Literal["cat", "dog"]
+
+        @pydantic.model_validator(mode="after")
+        def not_yet(self) -> Pick:
+            if next(calls) < first:
+                raise ValueError("not this one")
+            return self
+
+    return Pick
+
+
+def test_parse_and_complete_reask_until_the_validator_passes(local: Any) -> None:
+    from outlines_like.messages import Completion
+
+    before = local.usage
+    value = local.parse("Pick a pet.", _rejecting(2), retries=2, max_tokens=24, seed=1)
+    assert value.kind in ("cat", "dog")
+    completion = local.complete("Pick a pet.", _rejecting(1), retries=1, max_tokens=24, seed=1)
+    assert isinstance(completion, Completion)
+    assert len(completion.attempts) == 2
+    assert completion.attempts[0].error is not None
+    assert "not this one" in (completion.attempts[0].feedback or "")
+    used = sum(a.usage.total_tokens for a in completion.attempts if a.usage is not None)
+    assert local.usage.total_tokens - before.total_tokens > used  # five answers in all
+    # the follow-up went through the chat template: the second prompt is longer
+    first, second = (a.usage for a in completion.attempts)
+    assert first is not None
+    assert second is not None
+    assert second.prompt_tokens > first.prompt_tokens + first.completion_tokens
+
+
+def test_reask_exhausted_and_streamed(local: Any) -> None:
+    from outlines_like.errors import ParseError
+
+    with pytest.raises(ParseError, match="not this one") as caught:
+        local.parse("Pick a pet.", _rejecting(5), retries=1, max_tokens=24, seed=1)
+    assert len(caught.value.attempts) == 2
+    values = list(local.stream_parse("Pick a pet.", _rejecting(1), retries=1, max_tokens=24))
+    assert values[-1].kind in ("cat", "dog")
+
+
+def test_batch_reasks_the_failed_prompts_together(local: Any) -> None:
+    pick = _rejecting(2)  # the first two answers of the first round fail
+    texts = local.batch(["Pick a pet.", "Pick one.", "A pet?"], pick, retries=1, max_tokens=24)
+    assert [pick.model_validate_json(t).kind in ("cat", "dog") for t in texts] == [True] * 3

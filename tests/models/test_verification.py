@@ -19,7 +19,7 @@ from outlines_like.errors import (
     GenerationError,
     ParseError,
 )
-from outlines_like.models.remote import CANCELLED
+from outlines_like.models._batch import CANCELLED
 from outlines_like.types import JsonSchema, Regex
 from tests.conftest import FakeServer, chat_body, chunk, sse
 

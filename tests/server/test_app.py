@@ -260,7 +260,8 @@ BAD = [
     (json.dumps({"messages": [{"role": "robot", "content": "x"}]}).encode(), 400, None),
     (json.dumps({"messages": []}).encode(), 400, None),
     (json.dumps({"messages": MESSAGES, "model": "gpt-9"}).encode(), 404, "model_not_found"),
-    (json.dumps({"messages": MESSAGES, "logprobs": True}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "logprobs": 1}).encode(), 400, None),
+    (json.dumps({"messages": MESSAGES, "top_logprobs": 2}).encode(), 400, None),
     (
         json.dumps({"messages": MESSAGES, "regex": "a", "guided_regex": "b"}).encode(),
         400,

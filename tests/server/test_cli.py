@@ -74,3 +74,27 @@ def test_every_serve_option_is_documented() -> None:
     options = [o for action in serve._actions for o in action.option_strings if o.startswith("--")]
     missing = [o for o in options if o not in ("--help", "--log-level") and f"`{o}`" not in doc]
     assert not missing, missing
+
+
+def test_demo_open_points_the_browser_at_the_playground(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+    import webbrowser
+
+    from outlines_like.server import demo
+
+    opened: list[str] = []
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+    monkeypatch.setattr(time, "sleep", interrupted)
+    lines: list[str] = []
+    demo._keep_serving("http://127.0.0.1:1234/", lines.append)
+    assert opened == ["http://127.0.0.1:1234/"]
+    assert lines[0].startswith("playground at http://127.0.0.1:1234/")
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "--open" in capsys.readouterr().out

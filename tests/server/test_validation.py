@@ -92,7 +92,11 @@ def test_defaults_come_from_the_config() -> None:
         ({"temperature": "hot"}, "temperature", "invalid_request"),
         ({"stop": [1]}, "stop", "invalid_request"),
         ({"seed": True}, "seed", "invalid_request"),
-        ({"logprobs": True}, "logprobs", "invalid_request"),
+        ({"logprobs": "yes"}, "logprobs", "invalid_request"),
+        ({"top_logprobs": 3}, "top_logprobs", "invalid_request"),
+        ({"allowed_sample": 3}, "allowed_sample", "invalid_request"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "invalid_request"),
+        ({"logprobs": True, "allowed_sample": 65}, "allowed_sample", "invalid_request"),
         ({"presence_penalty": 1.0}, "presence_penalty", "invalid_request"),
         ({"stream_options": {"x": 1}}, "stream_options", "invalid_request"),
         ({"chat_template_kwargs": [1]}, "chat_template_kwargs", "invalid_request"),
@@ -158,6 +162,23 @@ def test_bad_completion_prompts(prompt: Any, match: str) -> None:
     error = _refused(validate_completion, {"prompt": prompt}, CONFIG, 10)
     assert error.param == "prompt"
     assert match in error.message
+
+
+def test_chat_logprobs_become_sampling_params() -> None:
+    request = validate_chat(
+        {"messages": MESSAGES, "logprobs": True, "top_logprobs": 4, "allowed_sample": 9}, CONFIG
+    )
+    assert request.common.params.logprobs == 4
+    assert request.common.params.allowed_sample == 9
+    plain = validate_chat({"messages": MESSAGES, "logprobs": False}, CONFIG)
+    assert plain.common.params.logprobs is None
+    bare = validate_chat({"messages": MESSAGES, "logprobs": True}, CONFIG)
+    assert bare.common.params.logprobs == 0
+
+
+def test_completions_still_refuse_logprobs() -> None:
+    error = _refused(validate_completion, {"prompt": "a", "logprobs": 2}, CONFIG, 10)
+    assert error.param == "logprobs"
 
 
 def test_completion_only_fields() -> None:

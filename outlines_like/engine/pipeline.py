@@ -52,9 +52,7 @@ class SamplingParams:
     """How to pick tokens and when to stop.
 
     Attributes:
-        max_tokens: Most tokens to generate. A constrained answer is closed within them: near
-            the end its masks narrow to the shortest completion (``fsm/closing.py``), and it
-            ends complete with ``finish_reason="length"``.
+        max_tokens: Most tokens to generate; constrained answers close within them (fsm/closing).
         temperature: 0 is greedy.
         top_p: Nucleus sampling mass (1 keeps every token).
         seed: Seeds this request's own generator (same seed, same tokens); ``None`` is random.
@@ -366,8 +364,7 @@ class TransformersPipeline:
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
         generator = np.random.default_rng(int(seed))
-        constraint, max_tokens = req.constraint, req.params.max_tokens  # closes within it
-        matcher = closing_matcher(constraint, max_tokens) if constraint is not None else None
+        matcher = closing_matcher(req.constraint, req.params.max_tokens) if req.constraint else None
         seq = _Sequence(req, [], prompt, matcher, generator)
         seq.thinking = matcher is not None and req.think_end_token_id is not None
         self._sequences[req.request_id] = seq

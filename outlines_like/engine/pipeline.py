@@ -29,6 +29,7 @@ import numpy as np
 from outlines_like._scan import partial_suffix
 from outlines_like.engine.logprobs import TokenInfo, step_infos
 from outlines_like.engine.masking import MaskJob, MaskTimeoutError, MaskWorkers
+from outlines_like.fsm.closing import closing_matcher, spend
 from outlines_like.fsm.processors import apply_token_bitmask, bitmask_words, import_torch
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class SamplingParams:
     """How to pick tokens and when to stop.
 
     Attributes:
-        max_tokens: Most tokens to generate.
+        max_tokens: Most tokens to generate; constrained answers close within them (fsm/closing).
         temperature: 0 is greedy.
         top_p: Nucleus sampling mass (1 keeps every token).
         seed: Seeds this request's own generator (same seed, same tokens); ``None`` is random.
@@ -363,7 +364,7 @@ class TransformersPipeline:
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
         generator = np.random.default_rng(int(seed))
-        matcher = req.constraint.matcher() if req.constraint is not None else None
+        matcher = closing_matcher(req.constraint, req.params.max_tokens) if req.constraint else None
         seq = _Sequence(req, [], prompt, matcher, generator)
         seq.thinking = matcher is not None and req.think_end_token_id is not None
         self._sequences[req.request_id] = seq
@@ -551,6 +552,7 @@ class TransformersPipeline:
             return self._flush(seq, (token,), "stop")
         if seq.thinking:
             seq.thinking = token != seq.request.think_end_token_id
+            spend(seq.matcher)  # reasoning tokens count against max_tokens too
         elif seq.matcher is not None and inline:
             t0 = time.perf_counter()
             seq.matcher.advance(token)

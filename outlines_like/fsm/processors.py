@@ -14,6 +14,9 @@ Rejection contract: a generated token that the constraint does not allow raises
 ``RejectedTokenError`` from the matcher (it cannot happen when every step's logits went through
 this processor). Once a row's matcher has accepted EOS the row allows only EOS, and any later
 padding tokens ``generate()`` appends to that row are ignored.
+
+With ``max_tokens`` (the ``max_new_tokens`` given to ``generate()``), the masks narrow near the
+end so that the answer is complete when the tokens run out (:mod:`outlines_like.fsm.closing`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from outlines_like.fsm.closing import check_max_tokens, closing_matcher, spend
 
 if TYPE_CHECKING:
     from outlines_like.fsm._protocols import Compiled, Matcher
@@ -135,9 +140,21 @@ class LogitsProcessor:
         compiled: The compiled constraint (``outlines_like.fsm.compile_constraint``).
         think_end_token_id: Reasoning-aware mode: each row is left free until it generates
             this token (e.g. the id of ``</think>``); the constraint applies after it.
+        max_tokens: The ``max_new_tokens`` of the generation: near the end, each row's mask
+            narrows to what still completes the answer within it, so the answer is valid when
+            generation stops at the limit (reasoning tokens count too). ``None``: no closing.
+
+    Raises:
+        ValueError: ``max_tokens`` cannot fit even the shortest answer of the constraint.
     """
 
-    def __init__(self, compiled: Compiled, *, think_end_token_id: int | None = None) -> None:
+    def __init__(
+        self,
+        compiled: Compiled,
+        *,
+        think_end_token_id: int | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
         if not hasattr(compiled, "matcher"):
             raise TypeError(
                 "LogitsProcessor takes a compiled constraint (compile_constraint(output_type, "
@@ -145,8 +162,13 @@ class LogitsProcessor:
             )
         if think_end_token_id is not None and not isinstance(think_end_token_id, int):
             raise TypeError("think_end_token_id must be an int token id or None")
+        if max_tokens is not None:
+            if not isinstance(max_tokens, int) or max_tokens < 1:
+                raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+            check_max_tokens(compiled, max_tokens)
         self.compiled = compiled
         self.think_end_token_id = think_end_token_id
+        self.max_tokens = max_tokens
         self.vocab_size = _vocab_size(compiled)
         self._matchers: list[Matcher] = []
         self._fed: list[int] = []
@@ -177,7 +199,7 @@ class LogitsProcessor:
         self._last_len = -1
 
     def _start(self, batch: int, length: int) -> None:
-        self._matchers = [self.compiled.matcher() for _ in range(batch)]
+        self._matchers = [closing_matcher(self.compiled, self.max_tokens) for _ in range(batch)]
         self._fed = [0] * batch
         self._thinking = [self.think_end_token_id is not None] * batch
         self._prompt_len = length
@@ -191,6 +213,7 @@ class LogitsProcessor:
                 if self._thinking[i]:
                     if token == end:
                         self._thinking[i] = False
+                    spend(matcher)
                     continue
                 if matcher.is_finished():
                     break  # padding after EOS

@@ -32,6 +32,7 @@ import numpy.typing as npt
 from outlines_like.adapters.vllm import XARGS_KEY
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.fsm import Compiled, Matcher, RejectedTokenError, Vocabulary, compile_constraint
+from outlines_like.fsm.closing import check_max_tokens, closing_matcher, spend
 from outlines_like.fsm.processors import apply_token_bitmask, import_torch
 from outlines_like.reasoning import THINK_END
 from outlines_like.types import CFG, JsonObject, JsonSchema, Regex, Term
@@ -166,19 +167,33 @@ def _check_text(text: str) -> None:
         raise _fail(str(exc)) from exc
 
 
-def check_argument(extra_args: Mapping[str, Any] | None) -> None:
+def check_argument(
+    extra_args: Mapping[str, Any] | None,
+    *,
+    max_tokens: int | None = None,
+    batch: ConstrainedBatch | None = None,
+) -> None:
     """Refuse a malformed or uncompilable constraint (vLLM's ``validate_params``).
 
     The regex, JSON Schema (as our compiler reads it) or grammar is compiled against a small
     byte vocabulary, so every error that does not depend on the model's tokens is found here,
-    before the request is scheduled. Results are cached per argument text.
+    before the request is scheduled. Results are cached per argument text. With ``batch``
+    (the model's vocabulary known in this process) a ``max_tokens`` that cannot fit even the
+    shortest answer is refused too.
 
     Raises:
         ValueError: What is wrong, prefixed with ``vllm_xargs.outlines_like``.
     """
     arg = request_argument(extra_args)
-    if arg is not None:
-        _check_text(arg.text)
+    if arg is None:
+        return
+    _check_text(arg.text)
+    compiled = batch.compiled(arg) if batch is not None and max_tokens is not None else None
+    if compiled is not None and max_tokens is not None:
+        try:
+            check_max_tokens(compiled, max_tokens)
+        except ValueError as exc:
+            raise _fail(str(exc)) from exc
 
 
 @dataclasses.dataclass
@@ -247,6 +262,7 @@ class ConstrainedBatch:
         *,
         prompt_ids: Sequence[int] | None = None,
         output: list[int] | None = None,
+        max_tokens: int | None = None,
     ) -> bool:
         """Start ``slot``'s request (replacing any previous occupant); ``False``: unconstrained.
 
@@ -257,6 +273,8 @@ class ConstrainedBatch:
                 template already closed the think block); ``None``: check later with
                 :meth:`prompt_known`.
             output: The engine's live list of the request's output tokens (V1 runner).
+            max_tokens: The request's ``max_tokens``: near it the row's masks narrow so that
+                the answer is complete when the tokens run out (``fsm/closing.py``).
         """
         if arg is None:
             self.rows.pop(slot, None)
@@ -271,7 +289,8 @@ class ConstrainedBatch:
                 )
                 self._warned_no_think = True
             thinking = False
-        row = _Row(compiled.matcher() if compiled is not None else None, thinking, output)
+        matcher = closing_matcher(compiled, max_tokens) if compiled is not None else None
+        row = _Row(matcher, thinking, output)
         if thinking:
             if prompt_ids is None:
                 row.check_prompt = True
@@ -367,6 +386,7 @@ class ConstrainedBatch:
             row.fed += 1
             if row.thinking:
                 row.thinking = token != end
+                spend(row.matcher)  # reasoning tokens count against max_tokens too
                 continue
             matcher = row.matcher
             if matcher is None or matcher.is_finished():

@@ -144,6 +144,9 @@ class StepStats:
             pass
 
 
+_LOADED: list[ConstrainedBatch] = []  # the batch of the processor built in this process
+
+
 class _Processor:
     """The shared body of both interfaces (mixed into vLLM's base classes in :func:`_build`)."""
 
@@ -163,6 +166,7 @@ class _Processor:
             think_end_token_id=think_end,
             reasoning_default=_reasoning_default(vllm_config),
         )
+        _LOADED[:] = [self.batch]
         self._req_states = req_states
         self._stats = StepStats(os.environ.get(STATS_ENV) or None)
         logger.info(
@@ -176,8 +180,16 @@ class _Processor:
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        """Refuse a malformed or uncompilable constraint (an HTTP 400 before scheduling)."""
-        check_argument(getattr(sampling_params, "extra_args", None))
+        """Refuse a malformed or uncompilable constraint (an HTTP 400 before scheduling).
+
+        Where a processor runs in this process (its vocabulary is known), a ``max_tokens``
+        that cannot fit even the shortest answer is refused too.
+        """
+        check_argument(
+            getattr(sampling_params, "extra_args", None),
+            max_tokens=getattr(sampling_params, "max_tokens", None),
+            batch=_LOADED[-1] if _LOADED else None,
+        )
 
     def is_argmax_invariant(self) -> bool:
         """Masks change the argmax (V1 runner)."""
@@ -194,7 +206,13 @@ class _Processor:
             batch.remove(index)
         for index, params, prompt_ids, output_ids in batch_update.added:
             arg = request_argument(getattr(params, "extra_args", None))
-            batch.add(index, arg, prompt_ids=prompt_ids or (), output=output_ids)
+            batch.add(
+                index,
+                arg,
+                prompt_ids=prompt_ids or (),
+                output=output_ids,
+                max_tokens=getattr(params, "max_tokens", None),
+            )
         for src, dst, direction in batch_update.moved:
             if getattr(direction, "name", "") == "SWAP":
                 batch.swap(src, dst)
@@ -206,7 +224,8 @@ class _Processor:
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
         """Start a request in a persistent slot; ``False`` when it carries no constraint."""
         arg = request_argument(getattr(sampling_params, "extra_args", None))
-        return self.batch.add(req_idx, arg, prompt_ids=None, output=None)
+        max_tokens = getattr(sampling_params, "max_tokens", None)
+        return self.batch.add(req_idx, arg, prompt_ids=None, output=None, max_tokens=max_tokens)
 
     def apply_staged_writes(self) -> None:
         """Nothing is staged: state lives on the host (V2 runner)."""

@@ -150,6 +150,10 @@ class TransformersModel:
             stop=stop,
         )
         compiled = self._compile(output_type)
+        if compiled is not None:
+            from outlines_like.fsm.closing import check_max_tokens
+
+            check_max_tokens(compiled, max_tokens)  # before generating: a clear ValueError
         template_kwargs = dict(kwargs.get("chat_template_kwargs") or {})
         prepared = [
             prepare_prompt(

@@ -29,6 +29,7 @@ from outlines_like.engine.prepare import (
 )
 from outlines_like.engine.runs import Run, generate_all
 from outlines_like.engine.scheduler import Scheduler
+from outlines_like.fsm.closing import check_max_tokens
 from outlines_like.server.config import ServerConfig
 from outlines_like.server.constraints import ConstraintCompiler
 from outlines_like.server.dialects import ConstraintSpec, RequestError
@@ -37,6 +38,7 @@ from outlines_like.server.templates import TemplateLimitError, TemplateRenderer
 from outlines_like.server.validation import ChatRequest, Common, CompletionRequest
 
 if TYPE_CHECKING:
+    from outlines_like.fsm._protocols import Compiled
     from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = ["GenerationService", "Job"]
@@ -68,6 +70,14 @@ class Job:
     def completion_tokens(self) -> int:
         """Tokens generated over every run."""
         return sum(r.completion_tokens for r in self.runs)
+
+
+def _check_max_tokens(compiled: Compiled, max_tokens: int) -> None:
+    """A 400 when ``max_tokens`` cannot fit even the shortest answer of the constraint."""
+    try:
+        check_max_tokens(compiled, max_tokens)
+    except ValueError as exc:
+        raise RequestError(str(exc), param="max_tokens", code="max_tokens_too_small") from exc
 
 
 def _engine_failure() -> RequestError:
@@ -209,6 +219,8 @@ class GenerationService:
         prefix: str,
     ) -> list[Run]:
         compiled = await self.compiler.compile(spec) if spec is not None else None
+        if compiled is not None:
+            await asyncio.to_thread(_check_max_tokens, compiled, common.params.max_tokens)
         context = self.pipeline.max_length
         for prompt in prompts:
             if not prompt.ids:

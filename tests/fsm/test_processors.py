@@ -259,3 +259,44 @@ def test_transformers_generate_with_the_real_masker(
         assert re.fullmatch(pattern, text), text
     # generate() stops after sampling the last EOS, so it is never fed back to the matchers
     assert len(proc.matchers) == 2
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("extra", [0, 4])
+def test_transformers_generate_closes_within_max_new_tokens(
+    tmp_path_factory: pytest.TempPathFactory, extra: int
+) -> None:
+    """``LogitsProcessor(max_tokens=max_new_tokens)``: a long regex still ends complete."""
+    import re
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    from outlines_like.fsm import Vocabulary, compile_constraint
+    from outlines_like.fsm.closing import shortest_document_tokens
+    from outlines_like.server.tiny import build_tiny_model
+    from outlines_like.types import Regex
+
+    pattern = r"\[([a-z]+, )*[a-z]+\]"
+    transformers.utils.logging.disable_progress_bar()
+    path = str(build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache"))
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    compiled = compile_constraint(Regex(pattern), Vocabulary.from_transformers(tok))
+    need = shortest_document_tokens(compiled)
+    assert need is not None
+    proc = LogitsProcessor(compiled, max_tokens=need + extra)
+    tok.padding_side = "left"
+    inputs = tok(["hello", "a longer prompt"], return_tensors="pt", padding=True)
+    torch.manual_seed(extra)
+    out = model.generate(
+        **inputs,
+        logits_processor=transformers.LogitsProcessorList([proc]),
+        max_new_tokens=need + extra,
+        do_sample=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    for row in out[:, inputs["input_ids"].shape[1] :]:
+        text = tok.decode(row, skip_special_tokens=True)
+        assert re.fullmatch(pattern, text), text

@@ -554,3 +554,51 @@ def test_dense_and_sparse_rows_on_the_cpu() -> None:
     assert allowed(logits[0]) == {7, 11}
     assert torch.equal(logits[0, [7, 11]], before[0, [7, 11]])
     assert torch.equal(logits[1], before[1])
+
+
+# -- closing within max_tokens ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class LimitedParams:
+    extra_args: dict[str, Any] | None = None
+    max_tokens: int | None = None
+
+
+def test_rows_close_within_their_max_tokens() -> None:
+    """``a|b{4}`` with 2 tokens: ``b`` could not close (3 more needed), so only ``a`` is left."""
+    proc = processor()
+    term = Regex("a|b{4}")
+    proc.update_state(
+        BatchUpdate(
+            2,
+            added=[
+                (0, LimitedParams(xargs(term), max_tokens=2), [1], []),
+                (1, LimitedParams(xargs(term), max_tokens=None), [1], []),
+            ],
+        )
+    )
+    logits = torch.zeros(2, WIDTH)
+    proc.apply(logits)
+    assert allowed(logits[0]) == ids(b"a")
+    assert allowed(logits[1]) == ids(b"a", b"b")
+    assert proc.add_request(3, LimitedParams(xargs(term), max_tokens=2)) is True
+    matcher = proc.batch.rows[3].matcher
+    assert matcher is not None
+    assert getattr(matcher, "left", None) == 2
+
+
+def test_validate_params_refuses_a_max_tokens_below_the_shortest_answer() -> None:
+    batch = ConstrainedBatch(VOCAB, think_end_token_id=THINK)
+    args = xargs(Regex("b{3}"))  # three "b" tokens at least
+    check_argument(args, max_tokens=3, batch=batch)
+    with pytest.raises(ValueError, match=r"vllm_xargs.outlines_like: max_tokens=2 cannot fit"):
+        check_argument(args, max_tokens=2, batch=batch)
+    check_argument(args, max_tokens=2)  # no vocabulary in this process: nothing to measure
+    vllm_module = sys.modules["outlines_like.integrations.vllm"]
+    vllm_module._LOADED[:] = [batch]  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(ValueError, match="max_tokens=2 cannot fit"):
+            _Processor.validate_params(LimitedParams(args, max_tokens=2))
+    finally:
+        vllm_module._LOADED[:] = []  # type: ignore[attr-defined]

@@ -137,19 +137,46 @@ def test_chat_prompts_use_the_chat_template(local: Any) -> None:
 
 
 def test_truncated_constrained_output(local: Any) -> None:
-    from outlines_like.errors import GenerationError, TruncatedOutputWarning
+    from outlines_like.errors import TruncatedOutputWarning
     from outlines_like.types import Regex
 
-    # One rule for every method: cut and not fitting raises; cut but fitting warns.
-    with pytest.raises(GenerationError) as info:
-        local.parse("x", Regex("[a-z]{30}"), max_tokens=2)
-    assert info.value.reason == "length"
-    with pytest.raises(GenerationError):
-        local("x", Regex("[a-z]{30}"), max_tokens=2)
+    # A max_tokens that cannot fit the shortest answer is refused before generating (the
+    # masker closes every answer that fits: fsm/closing.py); a cut answer that fits warns.
+    for method in (local.parse, local, local.stream):
+        with pytest.raises(ValueError, match="max_tokens=2 cannot fit a valid answer"):
+            method("x", Regex("[a-z]{30}"), max_tokens=2)
     with pytest.warns(TruncatedOutputWarning) as record:
         text = local("x", Regex("[a-z]{1,60}"), max_tokens=2, seed=1, temperature=1.0)
     assert record[0].filename == __file__  # points at the caller's line
     assert 1 <= len(text) <= 60
+
+
+def test_an_answer_at_a_tight_max_tokens_closes_valid(local: Any) -> None:
+    """The masks narrow near max_tokens: the answer is complete, finish_reason "length"."""
+    import json
+    import warnings
+
+    import jsonschema
+
+    from outlines_like.errors import TruncatedOutputWarning
+    from outlines_like.fsm.closing import shortest_document_tokens
+    from outlines_like.types import JsonSchema
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
+        "required": ["name", "tags"],
+    }
+    compiled = local._compile(JsonSchema(schema))
+    need = shortest_document_tokens(compiled)
+    assert need is not None
+    for extra in (0, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TruncatedOutputWarning)
+            out = local.complete("x", JsonSchema(schema), max_tokens=need + extra, seed=extra)
+        jsonschema.validate(json.loads(out.text), schema)
+        assert out.finish_reason in ("length", "stop")
+        assert out.usage.completion_tokens <= need + extra
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,8 @@ from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = [
     "HORIZON",
+    "STRIDE",
+    "WINDOW",
     "ClosingMatcher",
     "check_max_tokens",
     "closing_matcher",
@@ -47,6 +49,19 @@ I32 = npt.NDArray[np.int32]
 
 HORIZON = 16
 """Tokens of slack a state whose successors could not be checked gets before it commits."""
+
+WINDOW = 64
+"""Tokens left beyond a state's need past which its successors are not checked.
+
+Checking every allowed token's successor, and even finding a state's own closing path, costs
+milliseconds to tens of milliseconds on a state's first visit (json_medium on llama3: a
+first pass 38x slower with every state checked). Far from the end the need is looked at
+only every :data:`STRIDE` tokens and successors not at all, so the need growing by more than
+``WINDOW`` within ``STRIDE`` tokens could still leave too little room (no JSON Schema or
+grammar of the tests and benchmarks does)."""
+
+STRIDE = 16
+"""Tokens between two looks at the need while the tokens left are far above it."""
 
 _MAX_SEARCH_NODES = 20_000  # states one shortest-completion search may visit
 _SEARCH_SHARE = 0.25  # of Budget.mask_seconds, for one state's searches (the mask needs the rest)
@@ -289,7 +304,7 @@ class ClosingMatcher:
         max_tokens: Tokens the whole generation may take.
     """
 
-    __slots__ = ("_closer", "_inner", "_plan", "left", "max_tokens")
+    __slots__ = ("_check_at", "_closer", "_inner", "_plan", "left", "max_tokens")
 
     def __init__(self, inner: Matcher, closer: _Closer, max_tokens: int) -> None:
         self._inner = inner
@@ -297,6 +312,7 @@ class ClosingMatcher:
         self.max_tokens = max_tokens
         self.left = max_tokens
         self._plan: tuple[int, ...] = ()  # the closing path committed to
+        self._check_at = max_tokens  # look at the need again once ``left`` is down to this
 
     @property
     def inner(self) -> Matcher:
@@ -319,6 +335,8 @@ class ClosingMatcher:
             return None
         if self._plan:
             return True, np.array(self._plan[:1], dtype=np.int32)
+        if self.left > self._check_at:
+            return None  # far from the end, and the need was looked at a few tokens ago
         path = closer.path(inner)
         if path is None:
             return None
@@ -326,6 +344,10 @@ class ClosingMatcher:
         if need and need >= self.left:
             self._plan = path
             return True, np.array(path[:1], dtype=np.int32)
+        if self.left > need + WINDOW:
+            # far from the end: look again in STRIDE tokens, or when the window opens
+            self._check_at = max(need + WINDOW, self.left - STRIDE)
+            return None
         refused = closer.refused(inner, self.left)
         if refused is not None:
             return (False, refused) if refused.shape[0] else None
@@ -394,13 +416,13 @@ class ClosingMatcher:
     def reset(self) -> None:
         """Go back to the start state with the whole budget."""
         self._inner.reset()
-        self.left = self.max_tokens
+        self.left = self._check_at = self.max_tokens
         self._plan = ()
 
     def copy(self) -> ClosingMatcher:
         """Return an independent matcher in the same state."""
         other = ClosingMatcher(self._inner.copy(), self._closer, self.max_tokens)
-        other.left, other._plan = self.left, self._plan
+        other.left, other._plan, other._check_at = self.left, self._plan, self._check_at
         return other
 
 

@@ -8,7 +8,9 @@ here. The checks are the definitions themselves, compiled once per term and cach
   that becomes one: ``int``, ``Literal``, ``date``...): a full match of the term's regex;
 - ``JsonSchema``: strict JSON (no ``NaN``, no duplicate-free guessing) validated by
   ``jsonschema`` for the schema's draft, ``format`` included (date-time, time, uri, hostname
-  through the small checker packages the core installs);
+  through the small checker packages the core installs; the formats the masker writes that
+  ``jsonschema`` has no checker for here, ``duration`` say, are checked with the masker's own
+  regex from ``FORMAT_PATTERNS``);
 - ``JsonObject``: any JSON object;
 - ``CFG``: a parse with Lark's Earley parser on the grammar's Lark form.
 
@@ -63,12 +65,39 @@ def _regex_check(term: Term) -> Check:
     return check
 
 
+def _format_checker(validator_class: Any) -> Any:
+    """The draft's format checker, plus our regexes for the formats it cannot check."""
+    import jsonschema
+
+    from outlines_like.types.predefined import FORMAT_PATTERNS
+
+    base = validator_class.FORMAT_CHECKER
+    missing = {name: regex for name, regex in FORMAT_PATTERNS.items() if name not in base.checkers}
+    if not missing:
+        return base
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checkers = dict(base.checkers)
+    for name, regex in missing.items():
+        checker.checks(name)(_regex_format(regex))
+    return checker
+
+
+def _regex_format(regex: str) -> Callable[[object], bool]:
+    """A format check: strings must match ``regex`` in full; other values pass."""
+    compiled = re.compile(regex)
+
+    def check(value: object) -> bool:
+        return not isinstance(value, str) or compiled.fullmatch(value) is not None
+
+    return check
+
+
 def _schema_check(term: JsonSchema) -> Check:
     import jsonschema  # about 0.3 s: loaded on the first schema check, not with the package
 
     schema = term.schema
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
-    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+    validator = validator_class(schema, format_checker=_format_checker(validator_class))
 
     def check(text: str) -> str | None:
         value, error = _load_json(text)

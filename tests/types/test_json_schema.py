@@ -685,7 +685,7 @@ def test_invalid_schemas_say_where(schema: dict[str, Any], message: str) -> None
         ({"type": "array", "contains": {"type": "integer"}}, "contains", "#/contains"),
         ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
         ({"type": "number", "exclusiveMaximum": 2.25}, "exclusiveMaximum", "#/"),
-        ({"type": "string", "format": "hostname"}, "format", "#/format"),
+        ({"type": "string", "format": "idn-hostname"}, "format", "#/format"),
         ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "maxLength", "#/maxLength"),
         ({"type": "string", "format": "uri", "maxLength": 2083}, "maxLength", "#/"),
         ({"type": "string", "pattern": "^a", "format": "date"}, "format", "#/format"),

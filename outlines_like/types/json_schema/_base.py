@@ -73,6 +73,7 @@ TYPES: Final[tuple[str, ...]] = (
 
 
 # Keywords that imply a type when `type` is absent (a schema without `type` takes these).
+# `format` is not one: without `type` it constrains strings and lets other values through.
 TYPE_HINTS: Final[dict[str, str]] = {
     "properties": "object",
     "required": "object",
@@ -84,7 +85,6 @@ TYPE_HINTS: Final[dict[str, str]] = {
     "minLength": "string",
     "maxLength": "string",
     "pattern": "string",
-    "format": "string",
     "minimum": "number",
     "maximum": "number",
     "exclusiveMinimum": "number",

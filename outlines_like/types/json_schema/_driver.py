@@ -199,11 +199,33 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
             return "\\[" + ws + inner + ws + "\\]"
         if isinstance(value, float) and not math.isfinite(value):
             raise self.invalid(path, f"{value!r} is not a JSON value")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return number_literal(value)
         return esc(json.dumps(value, ensure_ascii=False))
 
     def sub(self, schema: Any, path: str) -> Rx:
         """Regex for a sub-schema; ``True``/``{}`` is any value up to ``max_any_depth``."""
         return self.convert(schema, path)
+
+
+def number_literal(value: float) -> str:
+    """Regex for the spellings of a number JSON compares equal to ``value``.
+
+    ``2``, ``2.0`` and ``2.00`` are one number (so are ``0``, ``-0`` and ``0.0``): an integral
+    value is its digits with an optional ``.0...``, a fraction its shortest digits with optional
+    trailing zeros. Exponent spellings (``2e0``) are not written, except for the values
+    ``json.dumps`` itself writes with one (``1e-07``), which keep that one spelling.
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        digits = str(abs(value))
+        sign = "-?" if value == 0 else "-" if value < 0 else ""
+        return f"{sign}{digits}(?:\\.0+)?"
+    text = json.dumps(value)
+    if "e" in text or "E" in text:
+        return esc(text)
+    return esc(text) + "0*"
 
 
 def json_schema_to_regex(

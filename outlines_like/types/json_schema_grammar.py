@@ -218,6 +218,17 @@ class _GrammarConverter(_Converter):
             self.rules[name] = [[], [name, *seq]]
         return [name]
 
+    def star_right(self, seq: list[str], path: str) -> list[str]:
+        """Zero or more ``seq``, right-recursive (the choice to go on is made after ``seq``'s
+        first symbol, which LALR(1) needs when a sibling also starts with it)."""
+        key = (("*>",), tuple(seq))
+        name = self._rule_by_body.get(key)
+        if name is None:
+            name = self._rule_by_body[key] = f"r{len(self.rules)}"
+            self.grow(len(seq) + 3, path)
+            self.rules[name] = [[], [*seq, name]]
+        return [name]
+
     def repeat(self, seq: _Seq, low: int, high: int | None, path: str) -> _Seq:
         """``seq`` ``low`` to ``high`` times (``None``: unbounded); optional ones as a chain."""
         if high is not None and high < low:
@@ -314,7 +325,7 @@ class _GrammarConverter(_Converter):
         return None if regex is None else [self.terminal(regex, path)]
 
     def union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> _Seq:
-        subs = [branch if not base else {"allOf": [dict(base), branch]} for branch in branches]
+        subs = self.branches(base, key, branches)
         symbols = [self.symbol(sub, f"{path}/{key}/{i}") for i, sub in enumerate(subs)]
         if key == "oneOf":
             self.check_one_of(subs, path)
@@ -404,7 +415,6 @@ class _GrammarConverter(_Converter):
             return None
         required = s.get("required", [])
         additional = s.get("additionalProperties")
-        properties = s.get("properties", {})
         members: list[tuple[list[str], bool]] = []
         for name, schema in declared.items():
             pointer = name.replace("~", "~0").replace("/", "~1")
@@ -417,7 +427,7 @@ class _GrammarConverter(_Converter):
             key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
             members.append(([key, self.colon, *value], is_required))
         extra: _Seq = None
-        if additional is not False and (additional is not None or not properties):
+        if self.allows_extra(s, declared):
             value = self.symbol(
                 True if additional is None else additional, path + "/additionalProperties"
             )
@@ -425,7 +435,9 @@ class _GrammarConverter(_Converter):
                 key = self.terminal(f'"{self.key_excluding(list(declared))}"', path)
                 extra = [key, self.colon, *value]
         # tail: members i.. after something was written; first: members i.. with none written
-        tail: list[str] = [] if extra is None else self.star([self.comma, *extra], path)
+        # extra members right-recursive: after a member, a comma starts a declared member or an
+        # extra one and the key after it decides (left recursion would need two lookaheads)
+        tail: list[str] = [] if extra is None else self.star_right([self.comma, *extra], path)
         first: _Seq = [] if extra is None else self.rule([extra + tail, []], path)
         run = 0
         for member, is_required in reversed(members):

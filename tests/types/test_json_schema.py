@@ -206,8 +206,8 @@ KEYWORD_CASES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
             },
             "required": ["a", "c"],
         },
-        ['{"a":1,"c":2}', '{"a":1,"b":2,"c":3}'],
-        ['{"c":2,"a":1}', '{"a":1}', '{"a":1,"c":2,"d":3}', '{"a":1,,"c":2}', "{}"],
+        ['{"a":1,"c":2}', '{"a":1,"b":2,"c":3}', '{"a":1,"c":2,"d":3}'],
+        ['{"c":2,"a":1}', '{"a":1}', '{"a":1,"d":3,"c":2}', '{"a":1,,"c":2}', "{}"],
     ),
     (
         "all optional",
@@ -215,8 +215,14 @@ KEYWORD_CASES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
             "type": "object",
             "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         },
-        ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}'],
-        ['{,"b":1}', '{"a":1,}', '{"b":1,"a":2}', '{"c":1}'],
+        ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}', '{"c":1}'],
+        ['{,"b":1}', '{"a":1,}', '{"b":1,"a":2}', '{"c":1,"a":1}'],
+    ),
+    (
+        "additionalProperties absent: extra members after the declared ones",
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        ['{"a":1}', '{"a":1,"zz":[1,{"k":null}]}', '{"a":1,"b":"x","c":{}}', '{"a":1,"":0}'],
+        ['{"zz":1,"a":1}', '{"a":1,"a":2}', '{"a":1,"b":[[[1]]]}', '{"a":1,"b":}'],
     ),
     (
         "additionalProperties false",

@@ -112,6 +112,11 @@ EXTRA_FORMATS: Final = "x-outlines-like-formats"
 NEVER: Final = "x-outlines-like-never"
 
 
+# On an object with declared members and no `additionalProperties`: write only the declared
+# members (a `oneOf` branch, so that a required member tells the branches apart).
+CLOSED: Final = "x-outlines-like-closed"
+
+
 def canonical(value: Any) -> str:
     """A key for JSON equality (``1 == 1.0``, ``true != 1``)."""
     if isinstance(value, float) and value.is_integer():

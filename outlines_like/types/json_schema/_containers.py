@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from outlines_like.types.json_schema._base import ConverterBase
+from outlines_like.types.json_schema._base import CLOSED, ConverterBase
 from outlines_like.types.json_schema._strings import class_char
 from outlines_like.types.json_schema._text import (
     NUMBER,
@@ -73,7 +73,6 @@ class ContainersMixin(ConverterBase):
             return None
         required = s.get("required", [])
         additional = s.get("additionalProperties")
-        properties = s.get("properties", {})
         ws, sep = self.ws, f"{self.ws},{self.ws}"
         members: list[tuple[str, bool]] = []
         for name, schema in declared.items():
@@ -88,7 +87,7 @@ class ContainersMixin(ConverterBase):
             key = esc(json.dumps(name, ensure_ascii=False))
             members.append((f"{key}{ws}:{ws}{value}", is_required))
         extra: Rx = None
-        if additional is not False and (additional is not None or not properties):
+        if self.allows_extra(s, declared):
             value = self.sub(
                 True if additional is None else additional, path + "/additionalProperties"
             )
@@ -117,6 +116,18 @@ class ContainersMixin(ConverterBase):
         if all_optional:
             body = opt(body)
         return seq("\\{", ws, body, ws, "\\}")
+
+    @staticmethod
+    def allows_extra(s: dict[str, Any], declared: dict[str, Any]) -> bool:
+        """Whether members beyond the declared ones may be written (after them).
+
+        ``additionalProperties`` absent allows them (as JSON Schema does), except on a closed
+        ``oneOf`` branch that declares members.
+        """
+        additional = s.get("additionalProperties")
+        if additional is None and s.get(CLOSED) and declared:
+            return False
+        return additional is not False
 
     @staticmethod
     def key_excluding(names: list[str]) -> str:

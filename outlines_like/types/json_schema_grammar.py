@@ -219,8 +219,11 @@ class _GrammarConverter(_Converter):
         return [name]
 
     def star_right(self, seq: list[str], path: str) -> list[str]:
-        """Zero or more ``seq``, right-recursive (the choice to go on is made after ``seq``'s
-        first symbol, which LALR(1) needs when a sibling also starts with it)."""
+        """Zero or more ``seq``, right-recursive.
+
+        The choice to go on is made after ``seq``'s first symbol, which LALR(1) needs when a
+        sibling also starts with it.
+        """
         key = (("*>",), tuple(seq))
         name = self._rule_by_body.get(key)
         if name is None:

@@ -56,6 +56,12 @@ __all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_gramm
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
 
+# Keywords whose objects/arrays the grammar takes from the regex path, as one lexeme.
+COUNTING: Final = frozenset(
+    {"uniqueItems", "contains", "patternProperties", "propertyNames", "minProperties"}
+    | {"maxProperties"}
+)
+
 MAX_OPTIONAL_RUN: Final = 100  # optional properties in a row: Lark's time grows with the cube
 
 # A sequence of grammar symbols (rule or terminal names); None: the empty language.
@@ -284,6 +290,8 @@ class _GrammarConverter(_Converter):
             return None
         if not s:
             return self.any_value_rule()
+        if COUNTING & s.keys():  # the regex path writes these: one lexeme
+            return self.lexeme(self.convert_flat(s, path), path)
         union = self.take_union(s, path)
         if union is not None:
             return self.union(s, *union, path)

@@ -14,6 +14,12 @@ from outlines_like.types.json_schema._base import (
     ConverterBase,
     canonical,
 )
+from outlines_like.types.json_schema._logic import (
+    NOT_STRINGS,
+    conditional,
+    dependencies,
+    negate,
+)
 from outlines_like.types.json_schema.pointer import PointerError, resolve_pointer
 
 
@@ -66,10 +72,41 @@ class RefsMixin(ConverterBase):
                 raise self.invalid(path, "allOf must be a non-empty list")
             for i, sub in enumerate(subs):
                 parts.append(self.flatten(sub, f"{path}/allOf/{i}", refs, seen))
+        parts.extend(self.rewrites(node, schema, path, seen))
         result = node
         for part in parts:
             result = self.merge(result, part, path)
         return result
+
+    def rewrites(
+        self, node: dict[str, Any], schema: dict[str, Any], path: str, seen: tuple[str, ...]
+    ) -> list[dict[str, Any]]:
+        """Take ``not``, ``if`` and dependencies out of ``node`` as schemas to merge (``_logic``).
+
+        What cannot be rewritten stays in ``node``, to be reported as not enforced.
+        """
+
+        def flat(sub: Any, where: str) -> dict[str, Any]:
+            return self.flatten(sub, where, [], seen)
+
+        parts: list[dict[str, Any]] = []
+        if "not" in node:
+            negated = negate(flat(node["not"], path + "/not"), flat, path + "/not")
+            if negated is not None:
+                del node["not"]
+                parts.append(negated)
+        if "if" in node:
+            then, otherwise = schema.get("then", True), schema.get("else", True)
+            union = conditional(node, then, otherwise, flat, path)
+            if union is not None:
+                del node["if"]
+                parts.append(union)
+        unions = dependencies(node)
+        if unions is not None:
+            for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+                node.pop(key, None)
+            parts.extend(unions)
+        return parts
 
     def upgrade(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
         """Copy ``schema`` without annotations, older-draft spellings rewritten to 2020-12."""
@@ -129,7 +166,7 @@ class RefsMixin(ConverterBase):
                 if mine != value:
                     extra = EXTRA_PATTERNS if key == "pattern" else EXTRA_FORMATS
                     out[extra] = [*out.get(extra, []), value]
-            elif key in (EXTRA_PATTERNS, EXTRA_FORMATS):
+            elif key in (EXTRA_PATTERNS, EXTRA_FORMATS, NOT_STRINGS):
                 out[key] = [*mine, *value]
             elif key in ("items", "additionalProperties"):
                 out[key] = {"allOf": [mine, value]}

@@ -65,6 +65,24 @@ def _regex_check(term: Term) -> Check:
     return check
 
 
+def _exact_multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Any:
+    """``multipleOf`` in decimal arithmetic, as the masker writes it (0.07 is 7 x 0.01).
+
+    ``jsonschema`` divides binary floats, and refuses ``0.07`` for ``multipleOf: 0.01``.
+    """
+    import decimal
+
+    import jsonschema
+
+    if not validator.is_type(instance, "number"):
+        return
+    with decimal.localcontext() as context:
+        context.prec = 1000  # exact for any JSON number a document holds
+        quotient = decimal.Decimal(repr(instance)) / decimal.Decimal(repr(step))
+    if quotient != quotient.to_integral_value():
+        yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
 def _format_checker(validator_class: Any) -> Any:
     """The draft's format checker, plus our regexes for the formats it cannot check."""
     import jsonschema
@@ -97,6 +115,9 @@ def _schema_check(term: JsonSchema) -> Check:
 
     schema = term.schema
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+    validator_class = jsonschema.validators.extend(
+        validator_class, {"multipleOf": _exact_multiple_of}
+    )
     validator = validator_class(schema, format_checker=_format_checker(validator_class))
 
     def check(text: str) -> str | None:

@@ -40,7 +40,6 @@ ANNOTATIONS: Final[frozenset[str]] = frozenset(
 
 # Keywords that narrow the valid documents and that this converter does not enforce.
 UNENFORCED: Final[tuple[str, ...]] = (
-    "multipleOf",
     "not",
     "if",
     "dependentRequired",
@@ -102,6 +101,10 @@ EXTRA_FORMATS: Final = "x-outlines-like-formats"
 
 
 NEVER: Final = "x-outlines-like-never"
+
+
+# Keywords two allOf entries give different values that cannot be merged into one.
+UNMERGED: Final = "x-outlines-like-unmerged"
 
 
 # On an object with declared members and no `additionalProperties`: write only the declared
@@ -172,6 +175,9 @@ class ConverterBase:
             if keyword in s:
                 self.unenforced(keyword, path)
                 del s[keyword]
+        for keyword in s.pop(UNMERGED, []):
+            self.unenforced(keyword, path, "two different values from allOf cannot be merged")
+            s.pop(keyword, None)
         for key in ("anyOf", "oneOf"):
             if key in s:
                 branches = s.pop(key)

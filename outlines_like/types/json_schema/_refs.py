@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import (
     ANNOTATIONS,
+    CLOSED,
     EXTRA_FORMATS,
     EXTRA_PATTERNS,
     NEVER,
     TYPES,
+    UNMERGED,
     ConverterBase,
     canonical,
 )
@@ -34,7 +37,10 @@ class RefsMixin(ConverterBase):
             )
         pointer = ref[1:] if ref.startswith("#") else ref
         if pointer and not pointer.startswith("/"):
-            raise self.invalid(path, f"$ref {ref!r}: anchors are not supported, use '#/...'")
+            found = self.anchor(self.root, pointer, "")
+            if found is None:
+                raise self.invalid(path, f"$ref {ref!r}: no $anchor {pointer!r} in the schema")
+            pointer = found
         try:
             node = resolve_pointer(self.root, pointer)
         except PointerError as exc:
@@ -42,6 +48,29 @@ class RefsMixin(ConverterBase):
                 path, f"$ref {ref!r} points to nothing (no {exc.args[0]!r})"
             ) from None
         return node, "#" + pointer
+
+    def anchor(self, node: Any, name: str, pointer: str) -> str | None:
+        """The JSON pointer of the subschema whose ``$anchor`` is ``name`` (document order)."""
+        children: Iterable[tuple[str, Any]]
+        if isinstance(node, dict):
+            if pointer and "$id" in node:
+                return None  # another resource: its anchors are not this document's
+            if node.get("$anchor") == name:
+                return pointer
+            children = node.items()
+        elif isinstance(node, list):
+            children = ((str(i), v) for i, v in enumerate(node))
+        else:
+            return None
+        for key, child in children:
+            if key in ("const", "enum", "examples", "default"):
+                continue  # values, not schemas
+            found = self.anchor(
+                child, name, f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}"
+            )
+            if found is not None:
+                return found
+        return None
 
     def flatten(
         self, schema: Any, path: str, refs: list[str], seen: tuple[str, ...]
@@ -168,6 +197,20 @@ class RefsMixin(ConverterBase):
                     out[extra] = [*out.get(extra, []), value]
             elif key in (EXTRA_PATTERNS, EXTRA_FORMATS, NOT_STRINGS):
                 out[key] = [*mine, *value]
+            elif key == "multipleOf":
+                out[key] = lcm_step(mine, value)
+            elif key in ("minProperties", "minContains"):
+                out[key] = max(mine, value)
+            elif key in ("maxProperties", "maxContains"):
+                out[key] = min(mine, value)
+            elif key == "uniqueItems":
+                out[key] = bool(mine) or bool(value)
+            elif key == "propertyNames":
+                out[key] = {"allOf": [mine, value]}
+            elif key == CLOSED:
+                out[key] = True
+            elif key == UNMERGED:
+                out[key] = [*mine, *value]
             elif key in ("items", "additionalProperties"):
                 out[key] = {"allOf": [mine, value]}
             elif key in ("anyOf", "oneOf"):
@@ -178,6 +221,15 @@ class RefsMixin(ConverterBase):
                 continue
             else:
                 out[key] = mine  # unenforced keywords: the first one is reported
+        for key in ("contains", "patternProperties"):
+            if key in a and key in b and a[key] != b[key]:
+                out[UNMERGED] = [*out.get(UNMERGED, []), key]
+        object_keys = {"properties", "additionalProperties", "patternProperties", "propertyNames"}
+        if any(
+            "patternProperties" in one and object_keys & other.keys()
+            for one, other in ((a, b), (b, a))
+        ):  # keys from one side's patterns would skip the other side's object keywords
+            out[UNMERGED] = [*out.get(UNMERGED, []), "patternProperties"]
         # A property declared on one side is also checked by the other's additionalProperties.
         if ("properties" in a or "properties" in b) and (
             ("properties" in a and "properties" in b)
@@ -219,3 +271,17 @@ class RefsMixin(ConverterBase):
         if ("number" in sa and "integer" in sb) or ("integer" in sa and "number" in sb):
             both.add("integer")
         return [t for t in TYPES if t in both]
+
+
+def lcm_step(a: float, b: float) -> float:
+    """The smallest positive number both ``multipleOf`` steps divide (decimal arithmetic)."""
+    import decimal
+    import math
+
+    da, db = decimal.Decimal(repr(a)), decimal.Decimal(repr(b))
+    scale = max(
+        -int(da.normalize().as_tuple().exponent), -int(db.normalize().as_tuple().exponent), 0
+    )
+    ia, ib = int(da.scaleb(scale)), int(db.scaleb(scale))
+    both = decimal.Decimal(math.lcm(ia, ib)).scaleb(-scale)
+    return int(both) if both == both.to_integral_value() else float(both)

@@ -56,11 +56,8 @@ __all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_gramm
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
 
-# Keywords whose objects/arrays the grammar takes from the regex path, as one lexeme.
-COUNTING: Final = frozenset(
-    {"uniqueItems", "contains", "patternProperties", "propertyNames", "minProperties"}
-    | {"maxProperties"}
-)
+# Keywords whose arrays the grammar takes from the regex path, as one lexeme.
+COUNTING: Final = frozenset({"uniqueItems", "contains"})
 
 MAX_OPTIONAL_RUN: Final = 100  # optional properties in a row: Lark's time grows with the cube
 
@@ -422,10 +419,11 @@ class _GrammarConverter(_Converter):
 
     def object(self, s: dict[str, Any], path: str) -> _Seq:
         declared = self.declared_members(s, path)
+        if declared is not None:
+            declared = self.named_members(s, declared, path)
         if declared is None:
             return None
         required = s.get("required", [])
-        additional = s.get("additionalProperties")
         members: list[tuple[list[str], bool]] = []
         for name, schema in declared.items():
             pointer = name.replace("~", "~0").replace("/", "~1")
@@ -437,19 +435,40 @@ class _GrammarConverter(_Converter):
                 continue
             key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
             members.append(([key, self.colon, *value], is_required))
-        extra: _Seq = None
-        if self.allows_extra(s, declared):
-            value = self.symbol(
-                True if additional is None else additional, path + "/additionalProperties"
-            )
+        n_required = sum(r for _, r in members)
+        fewest, most, extras_allowed = self.member_counts(s, len(members), n_required, path)
+        kinds: list[_Seq] = []
+        for key_rx, schema, where in (
+            self.extra_members(s, declared, path) if extras_allowed else []
+        ):
+            value = self.symbol(schema, where)
             if value is not None:
-                key = self.terminal(f'"{self.key_excluding(list(declared))}"', path)
-                extra = [key, self.colon, *value]
+                kinds.append([self.terminal(key_rx, path), self.colon, *value])
+        extra = self.rule(kinds, path)
+        if not members:  # only extra members: their count is bounded by min/maxProperties
+            if most is not None and most < fewest:
+                return None
+            body: _Seq
+            if extra is None or most == 0:
+                body = [] if fewest == 0 else None
+            else:
+                more = self.repeat(
+                    self.cat([self.comma], extra),
+                    max(fewest - 1, 0),
+                    None if most is None else most - 1,
+                    path,
+                )
+                body = self.cat(extra, more)
+                body = self.optional(body, path) if fewest == 0 else body
+            return self.cat([self.lbrace], body, [self.rbrace])
         # tail: members i.. after something was written; first: members i.. with none written
         # extra members right-recursive: after a member, a comma starts a declared member or an
         # extra one and the key after it decides (left recursion would need two lookaheads)
         tail: list[str] = [] if extra is None else self.star_right([self.comma, *extra], path)
-        first: _Seq = [] if extra is None else self.rule([extra + tail, []], path)
+        starts: list[_Seq] = [] if extra is None else [extra + tail]
+        if not fewest:  # minProperties: 1 leaves {} out
+            starts.append([])
+        first: _Seq = self.rule(starts, path)
         run = 0
         for member, is_required in reversed(members):
             run = 0 if is_required else run + 1

@@ -84,28 +84,32 @@ def _exact_multiple_of(validator: Any, step: Any, instance: Any, schema: Any) ->
 
 
 def _format_checker(validator_class: Any) -> Any:
-    """The draft's format checker, plus our regexes for the formats it cannot check."""
+    """The draft's format checker, widened to everything the masker writes for a format.
+
+    A string passes a format the masker enforces when ``jsonschema``'s checker accepts it or
+    the masker's regex (``FORMAT_PATTERNS``) does: the local masker's answers always pass
+    (``rfc3339-validator`` knows no leap second; ``duration`` has no checker installed here).
+    """
     import jsonschema
 
     from outlines_like.types.predefined import FORMAT_PATTERNS
 
     base = validator_class.FORMAT_CHECKER
-    missing = {name: regex for name, regex in FORMAT_PATTERNS.items() if name not in base.checkers}
-    if not missing:
-        return base
     checker = jsonschema.FormatChecker(formats=())
     checker.checkers = dict(base.checkers)
-    for name, regex in missing.items():
-        checker.checks(name)(_regex_format(regex))
+    for name, regex in FORMAT_PATTERNS.items():
+        checker.checks(name)(_regex_format(base, name, regex))
     return checker
 
 
-def _regex_format(regex: str) -> Callable[[object], bool]:
-    """A format check: strings must match ``regex`` in full; other values pass."""
+def _regex_format(base: Any, name: str, regex: str) -> Callable[[object], bool]:
+    """A format check: ``base``'s for ``name``, or a full match of ``regex``."""
     compiled = re.compile(regex)
 
     def check(value: object) -> bool:
-        return not isinstance(value, str) or compiled.fullmatch(value) is not None
+        if not isinstance(value, str) or compiled.fullmatch(value) is not None:
+            return True
+        return name in base.checkers and bool(base.conforms(value, name))
 
     return check
 

@@ -11,6 +11,8 @@ from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import (
     ANNOTATIONS,
     CLOSED,
+    EXTRA_FORMATS,
+    EXTRA_PATTERNS,
     KINDS,
     NEVER,
     TYPE_HINTS,
@@ -20,6 +22,7 @@ from outlines_like.types.json_schema._base import (
     kind_of_value,
 )
 from outlines_like.types.json_schema._containers import ContainersMixin
+from outlines_like.types.json_schema._logic import NOT_STRINGS
 from outlines_like.types.json_schema._numbers import NumbersMixin
 from outlines_like.types.json_schema._refs import RefsMixin
 from outlines_like.types.json_schema._strings import StringsMixin
@@ -148,6 +151,8 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
         """Whether two object-only branches each require a member the other never writes."""
         if self.kinds_of(a, path) != {"object"} or self.kinds_of(b, path) != {"object"}:
             return False
+        if "enum" in a or "enum" in b:  # enum objects may hold any members
+            return False
         names_a, names_b = self.members_written(a, path), self.members_written(b, path)
         if names_a is None or names_b is None:
             return False
@@ -215,13 +220,19 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
         import jsonschema
 
         document = {k: v for k, v in rest.items() if not k.startswith("x-outlines-like")}
+        also: list[Any] = [{"not": {"enum": rest[NOT_STRINGS]}}] if NOT_STRINGS in rest else []
+        also += [{"pattern": p} for p in rest.get(EXTRA_PATTERNS, [])]
+        also += [{"format": f} for f in rest.get(EXTRA_FORMATS, [])]
+        if also:
+            document["allOf"] = [*document.get("allOf", []), *also]
         for defs in ("$defs", "definitions"):
             if defs in self.root:
                 document[defs] = self.root[defs]
         validator_class = jsonschema.validators.validator_for(
             self.root, default=jsonschema.Draft202012Validator
         )
-        return validator_class(document).is_valid  # type: ignore[no-any-return]
+        checker = validator_class.FORMAT_CHECKER  # formats are assertions here
+        return validator_class(document, format_checker=checker).is_valid  # type: ignore[no-any-return]
 
     def literal(self, value: Any, path: str) -> str:
         """Regex for exactly ``value``, written in the whitespace policy."""
@@ -254,13 +265,14 @@ def number_literal(value: float) -> str:
     trailing zeros. Exponent spellings (``2e0``) are not written, except for the values
     ``json.dumps`` itself writes with one (``1e-07``), which keep that one spelling.
     """
+    text = json.dumps(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int):
         digits = str(abs(value))
         sign = "-?" if value == 0 else "-" if value < 0 else ""
-        return f"{sign}{digits}(?:\\.0+)?"
-    text = json.dumps(value)
+        plain = f"{sign}{digits}(?:\\.0+)?"
+        return f"(?:{plain}|{esc(text)})" if "e" in text else plain
     if "e" in text or "E" in text:
         return esc(text)
     return esc(text) + "0*"

@@ -29,6 +29,8 @@ from outlines_like.types.json_schema._text import Rx, alt, opt, seq
 
 MAX_UNIQUE: Final = 5  # 5 values: 325 sequences
 
+MAX_CONTAINS_REGEX: Final = 8_000  # characters; a lexeme of the grammar path past it is slow
+
 
 class CountingMixin(ConverterBase):
     """The counting keywords of arrays and objects (used by the containers' builders)."""
@@ -139,6 +141,11 @@ class CountingMixin(ConverterBase):
         before = f"(?:(?:{item}){sep})*"
         body = before + f"(?:{match})" + f"(?:{sep}{before}(?:{match}))" * (min_contains - 1)
         body += f"(?:{sep}(?:{item}))*"
+        if len(body) > MAX_CONTAINS_REGEX:  # the items' regex is copied minContains + 1 times
+            self.unenforced(
+                "contains", path, f"its regex is {len(body):,} characters (the most: 8,000)"
+            )
+            return False, None
         return True, seq("\\[", self.ws, body, self.ws, "\\]")
 
     # ------------------------------------------------------------------------ objects

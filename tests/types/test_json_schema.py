@@ -681,14 +681,34 @@ def test_invalid_schemas_say_where(schema: dict[str, Any], message: str) -> None
             "uniqueItems",
             "#/properties/a/uniqueItems",
         ),
-        ({"not": {"type": "string"}}, "not", "#/not"),
-        ({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if", "#/if"),
-        ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties", "#/"),
-        ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "#/"),
-        ({"type": "object", "minProperties": 1}, "minProperties", "#/minProperties"),
-        ({"type": "object", "maxProperties": 1}, "maxProperties", "#/maxProperties"),
-        ({"type": "object", "propertyNames": {"maxLength": 2}}, "propertyNames", "#/"),
-        ({"type": "array", "contains": {"type": "integer"}}, "contains", "#/contains"),
+        ({"not": {"pattern": "^a"}}, "not", "#/not"),
+        ({"if": {"pattern": "^a"}, "then": {"maxLength": 2}}, "if", "#/if"),
+        (
+            {"allOf": [{"patternProperties": {"^x": {}}}, {"properties": {"b": {}}}]},
+            "patternProperties",
+            "#/",
+        ),
+        (
+            {"type": "object", "dependentRequired": {k: ["z"] for k in "abcde"}},
+            "dependentRequired",
+            "#/",
+        ),
+        (
+            {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2},
+            "minProperties",
+            "#/minProperties",
+        ),
+        (
+            {"type": "object", "properties": {"a": {}, "b": {}}, "maxProperties": 1},
+            "maxProperties",
+            "#/maxProperties",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^a": {}}, "propertyNames": {"maxLength": 2}},
+            "propertyNames",
+            "#/",
+        ),
+        ({"type": "array", "contains": {"type": "integer"}, "maxItems": 3}, "contains", "#/"),
         ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
         ({"type": "number", "exclusiveMaximum": 2.25}, "exclusiveMaximum", "#/"),
         ({"type": "string", "format": "idn-hostname"}, "format", "#/format"),
@@ -707,7 +727,7 @@ def test_invalid_schemas_say_where(schema: dict[str, Any], message: str) -> None
             "#/pattern",
         ),
         (
-            {"$defs": {"X": {"type": "integer", "multipleOf": 2}}, "items": {"$ref": "#/$defs/X"}},
+            {"$defs": {"X": {"type": "integer", "multipleOf": 3}}, "items": {"$ref": "#/$defs/X"}},
             "multipleOf",
             "#/$defs/X/multipleOf",
         ),
@@ -723,7 +743,7 @@ def test_unenforced_keywords_raise_or_warn(schema: dict[str, Any], keyword: str,
 
 
 def test_lenient_keeps_the_rest_of_the_schema() -> None:
-    schema = {"type": "integer", "minimum": 1, "maximum": 3, "multipleOf": 2}
+    schema = {"type": "integer", "minimum": 1, "maximum": 3, "multipleOf": 1.5}
     with pytest.warns(UnenforcedKeywordWarning):
         regex = json_schema_to_regex(schema, lenient=True)
     assert [v for v in range(-2, 6) if matches(regex, str(v))] == [1, 2, 3]

@@ -85,11 +85,13 @@ VOCABULARY = "$vocabulary is not read: the schema is validated as if every vocab
 
 Key = tuple[str, str]  # (file relative to the suite folder, group description)
 
-ACCEPTED_INVALID: dict[Key, dict[str, str]] = {
-}
+ACCEPTED_INVALID: dict[Key, dict[str, str]] = {}
 
 REFUSED_VALID: dict[Key, dict[str, str]] = {
-    ("additionalProperties.json", "additionalProperties being false does not allow other properties"): {
+    (
+        "additionalProperties.json",
+        "additionalProperties being false does not allow other properties",
+    ): {
         "ignores arrays": IMPLIED_TYPE,
         "ignores strings": IMPLIED_TYPE,
         "ignores other non-objects": IMPLIED_TYPE,

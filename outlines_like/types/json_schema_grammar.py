@@ -1,5 +1,7 @@
 r"""JSON Schema -> a context-free grammar (Lark text) whose size is linear in the schema.
 
+One cohesive algorithm (the schema walk that writes rules and terminals), hence its length.
+
 The grammar accepts the same documents as
 :func:`~outlines_like.types.json_schema.json_schema_to_regex` (same whitespace policy,
 properties in schema order, same keywords enforced or refused with the same errors), with two

@@ -53,7 +53,7 @@ def rejection_reason(message: str) -> str:
         if "non-integer bound" in detail:
             return "non-integer bound on a number"
         return f"`{keyword}`"
-    if "is not a local JSON pointer" in message or "anchors are not supported" in message:
+    if "is not a local JSON pointer" in message or "no $anchor" in message:
         return "`$ref` to an `$id`, `$anchor` or remote schema"
     if "accepts no document" in message:
         return "the schema accepts no document"

@@ -131,6 +131,8 @@ def class_escape(letter: str, table: ClassTable) -> Ranges:
         base = _unicode(base_letter)
     elif table == "ecma" and base_letter == "s":
         base = _ECMA_SPACE
+        if letter == "S":  # U+FEFF is space to ECMA-262, not to Python: \S takes neither
+            return complement((*base, (0xFEFF, 0xFEFF)))
     else:
         base = _ASCII[base_letter]
     return complement(base) if letter.isupper() else base

@@ -1,5 +1,7 @@
 r"""JSON Schema -> a context-free grammar (Lark text) whose size is linear in the schema.
 
+One cohesive algorithm (the schema walk that writes rules and terminals), hence its length.
+
 The grammar accepts the same documents as
 :func:`~outlines_like.types.json_schema.json_schema_to_regex` (same whitespace policy,
 properties in schema order, same keywords enforced or refused with the same errors), with two
@@ -55,6 +57,9 @@ __all__ = ["DEFAULT_MAX_GRAMMAR_SIZE", "json_schema_path", "json_schema_to_gramm
 
 DEFAULT_MAX_GRAMMAR_SIZE: Final = 200_000
 """Most grammar symbols (rule references and terminal uses) a schema may become."""
+
+# Keywords whose arrays the grammar takes from the regex path, as one lexeme.
+COUNTING: Final = frozenset({"uniqueItems", "contains"})
 
 MAX_OPTIONAL_RUN: Final = 100  # optional properties in a row: Lark's time grows with the cube
 
@@ -218,6 +223,20 @@ class _GrammarConverter(_Converter):
             self.rules[name] = [[], [name, *seq]]
         return [name]
 
+    def star_right(self, seq: list[str], path: str) -> list[str]:
+        """Zero or more ``seq``, right-recursive.
+
+        The choice to go on is made after ``seq``'s first symbol, which LALR(1) needs when a
+        sibling also starts with it.
+        """
+        key = (("*>",), tuple(seq))
+        name = self._rule_by_body.get(key)
+        if name is None:
+            name = self._rule_by_body[key] = f"r{len(self.rules)}"
+            self.grow(len(seq) + 3, path)
+            self.rules[name] = [[], [*seq, name]]
+        return [name]
+
     def repeat(self, seq: _Seq, low: int, high: int | None, path: str) -> _Seq:
         """``seq`` ``low`` to ``high`` times (``None``: unbounded); optional ones as a chain."""
         if high is not None and high < low:
@@ -270,6 +289,8 @@ class _GrammarConverter(_Converter):
             return None
         if not s:
             return self.any_value_rule()
+        if COUNTING & s.keys():  # the regex path writes these: one lexeme
+            return self.lexeme(self.convert_flat(s, path), path)
         union = self.take_union(s, path)
         if union is not None:
             return self.union(s, *union, path)
@@ -314,7 +335,7 @@ class _GrammarConverter(_Converter):
         return None if regex is None else [self.terminal(regex, path)]
 
     def union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> _Seq:
-        subs = [branch if not base else {"allOf": [dict(base), branch]} for branch in branches]
+        subs = self.branches(base, key, branches)
         symbols = [self.symbol(sub, f"{path}/{key}/{i}") for i, sub in enumerate(subs)]
         if key == "oneOf":
             self.check_one_of(subs, path)
@@ -400,11 +421,11 @@ class _GrammarConverter(_Converter):
 
     def object(self, s: dict[str, Any], path: str) -> _Seq:
         declared = self.declared_members(s, path)
+        if declared is not None:
+            declared = self.named_members(s, declared, path)
         if declared is None:
             return None
         required = s.get("required", [])
-        additional = s.get("additionalProperties")
-        properties = s.get("properties", {})
         members: list[tuple[list[str], bool]] = []
         for name, schema in declared.items():
             pointer = name.replace("~", "~0").replace("/", "~1")
@@ -416,17 +437,40 @@ class _GrammarConverter(_Converter):
                 continue
             key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
             members.append(([key, self.colon, *value], is_required))
-        extra: _Seq = None
-        if additional is not False and (additional is not None or not properties):
-            value = self.symbol(
-                True if additional is None else additional, path + "/additionalProperties"
-            )
+        n_required = sum(r for _, r in members)
+        fewest, most, extras_allowed = self.member_counts(s, len(members), n_required, path)
+        kinds: list[_Seq] = []
+        for key_rx, schema, where in (
+            self.extra_members(s, declared, path) if extras_allowed else []
+        ):
+            value = self.symbol(schema, where)
             if value is not None:
-                key = self.terminal(f'"{self.key_excluding(list(declared))}"', path)
-                extra = [key, self.colon, *value]
+                kinds.append([self.terminal(key_rx, path), self.colon, *value])
+        extra = self.rule(kinds, path)
+        if not members:  # only extra members: their count is bounded by min/maxProperties
+            if most is not None and most < fewest:
+                return None
+            body: _Seq
+            if extra is None or most == 0:
+                body = [] if fewest == 0 else None
+            else:
+                more = self.repeat(
+                    self.cat([self.comma], extra),
+                    max(fewest - 1, 0),
+                    None if most is None else most - 1,
+                    path,
+                )
+                body = self.cat(extra, more)
+                body = self.optional(body, path) if fewest == 0 else body
+            return self.cat([self.lbrace], body, [self.rbrace])
         # tail: members i.. after something was written; first: members i.. with none written
-        tail: list[str] = [] if extra is None else self.star([self.comma, *extra], path)
-        first: _Seq = [] if extra is None else self.rule([extra + tail, []], path)
+        # extra members right-recursive: after a member, a comma starts a declared member or an
+        # extra one and the key after it decides (left recursion would need two lookaheads)
+        tail: list[str] = [] if extra is None else self.star_right([self.comma, *extra], path)
+        starts: list[_Seq] = [] if extra is None else [extra + tail]
+        if not fewest:  # minProperties: 1 leaves {} out
+            starts.append([])
+        first: _Seq = self.rule(starts, path)
         run = 0
         for member, is_required in reversed(members):
             run = 0 if is_required else run + 1

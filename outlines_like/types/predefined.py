@@ -40,7 +40,16 @@ __all__ = [
 
 INTEGER_PATTERN = r"-?(0|[1-9][0-9]*)"
 NUMBER_PATTERN = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
-DATE_PATTERN = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+_YEAR = r"(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"  # 0001-9999, as Python's date
+_MONTH_DAY = (
+    r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    r"|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+# divisible by 4 and not by 100, or by 400 (0000 is not a year here)
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+RFC3339_DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+DATE_PATTERN = RFC3339_DATE  # real month lengths and leap years
 TIME_PATTERN = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?"
 TZ_PATTERN = r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 DATETIME_PATTERN = DATE_PATTERN + "T" + TIME_PATTERN + TZ_PATTERN + "?"
@@ -115,14 +124,103 @@ whitespace = Regex(r"[ \t\n]+")
 word = Regex(r"[a-zA-Z]+")
 sentence = Regex(r"[A-Z][a-zA-Z0-9 ,;:'\-]*[.!?]")
 
-# JSON Schema string formats -> the regex of the string's content (without quotes).
+# JSON Schema string formats -> the regex of the string's content (without quotes). Exact where
+# a regex can be (RFC 3339 dates with month lengths and leap years, RFC 3986 URIs), narrower
+# where it cannot (see docs/json_schema.md): never wider than the format.
+_SECFRAC = r"(?:\.[0-9]+)?"
+# A leap second only at 23:59:60 UTC, written with Z or a zero offset (other offsets shift it).
+RFC3339_TIME = (
+    rf"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_SECFRAC}"
+    r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+    rf"|23:59:60{_SECFRAC}(?:[Zz]|[+-]00:00))"
+)
+RFC3339_DATETIME = rf"{RFC3339_DATE}[Tt]{RFC3339_TIME}"
+_DEC_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+_IPV4_EXACT = rf"{_DEC_OCTET}(?:\.{_DEC_OCTET}){{3}}"
+
+
+def _ipv6_rfc3986() -> str:
+    """RFC 3986's ``IPv6address``: eight 16-bit pieces, one ``::``, an IPv4 tail allowed."""
+    h16 = "[0-9a-fA-F]{1,4}"
+    ls32 = f"(?:{h16}:{h16}|{_IPV4_EXACT})"
+
+    def head(most: int) -> str:  # [ *most( h16 ":" ) h16 ]
+        if most < 0:
+            return ""
+        return f"(?:(?:{h16}:){{0,{most}}}{h16})?" if most else f"(?:{h16})?"
+
+    forms = [f"(?:{h16}:){{6}}{ls32}", f"::(?:{h16}:){{5}}{ls32}"]
+    for before, after in ((0, 4), (1, 3), (2, 2), (3, 1)):
+        forms.append(f"{head(before)}::(?:{h16}:){{{after}}}{ls32}")
+    forms += [f"{head(4)}::{ls32}", f"{head(5)}::{h16}", f"{head(6)}::"]
+    return "(?:" + "|".join(forms) + ")"
+
+
+RFC3986_IPV6 = _ipv6_rfc3986()
+_PCT = "%[0-9A-Fa-f]{2}"
+_UNRESERVED_SUB = "a-zA-Z0-9._~!$&'()*+,;=\\-"  # unreserved and sub-delims
+_PCHAR = f"(?:[{_UNRESERVED_SUB}:@]|{_PCT})"
+_QUERY = f"(?:[{_UNRESERVED_SUB}:@/?]|{_PCT})*"
+_AUTHORITY = (
+    f"(?:(?:[{_UNRESERVED_SUB}:]|{_PCT})*@)?"  # userinfo
+    f"(?:\\[(?:{RFC3986_IPV6}|v[0-9A-Fa-f]+\\.[{_UNRESERVED_SUB}:]+)\\]"  # IP-literal
+    f"|(?:[{_UNRESERVED_SUB}]|{_PCT})*)"  # IPv4address is a reg-name too
+    "(?::[0-9]*)?"  # port
+)
+_PATH_ABEMPTY = f"(?:/{_PCHAR}*)*"
+_AFTER_PATH = f"(?:\\?{_QUERY})?(?:#{_QUERY})?"
+RFC3986_URI = (
+    f"[a-zA-Z][a-zA-Z0-9+.-]*:(?://{_AUTHORITY}{_PATH_ABEMPTY}"
+    f"|/(?:{_PCHAR}+{_PATH_ABEMPTY})?|{_PCHAR}+{_PATH_ABEMPTY})?{_AFTER_PATH}"
+)
+_RELATIVE_REF = (
+    f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|/(?:{_PCHAR}+{_PATH_ABEMPTY})?"
+    f"|(?:[{_UNRESERVED_SUB}@]|{_PCT})+{_PATH_ABEMPTY})?{_AFTER_PATH}"
+)
+RFC3986_URI_REFERENCE = f"(?:{RFC3986_URI}|{_RELATIVE_REF})"
+_ALNUM = "[a-zA-Z0-9]"
+_LDH = "[a-zA-Z0-9-]"
+
+
+def _label(most: int) -> str:
+    """A host-name label of 1 to ``most`` characters, never ``--`` in 3rd and 4th place.
+
+    Such labels are reserved for A-labels (``xn--``: punycode, not checked by a regex).
+    """
+    return (
+        f"{_ALNUM}(?:{_LDH}?{_ALNUM}|{_LDH}{_LDH}{_ALNUM}"
+        f"|{_LDH}(?:{_ALNUM}{_LDH}|-{_ALNUM}){_LDH}{{0,{most - 5}}}{_ALNUM})?"
+    )
+
+
+# RFC 1123 host names: labels of 1-63 letters, digits and inner hyphens, 253 characters at most.
+# The total is kept by shape: up to four labels (the fourth up to 61 characters), or five to ten
+# labels of up to 20 characters.
+HOSTNAME_PATTERN = (
+    f"(?:{_label(63)}(?:\\.{_label(63)}){{0,2}}(?:\\.{_label(61)})?"
+    f"|{_label(20)}(?:\\.{_label(20)}){{4,9}})"
+)
+_DIGITS = "[0-9]+"
+_DUR_TIME = f"T(?:{_DIGITS}H(?:{_DIGITS}M(?:{_DIGITS}S)?)?|{_DIGITS}M(?:{_DIGITS}S)?|{_DIGITS}S)"
+_DUR_DATE = f"(?:{_DIGITS}D|{_DIGITS}M(?:{_DIGITS}D)?|{_DIGITS}Y(?:{_DIGITS}M(?:{_DIGITS}D)?)?)"
+DURATION_PATTERN = f"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)"  # RFC 3339 app. A
+_ATEXT = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+"
+_DOMAIN_LABEL = "[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+# RFC 5321 mailboxes with a dot-atom local part (quoted local parts are not written).
+EMAIL_EXACT = (
+    f"{_ATEXT}(?:\\.{_ATEXT})*@(?:(?:{_DOMAIN_LABEL}\\.)+{_DOMAIN_LABEL}"
+    f"|\\[(?:{_IPV4_EXACT}|IPv6:{RFC3986_IPV6})\\])"
+)
 FORMAT_PATTERNS: dict[str, str] = {
-    "date-time": DATETIME_PATTERN,
-    "date": DATE_PATTERN,
-    "time": TIME_PATTERN + TZ_PATTERN + "?",
+    "date-time": RFC3339_DATETIME,
+    "date": RFC3339_DATE,
+    "time": RFC3339_TIME,
+    "duration": DURATION_PATTERN,
     "uuid": UUID_PATTERN,
-    "email": EMAIL_PATTERN,
-    "uri": URI_PATTERN,
-    "ipv4": IPV4_PATTERN,
-    "ipv6": IPV6_PATTERN,
+    "email": EMAIL_EXACT,
+    "hostname": HOSTNAME_PATTERN,
+    "uri": RFC3986_URI,
+    "uri-reference": RFC3986_URI_REFERENCE,
+    "ipv4": _IPV4_EXACT,
+    "ipv6": RFC3986_IPV6,
 }

@@ -8,7 +8,9 @@ here. The checks are the definitions themselves, compiled once per term and cach
   that becomes one: ``int``, ``Literal``, ``date``...): a full match of the term's regex;
 - ``JsonSchema``: strict JSON (no ``NaN``, no duplicate-free guessing) validated by
   ``jsonschema`` for the schema's draft, ``format`` included (date-time, time, uri, hostname
-  through the small checker packages the core installs);
+  through the small checker packages the core installs; the formats the masker writes that
+  ``jsonschema`` has no checker for here, ``duration`` say, are checked with the masker's own
+  regex from ``FORMAT_PATTERNS``);
 - ``JsonObject``: any JSON object;
 - ``CFG``: a parse with Lark's Earley parser on the grammar's Lark form.
 
@@ -63,12 +65,64 @@ def _regex_check(term: Term) -> Check:
     return check
 
 
+def _exact_multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Any:
+    """``multipleOf`` in decimal arithmetic, as the masker writes it (0.07 is 7 x 0.01).
+
+    ``jsonschema`` divides binary floats, and refuses ``0.07`` for ``multipleOf: 0.01``.
+    """
+    import decimal
+
+    import jsonschema
+
+    if not validator.is_type(instance, "number"):
+        return
+    with decimal.localcontext() as context:
+        context.prec = 1000  # exact for any JSON number a document holds
+        quotient = decimal.Decimal(repr(instance)) / decimal.Decimal(repr(step))
+    if quotient != quotient.to_integral_value():
+        yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
+def _format_checker(validator_class: Any) -> Any:
+    """The draft's format checker, widened to everything the masker writes for a format.
+
+    A string passes a format the masker enforces when ``jsonschema``'s checker accepts it or
+    the masker's regex (``FORMAT_PATTERNS``) does: the local masker's answers always pass
+    (``rfc3339-validator`` knows no leap second; ``duration`` has no checker installed here).
+    """
+    import jsonschema
+
+    from outlines_like.types.predefined import FORMAT_PATTERNS
+
+    base = validator_class.FORMAT_CHECKER
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checkers = dict(base.checkers)
+    for name, regex in FORMAT_PATTERNS.items():
+        checker.checks(name)(_regex_format(base, name, regex))
+    return checker
+
+
+def _regex_format(base: Any, name: str, regex: str) -> Callable[[object], bool]:
+    """A format check: ``base``'s for ``name``, or a full match of ``regex``."""
+    compiled = re.compile(regex)
+
+    def check(value: object) -> bool:
+        if not isinstance(value, str) or compiled.fullmatch(value) is not None:
+            return True
+        return name in base.checkers and bool(base.conforms(value, name))
+
+    return check
+
+
 def _schema_check(term: JsonSchema) -> Check:
     import jsonschema  # about 0.3 s: loaded on the first schema check, not with the package
 
     schema = term.schema
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
-    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+    validator_class = jsonschema.validators.extend(
+        validator_class, {"multipleOf": _exact_multiple_of}
+    )
+    validator = validator_class(schema, format_checker=_format_checker(validator_class))
 
     def check(text: str) -> str | None:
         value, error = _load_json(text)

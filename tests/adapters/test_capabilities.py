@@ -75,7 +75,10 @@ def test_number_bounds_go_as_our_grammar(endpoint: str) -> None:
 def test_what_nobody_can_enforce_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedConstraintError) as info:
         LlamaCppAdapter().constraint_fields(
-            JsonSchema({"type": "object", "minProperties": 1}), endpoint="chat"
+            JsonSchema(
+                {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2}
+            ),
+            endpoint="chat",
         )
     message = str(info.value)
     assert "'minProperties' at #/minProperties" in message

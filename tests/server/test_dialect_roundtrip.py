@@ -80,7 +80,7 @@ def test_lenient_travels_to_the_reference_server(kind: str, version: str | None)
     from outlines_like.adapters.base import LENIENT_MARK
     from outlines_like.errors import UnenforcedKeywordWarning
 
-    term = JsonSchema({"type": "integer", "multipleOf": 5}, lenient=True)
+    term = JsonSchema({"type": "integer", "multipleOf": 7, "minimum": 0}, lenient=True)
     fields = get_adapter_for(kind, version).constraint_fields(term, endpoint="chat")
     assert LENIENT_MARK in str(fields)
     spec = read_constraint(_body(fields))

@@ -648,6 +648,9 @@ def _predefined_patterns() -> list[tuple[str, str, str]]:
             "uri": "urn:isbn:0451450523",
             "ipv4": "0.0.0.0",
             "ipv6": "::1",
+            "duration": "P1DT2H",
+            "hostname": "api.example.com",
+            "uri-reference": "../a?b#c",
         }[fmt]
         out.append((f"format_{fmt}", pattern, sample))
     out.append(("json_string", predefined.JSON_STRING_PATTERN, '"tab\\t"'))

@@ -206,8 +206,8 @@ KEYWORD_CASES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
             },
             "required": ["a", "c"],
         },
-        ['{"a":1,"c":2}', '{"a":1,"b":2,"c":3}'],
-        ['{"c":2,"a":1}', '{"a":1}', '{"a":1,"c":2,"d":3}', '{"a":1,,"c":2}', "{}"],
+        ['{"a":1,"c":2}', '{"a":1,"b":2,"c":3}', '{"a":1,"c":2,"d":3}'],
+        ['{"c":2,"a":1}', '{"a":1}', '{"a":1,"d":3,"c":2}', '{"a":1,,"c":2}', "{}"],
     ),
     (
         "all optional",
@@ -215,8 +215,14 @@ KEYWORD_CASES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
             "type": "object",
             "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         },
-        ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}'],
-        ['{,"b":1}', '{"a":1,}', '{"b":1,"a":2}', '{"c":1}'],
+        ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}', '{"c":1}'],
+        ['{,"b":1}', '{"a":1,}', '{"b":1,"a":2}', '{"c":1,"a":1}'],
+    ),
+    (
+        "additionalProperties absent: extra members after the declared ones",
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        ['{"a":1}', '{"a":1,"zz":[1,{"k":null}]}', '{"a":1,"b":"x","c":{}}', '{"a":1,"":0}'],
+        ['{"zz":1,"a":1}', '{"a":1,"a":2}', '{"a":1,"b":[[[1]]]}', '{"a":1,"b":}'],
     ),
     (
         "additionalProperties false",
@@ -675,17 +681,37 @@ def test_invalid_schemas_say_where(schema: dict[str, Any], message: str) -> None
             "uniqueItems",
             "#/properties/a/uniqueItems",
         ),
-        ({"not": {"type": "string"}}, "not", "#/not"),
-        ({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if", "#/if"),
-        ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties", "#/"),
-        ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired", "#/"),
-        ({"type": "object", "minProperties": 1}, "minProperties", "#/minProperties"),
-        ({"type": "object", "maxProperties": 1}, "maxProperties", "#/maxProperties"),
-        ({"type": "object", "propertyNames": {"maxLength": 2}}, "propertyNames", "#/"),
-        ({"type": "array", "contains": {"type": "integer"}}, "contains", "#/contains"),
+        ({"not": {"pattern": "^a"}}, "not", "#/not"),
+        ({"if": {"pattern": "^a"}, "then": {"maxLength": 2}}, "if", "#/if"),
+        (
+            {"allOf": [{"patternProperties": {"^x": {}}}, {"properties": {"b": {}}}]},
+            "patternProperties",
+            "#/",
+        ),
+        (
+            {"type": "object", "dependentRequired": {k: ["z"] for k in "abcde"}},
+            "dependentRequired",
+            "#/",
+        ),
+        (
+            {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2},
+            "minProperties",
+            "#/minProperties",
+        ),
+        (
+            {"type": "object", "properties": {"a": {}, "b": {}}, "maxProperties": 1},
+            "maxProperties",
+            "#/maxProperties",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^a": {}}, "propertyNames": {"maxLength": 2}},
+            "propertyNames",
+            "#/",
+        ),
+        ({"type": "array", "contains": {"type": "integer"}, "maxItems": 3}, "contains", "#/"),
         ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
         ({"type": "number", "exclusiveMaximum": 2.25}, "exclusiveMaximum", "#/"),
-        ({"type": "string", "format": "hostname"}, "format", "#/format"),
+        ({"type": "string", "format": "idn-hostname"}, "format", "#/format"),
         ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "maxLength", "#/maxLength"),
         ({"type": "string", "format": "uri", "maxLength": 2083}, "maxLength", "#/"),
         ({"type": "string", "pattern": "^a", "format": "date"}, "format", "#/format"),
@@ -701,7 +727,7 @@ def test_invalid_schemas_say_where(schema: dict[str, Any], message: str) -> None
             "#/pattern",
         ),
         (
-            {"$defs": {"X": {"type": "integer", "multipleOf": 2}}, "items": {"$ref": "#/$defs/X"}},
+            {"$defs": {"X": {"type": "integer", "multipleOf": 3}}, "items": {"$ref": "#/$defs/X"}},
             "multipleOf",
             "#/$defs/X/multipleOf",
         ),
@@ -717,7 +743,7 @@ def test_unenforced_keywords_raise_or_warn(schema: dict[str, Any], keyword: str,
 
 
 def test_lenient_keeps_the_rest_of_the_schema() -> None:
-    schema = {"type": "integer", "minimum": 1, "maximum": 3, "multipleOf": 2}
+    schema = {"type": "integer", "minimum": 1, "maximum": 3, "multipleOf": 1.5}
     with pytest.warns(UnenforcedKeywordWarning):
         regex = json_schema_to_regex(schema, lenient=True)
     assert [v for v in range(-2, 6) if matches(regex, str(v))] == [1, 2, 3]

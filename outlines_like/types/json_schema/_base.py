@@ -40,20 +40,11 @@ ANNOTATIONS: Final[frozenset[str]] = frozenset(
 
 # Keywords that narrow the valid documents and that this converter does not enforce.
 UNENFORCED: Final[tuple[str, ...]] = (
-    "multipleOf",
     "not",
     "if",
-    "patternProperties",
     "dependentRequired",
     "dependentSchemas",
     "dependencies",
-    "minProperties",
-    "maxProperties",
-    "propertyNames",
-    "contains",
-    "minContains",
-    "maxContains",
-    "uniqueItems",
     "unevaluatedProperties",
     "unevaluatedItems",
     "$dynamicRef",
@@ -73,6 +64,7 @@ TYPES: Final[tuple[str, ...]] = (
 
 
 # Keywords that imply a type when `type` is absent (a schema without `type` takes these).
+# `format` is not one: without `type` it constrains strings and lets other values through.
 TYPE_HINTS: Final[dict[str, str]] = {
     "properties": "object",
     "required": "object",
@@ -84,7 +76,6 @@ TYPE_HINTS: Final[dict[str, str]] = {
     "minLength": "string",
     "maxLength": "string",
     "pattern": "string",
-    "format": "string",
     "minimum": "number",
     "maximum": "number",
     "exclusiveMinimum": "number",
@@ -110,6 +101,15 @@ EXTRA_FORMATS: Final = "x-outlines-like-formats"
 
 
 NEVER: Final = "x-outlines-like-never"
+
+
+# Keywords two allOf entries give different values that cannot be merged into one.
+UNMERGED: Final = "x-outlines-like-unmerged"
+
+
+# On an object with declared members and no `additionalProperties`: write only the declared
+# members (a `oneOf` branch, so that a required member tells the branches apart).
+CLOSED: Final = "x-outlines-like-closed"
 
 
 def canonical(value: Any) -> str:
@@ -175,6 +175,9 @@ class ConverterBase:
             if keyword in s:
                 self.unenforced(keyword, path)
                 del s[keyword]
+        for keyword in s.pop(UNMERGED, []):
+            self.unenforced(keyword, path, "two different values from allOf cannot be merged")
+            s.pop(keyword, None)
         for key in ("anyOf", "oneOf"):
             if key in s:
                 branches = s.pop(key)

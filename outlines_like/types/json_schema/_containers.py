@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from outlines_like.types.json_schema._base import ConverterBase
-from outlines_like.types.json_schema._strings import class_char
+from outlines_like.types.json_schema._base import CLOSED
+from outlines_like.types.json_schema._counting import CountingMixin
+from outlines_like.types.json_schema._strings import text_excluding
 from outlines_like.types.json_schema._text import (
     NUMBER,
     STRING,
-    STRING_CHAR,
     Rx,
     alt,
     esc,
@@ -20,7 +20,7 @@ from outlines_like.types.json_schema._text import (
 )
 
 
-class ContainersMixin(ConverterBase):
+class ContainersMixin(CountingMixin):
     """``array`` and ``object`` schemas."""
 
     def any_value(self, depth: int) -> str:
@@ -37,6 +37,9 @@ class ContainersMixin(ConverterBase):
         return self._any_cache[depth]
 
     def convert_array(self, s: dict[str, Any], path: str) -> Rx:
+        counted, regex = self.counted_array(s, path)
+        if counted:
+            return regex
         min_items, max_items, prefix = self.array_bounds(s, path)
         sep = f"{self.ws},{self.ws}"
         count = len(prefix) if max_items is None else min(len(prefix), max_items)
@@ -69,11 +72,11 @@ class ContainersMixin(ConverterBase):
 
     def convert_object(self, s: dict[str, Any], path: str) -> Rx:
         declared = self.declared_members(s, path)
+        if declared is not None:
+            declared = self.named_members(s, declared, path)
         if declared is None:
             return None
         required = s.get("required", [])
-        additional = s.get("additionalProperties")
-        properties = s.get("properties", {})
         ws, sep = self.ws, f"{self.ws},{self.ws}"
         members: list[tuple[str, bool]] = []
         for name, schema in declared.items():
@@ -87,13 +90,28 @@ class ContainersMixin(ConverterBase):
                 continue
             key = esc(json.dumps(name, ensure_ascii=False))
             members.append((f"{key}{ws}:{ws}{value}", is_required))
-        extra: Rx = None
-        if additional is not False and (additional is not None or not properties):
-            value = self.sub(
-                True if additional is None else additional, path + "/additionalProperties"
-            )
+        n_required = sum(r for _, r in members)
+        fewest, most, extras_allowed = self.member_counts(s, len(members), n_required, path)
+        extras: list[Rx] = []
+        for key_rx, schema, where in (
+            self.extra_members(s, declared, path) if extras_allowed else []
+        ):
+            value = self.sub(schema, where)
             if value is not None:
-                extra = f'"{self.key_excluding(list(declared))}"{ws}:{ws}{value}'
+                extras.append(f"{key_rx}{ws}:{ws}{value}")
+        extra = alt(extras)
+        if not members:  # only extra members: their count is bounded by min/maxProperties
+            if most is not None and most < fewest:
+                return None
+            if extra is None or most == 0:
+                body: Rx = "" if fewest == 0 else None
+            else:
+                more = repeat(
+                    seq(sep, extra), max(fewest - 1, 0), None if most is None else most - 1
+                )
+                body = seq(extra, more)
+                body = opt(body) if fewest == 0 else body
+            return seq("\\{", ws, body, ws, "\\}")
         # tails[i]: members i.. after something was written (each then needs a comma)
         tails: list[str] = [""] * (len(members) + 1)
         tails[-1] = "" if extra is None else f"(?:{sep}{extra})*"
@@ -114,46 +132,20 @@ class ContainersMixin(ConverterBase):
         if all_optional and extra is not None:
             firsts.append(f"{extra}(?:{sep}{extra})*")
         body = alt(firsts)
-        if all_optional:
+        if all_optional and not fewest:
             body = opt(body)
         return seq("\\{", ws, body, ws, "\\}")
 
     @staticmethod
-    def key_excluding(names: list[str]) -> str:
-        r"""Regex for a key's text (inside the quotes) that decodes to none of ``names``.
+    def allows_extra(s: dict[str, Any], declared: dict[str, Any]) -> bool:
+        """Whether members beyond the declared ones may be written (after them).
 
-        Built on the trie of ``names``: at each node, either stop (if the prefix is not a
-        name), or write a character no name continues with and then anything, or follow a
-        child. Up to the first difference, characters are written raw (a ``\u`` escape could
-        spell a name's character); two-character escapes count as different characters when
-        no name contains what they decode to.
+        ``additionalProperties`` absent allows them (as JSON Schema does), except on a closed
+        ``oneOf`` branch that declares members.
         """
-        escapes_differ = not any(c in name for name in names for c in '"\\\b\f\n\r\t')
-        escape = r'\\["\\bfnrt]' if escapes_differ else ""
-        anything = f"{STRING_CHAR}*"
-        if not names:
-            return anything
-        trie: dict[str, Any] = {}
-        for name in names:
-            node = trie
-            for c in name:
-                node = node.setdefault(c, {})
-            node[""] = {}
+        additional = s.get("additionalProperties")
+        if additional is None and s.get(CLOSED) and declared:
+            return False
+        return additional is not False
 
-        def walk(node: dict[str, Any]) -> str:
-            options = [] if "" in node else [""]
-            children = [c for c in node if c]
-            if children:
-                others = "".join(class_char(ord(c)) for c in children)
-                differ = f'[^"\\\\\\x00-\\x1f{others}]'
-                if escape:
-                    differ = f"(?:{differ}|{escape})"
-                options.append(differ + anything)
-            else:
-                options.append(f"{STRING_CHAR}+")
-            options.extend(
-                esc(c) + walk(node[c]) for c in children if c not in '"\\' and ord(c) >= 0x20
-            )
-            return "(?:" + "|".join(options) + ")"
-
-        return walk(trie)
+    key_excluding = staticmethod(text_excluding)

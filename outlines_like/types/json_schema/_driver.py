@@ -10,6 +10,9 @@ from typing import Any
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import (
     ANNOTATIONS,
+    CLOSED,
+    EXTRA_FORMATS,
+    EXTRA_PATTERNS,
     KINDS,
     NEVER,
     TYPE_HINTS,
@@ -19,6 +22,7 @@ from outlines_like.types.json_schema._base import (
     kind_of_value,
 )
 from outlines_like.types.json_schema._containers import ContainersMixin
+from outlines_like.types.json_schema._logic import NOT_STRINGS
 from outlines_like.types.json_schema._numbers import NumbersMixin
 from outlines_like.types.json_schema._refs import RefsMixin
 from outlines_like.types.json_schema._strings import StringsMixin
@@ -83,13 +87,23 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
                 )
         return [t for t in TYPES if t in names]
 
+    @staticmethod
+    def branches(base: dict[str, Any], key: str, branches: list[Any]) -> list[Any]:
+        """The union's branches, each with the keywords beside the union merged in.
+
+        ``oneOf`` branches are closed: an object branch that declares members and has no
+        ``additionalProperties`` writes only its declared members, so a member one branch
+        requires and another does not declare tells them apart.
+        """
+        subs = [branch if not base else {"allOf": [dict(base), branch]} for branch in branches]
+        if key == "oneOf":
+            subs = [{"allOf": [sub, {CLOSED: True}]} for sub in subs]
+        return subs
+
     def convert_union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> Rx:
-        plain = not base  # nothing beside the union: convert the branches as they are
         regexes: list[Rx] = []
-        subs: list[Any] = []
-        for i, branch in enumerate(branches):
-            sub = branch if plain else {"allOf": [dict(base), branch]}
-            subs.append(sub)
+        subs = self.branches(base, key, branches)
+        for i, sub in enumerate(subs):
             regexes.append(self.convert(sub, f"{path}/{key}/{i}"))
         if key == "oneOf":
             live = [(s, r) for s, r in zip(subs, regexes, strict=True) if r is not None]
@@ -126,12 +140,35 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
                 return True
         return False
 
+    def members_written(self, flat: dict[str, Any], path: str) -> set[str] | None:
+        """The member names a closed branch's objects can have (``None``: any)."""
+        declared = self.declared_members(dict(flat), path)
+        if declared is None:
+            return set()
+        return None if self.allows_extra(flat, declared) else set(declared)
+
+    def required_apart(self, a: dict[str, Any], b: dict[str, Any], path: str) -> bool:
+        """Whether two object-only branches each require a member the other never writes."""
+        if self.kinds_of(a, path) != {"object"} or self.kinds_of(b, path) != {"object"}:
+            return False
+        if "enum" in a or "enum" in b:  # enum objects may hold any members
+            return False
+        names_a, names_b = self.members_written(a, path), self.members_written(b, path)
+        if names_a is None or names_b is None:
+            return False
+        return bool(set(b.get("required", [])) - names_a) and bool(
+            set(a.get("required", [])) - names_b
+        )
+
     def check_disjoint(self, flats: list[dict[str, Any]], regexes: list[str], path: str) -> None:
         """``oneOf`` is enforced as ``anyOf``: exact only when no document fits two branches.
 
         Branches are disjoint when their JSON kinds differ, when a property both require has
-        disjoint const/enum values (a discriminator), or, failing those, when the
-        intersection of their regexes is empty (interegular, for regexes of moderate size).
+        disjoint const/enum values (a discriminator), when each requires a member the other
+        never writes (branches are closed: see :meth:`branches`), or, for scalar branches
+        only, when the intersection of their regexes is empty (interegular, for regexes of
+        moderate size). Objects and arrays are never told apart by their regexes: a regex
+        writes members in one order, and a document in another order may still fit both.
         """
         import interegular
 
@@ -143,10 +180,16 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
                     not kinds[i] & kinds[j]
                     or self.enums_differ(flats[i], flats[j])
                     or self.discriminated(flats[i], flats[j], path)
+                    or self.required_apart(flats[i], flats[j], path)
                 ):
                     continue
                 overlap = True
-                if regexes[i] != regexes[j] and max(len(regexes[i]), len(regexes[j])) < 5000:
+                scalar = not (kinds[i] | kinds[j]) & {"object", "array"}
+                if (
+                    scalar
+                    and regexes[i] != regexes[j]
+                    and max(len(regexes[i]), len(regexes[j])) < 5000
+                ):
                     try:
                         for k in (i, j):
                             if k not in fsms:
@@ -177,13 +220,19 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
         import jsonschema
 
         document = {k: v for k, v in rest.items() if not k.startswith("x-outlines-like")}
+        also: list[Any] = [{"not": {"enum": rest[NOT_STRINGS]}}] if NOT_STRINGS in rest else []
+        also += [{"pattern": p} for p in rest.get(EXTRA_PATTERNS, [])]
+        also += [{"format": f} for f in rest.get(EXTRA_FORMATS, [])]
+        if also:
+            document["allOf"] = [*document.get("allOf", []), *also]
         for defs in ("$defs", "definitions"):
             if defs in self.root:
                 document[defs] = self.root[defs]
         validator_class = jsonschema.validators.validator_for(
             self.root, default=jsonschema.Draft202012Validator
         )
-        return validator_class(document).is_valid  # type: ignore[no-any-return]
+        checker = validator_class.FORMAT_CHECKER  # formats are assertions here
+        return validator_class(document, format_checker=checker).is_valid  # type: ignore[no-any-return]
 
     def literal(self, value: Any, path: str) -> str:
         """Regex for exactly ``value``, written in the whitespace policy."""
@@ -199,11 +248,34 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
             return "\\[" + ws + inner + ws + "\\]"
         if isinstance(value, float) and not math.isfinite(value):
             raise self.invalid(path, f"{value!r} is not a JSON value")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return number_literal(value)
         return esc(json.dumps(value, ensure_ascii=False))
 
     def sub(self, schema: Any, path: str) -> Rx:
         """Regex for a sub-schema; ``True``/``{}`` is any value up to ``max_any_depth``."""
         return self.convert(schema, path)
+
+
+def number_literal(value: float) -> str:
+    """Regex for the spellings of a number JSON compares equal to ``value``.
+
+    ``2``, ``2.0`` and ``2.00`` are one number (so are ``0``, ``-0`` and ``0.0``): an integral
+    value is its digits with an optional ``.0...``, a fraction its shortest digits with optional
+    trailing zeros. Exponent spellings (``2e0``) are not written, except for the values
+    ``json.dumps`` itself writes with one (``1e-07``), which keep that one spelling.
+    """
+    text = json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        digits = str(abs(value))
+        sign = "-?" if value == 0 else "-" if value < 0 else ""
+        plain = f"{sign}{digits}(?:\\.0+)?"
+        return f"(?:{plain}|{esc(text)})" if "e" in text else plain
+    if "e" in text or "E" in text:
+        return esc(text)
+    return esc(text) + "0*"
 
 
 def json_schema_to_regex(

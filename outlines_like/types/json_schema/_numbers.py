@@ -9,6 +9,8 @@ from typing import Any
 from outlines_like.types.json_schema._base import ConverterBase
 from outlines_like.types.json_schema._text import INTEGER, NUMBER, Rx, alt
 
+MAX_LISTED_MULTIPLES = 256  # multiples of a bounded range written out one by one
+
 _MAX_BOUND = 10**400  # _same_length_range recurses once per digit
 
 
@@ -140,7 +142,51 @@ class NumbersMixin(ConverterBase):
         lo = max((v for v in lows if v is not None), default=None)
         hi = min((v for v in highs if v is not None), default=None)
         self.check_order(s, path)
+        step = self.multiple(s, path)
+        if step is not None and step != 1:
+            return self.integer_multiples(lo, hi, step, path)
         return integer_range(lo, hi)
+
+    def multiple(self, s: dict[str, Any], path: str) -> decimal.Decimal | None:
+        """``multipleOf`` as a decimal (as the schema wrote it), or ``None``."""
+        value = s.get("multipleOf")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise self.invalid(path + "/multipleOf", "multipleOf must be a positive number")
+        return decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
+
+    def integer_multiples(
+        self, lo: int | None, hi: int | None, step: decimal.Decimal, path: str
+    ) -> Rx:
+        """The integers in ``[lo, hi]`` that are multiples of ``step``.
+
+        Enforced when every integer is one (``0.5``), when the range holds at most
+        :data:`MAX_LISTED_MULTIPLES` of them (listed), or, unbounded, when ``step`` divides
+        ``10**k`` for ``k <= 3`` (the last ``k`` digits decide: 2, 4, 5, 8, 10, 25, 1000...).
+        """
+        if step != step.to_integral_value():
+            if (1 / step) == (1 / step).to_integral_value():
+                return integer_range(lo, hi)  # every integer is a multiple of 1/n
+            self.unenforced("multipleOf", path, f"a fractional step {step} on integers")
+            return integer_range(lo, hi)
+        m = int(step)
+        if lo is not None and hi is not None and (hi - lo) // m <= MAX_LISTED_MULTIPLES:
+            first = -(-lo // m) * m
+            return alt(str(v) for v in range(first, hi + 1, m))
+        k = next((k for k in range(1, 4) if 10**k % m == 0), None)
+        if lo is not None or hi is not None or k is None:
+            self.unenforced(
+                "multipleOf",
+                path,
+                f"multipleOf {m} with these bounds (enforced: a bounded range of at most "
+                f"{MAX_LISTED_MULTIPLES} multiples, or no bounds and a step dividing 1000)",
+            )
+            return integer_range(lo, hi)
+        small = [str(v) for v in range(m, 10**k, m)]
+        suffixes = "|".join(str(v).zfill(k) for v in range(0, 10**k, m))
+        body = "|".join([*small, f"[1-9][0-9]*(?:{suffixes})"])
+        return f"(?:0|-?(?:{body}))"
 
     def check_order(self, s: dict[str, Any], path: str) -> None:
         minimum, ex_min, maximum, ex_max = self.bounds(s, path)
@@ -154,6 +200,20 @@ class NumbersMixin(ConverterBase):
     def convert_number(self, s: dict[str, Any], path: str) -> Rx:
         minimum, ex_min, maximum, ex_max = self.bounds(s, path)
         self.check_order(s, path)
+        step = self.multiple(s, path)
+        if step is not None:
+            if step == step.to_integral_value():
+                return self.convert_integer(s, path)  # multiples of an integer: integers
+            exponent = int(step.normalize().as_tuple().exponent)
+            bounded = any(v is not None for v in (minimum, ex_min, maximum, ex_max))
+            if step.normalize() == decimal.Decimal(1).scaleb(exponent) and not bounded:
+                places = -int(exponent)  # 0.01: at most two decimals
+                return f"-?(?:0|[1-9][0-9]*)(?:\\.[0-9]{{1,{places}}})?"
+            self.unenforced(
+                "multipleOf",
+                path,
+                f"multipleOf {step} on numbers (enforced: integers, or 0.1, 0.01... unbounded)",
+            )
         if all(v is None for v in (minimum, ex_min, maximum, ex_max)):
             return NUMBER
         for key, value in (

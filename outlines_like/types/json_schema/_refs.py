@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import (
     ANNOTATIONS,
+    CLOSED,
     EXTRA_FORMATS,
     EXTRA_PATTERNS,
     NEVER,
     TYPES,
+    UNMERGED,
     ConverterBase,
     canonical,
+)
+from outlines_like.types.json_schema._logic import (
+    NOT_STRINGS,
+    conditional,
+    dependencies,
+    negate,
 )
 from outlines_like.types.json_schema.pointer import PointerError, resolve_pointer
 
@@ -28,7 +37,10 @@ class RefsMixin(ConverterBase):
             )
         pointer = ref[1:] if ref.startswith("#") else ref
         if pointer and not pointer.startswith("/"):
-            raise self.invalid(path, f"$ref {ref!r}: anchors are not supported, use '#/...'")
+            found = self.anchor(self.root, pointer, "")
+            if found is None:
+                raise self.invalid(path, f"$ref {ref!r}: no $anchor {pointer!r} in the schema")
+            pointer = found
         try:
             node = resolve_pointer(self.root, pointer)
         except PointerError as exc:
@@ -36,6 +48,29 @@ class RefsMixin(ConverterBase):
                 path, f"$ref {ref!r} points to nothing (no {exc.args[0]!r})"
             ) from None
         return node, "#" + pointer
+
+    def anchor(self, node: Any, name: str, pointer: str) -> str | None:
+        """The JSON pointer of the subschema whose ``$anchor`` is ``name`` (document order)."""
+        children: Iterable[tuple[str, Any]]
+        if isinstance(node, dict):
+            if pointer and "$id" in node:
+                return None  # another resource: its anchors are not this document's
+            if node.get("$anchor") == name:
+                return pointer
+            children = node.items()
+        elif isinstance(node, list):
+            children = ((str(i), v) for i, v in enumerate(node))
+        else:
+            return None
+        for key, child in children:
+            if key in ("const", "enum", "examples", "default"):
+                continue  # values, not schemas
+            found = self.anchor(
+                child, name, f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}"
+            )
+            if found is not None:
+                return found
+        return None
 
     def flatten(
         self, schema: Any, path: str, refs: list[str], seen: tuple[str, ...]
@@ -66,10 +101,41 @@ class RefsMixin(ConverterBase):
                 raise self.invalid(path, "allOf must be a non-empty list")
             for i, sub in enumerate(subs):
                 parts.append(self.flatten(sub, f"{path}/allOf/{i}", refs, seen))
+        parts.extend(self.rewrites(node, schema, path, seen))
         result = node
         for part in parts:
             result = self.merge(result, part, path)
         return result
+
+    def rewrites(
+        self, node: dict[str, Any], schema: dict[str, Any], path: str, seen: tuple[str, ...]
+    ) -> list[dict[str, Any]]:
+        """Take ``not``, ``if`` and dependencies out of ``node`` as schemas to merge (``_logic``).
+
+        What cannot be rewritten stays in ``node``, to be reported as not enforced.
+        """
+
+        def flat(sub: Any, where: str) -> dict[str, Any]:
+            return self.flatten(sub, where, [], seen)
+
+        parts: list[dict[str, Any]] = []
+        if "not" in node:
+            negated = negate(flat(node["not"], path + "/not"), flat, path + "/not")
+            if negated is not None:
+                del node["not"]
+                parts.append(negated)
+        if "if" in node:
+            then, otherwise = schema.get("then", True), schema.get("else", True)
+            union = conditional(node, then, otherwise, flat, path)
+            if union is not None:
+                del node["if"]
+                parts.append(union)
+        unions = dependencies(node)
+        if unions is not None:
+            for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+                node.pop(key, None)
+            parts.extend(unions)
+        return parts
 
     def upgrade(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
         """Copy ``schema`` without annotations, older-draft spellings rewritten to 2020-12."""
@@ -129,7 +195,21 @@ class RefsMixin(ConverterBase):
                 if mine != value:
                     extra = EXTRA_PATTERNS if key == "pattern" else EXTRA_FORMATS
                     out[extra] = [*out.get(extra, []), value]
-            elif key in (EXTRA_PATTERNS, EXTRA_FORMATS):
+            elif key in (EXTRA_PATTERNS, EXTRA_FORMATS, NOT_STRINGS):
+                out[key] = [*mine, *value]
+            elif key == "multipleOf":
+                out[key] = lcm_step(mine, value)
+            elif key in ("minProperties", "minContains"):
+                out[key] = max(mine, value)
+            elif key in ("maxProperties", "maxContains"):
+                out[key] = min(mine, value)
+            elif key == "uniqueItems":
+                out[key] = bool(mine) or bool(value)
+            elif key == "propertyNames":
+                out[key] = {"allOf": [mine, value]}
+            elif key == CLOSED:
+                out[key] = True
+            elif key == UNMERGED:
                 out[key] = [*mine, *value]
             elif key in ("items", "additionalProperties"):
                 out[key] = {"allOf": [mine, value]}
@@ -141,6 +221,15 @@ class RefsMixin(ConverterBase):
                 continue
             else:
                 out[key] = mine  # unenforced keywords: the first one is reported
+        for key in ("contains", "patternProperties"):
+            if key in a and key in b and a[key] != b[key]:
+                out[UNMERGED] = [*out.get(UNMERGED, []), key]
+        object_keys = {"properties", "additionalProperties", "patternProperties", "propertyNames"}
+        if any(
+            "patternProperties" in one and object_keys & other.keys()
+            for one, other in ((a, b), (b, a))
+        ):  # keys from one side's patterns would skip the other side's object keywords
+            out[UNMERGED] = [*out.get(UNMERGED, []), "patternProperties"]
         # A property declared on one side is also checked by the other's additionalProperties.
         if ("properties" in a or "properties" in b) and (
             ("properties" in a and "properties" in b)
@@ -182,3 +271,17 @@ class RefsMixin(ConverterBase):
         if ("number" in sa and "integer" in sb) or ("integer" in sa and "number" in sb):
             both.add("integer")
         return [t for t in TYPES if t in both]
+
+
+def lcm_step(a: float, b: float) -> float:
+    """The smallest positive number both ``multipleOf`` steps divide (decimal arithmetic)."""
+    import decimal
+    import math
+
+    da, db = decimal.Decimal(repr(a)), decimal.Decimal(repr(b))
+    scale = max(
+        -int(da.normalize().as_tuple().exponent), -int(db.normalize().as_tuple().exponent), 0
+    )
+    ia, ib = int(da.scaleb(scale)), int(db.scaleb(scale))
+    both = decimal.Decimal(math.lcm(ia, ib)).scaleb(-scale)
+    return int(both) if both == both.to_integral_value() else float(both)

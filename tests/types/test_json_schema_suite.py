@@ -50,7 +50,7 @@ SUITE = Path(__file__).resolve().parent.parent / "data" / "json-schema-test-suit
 GROUP_BUDGET_S = 10.0  # compile + every instance of one group; the slowest takes ~2 s
 EOS = 256
 BYTE_VOCAB = Vocabulary([bytes([b]) for b in range(256)] + [b"<eos>"], eos_token_ids=[EOS])
-COMPILED_FLOOR = 250  # groups that compile today (of 461); raise it when coverage grows
+COMPILED_FLOOR = 251  # groups that compile today (of 461); raise it when coverage grows
 
 # ------------------------------------------------------------------ the exception tables
 

@@ -145,12 +145,13 @@ class ContainersMixin(CountingMixin):
         schemas are meant), so a model cannot pad an answer with invented members; a valid
         document with extra members is then outside what is generated, as one with its
         members in another order is (docs/json_schema.md). An object without
-        ``properties`` is free-form and takes any member (``required`` names included); ``additionalProperties`` given (a schema or
-        ``true``) allows extras after the declared members.
+        ``properties`` is free-form and takes any member (``required`` names included),
+        except on a closed ``oneOf`` branch that declares members. ``additionalProperties``
+        given (a schema or ``true``) allows extras after the declared members.
         """
         additional = s.get("additionalProperties")
         if additional is None:
-            return not s.get("properties")
+            return not s.get("properties") and not (s.get(CLOSED) and declared)
         return additional is not False
 
     key_excluding = staticmethod(text_excluding)

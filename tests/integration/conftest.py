@@ -13,6 +13,7 @@ is skipped with the reason, never passed silently.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import signal
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +30,26 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVERS_DIR = pathlib.Path(os.environ.get("OL_SERVERS_DIR", ROOT.parent / "shared" / "servers"))
 WORKDIR = pathlib.Path(os.environ.get("OL_SERVERS_WORKDIR", ROOT / ".cache" / "servers"))
+
+
+class Recorder:
+    """An ``httpx2`` request hook keeping the JSON body of every POST the client sends.
+
+    Args:
+        path_suffix: Keep only the bodies sent to paths ending so (``"/completions"``).
+    """
+
+    def __init__(self, path_suffix: str = "") -> None:
+        self.path_suffix = path_suffix
+        self.bodies: list[dict[str, object]] = []
+
+    def __call__(self, request: Any) -> None:
+        if (
+            request.method == "POST"
+            and request.content
+            and request.url.path.endswith(self.path_suffix)
+        ):
+            self.bodies.append(json.loads(request.content))
 
 
 @dataclasses.dataclass(frozen=True)

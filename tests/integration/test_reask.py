@@ -20,6 +20,7 @@ import pytest
 import outlines_like as ol
 from outlines_like.errors import ParseError
 from outlines_like.messages import Completion, Usage
+from tests.integration.conftest import Recorder
 
 if TYPE_CHECKING:
     from tests.integration.conftest import Server
@@ -46,24 +47,13 @@ def rejecting(first: int) -> type[pydantic.BaseModel]:
     return Pet
 
 
-class Bodies:
-    """Every completion request body the client sends."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, object]] = []
-
-    def __call__(self, request: httpx2.Request) -> None:
-        if request.method == "POST" and request.url.path.endswith("/completions"):
-            self.sent.append(json.loads(request.content))
+@pytest.fixture
+def bodies() -> Recorder:
+    return Recorder("/completions")  # the completion requests only
 
 
 @pytest.fixture
-def bodies() -> Bodies:
-    return Bodies()
-
-
-@pytest.fixture
-def model(reference_server: Server, bodies: Bodies) -> Iterator[ol.Model]:
+def model(reference_server: Server, bodies: Recorder) -> Iterator[ol.Model]:
     http = httpx2.Client(event_hooks={"request": [bodies]}, timeout=120)
     client = openai.OpenAI(base_url=reference_server.base_url, api_key="-", http_client=http)
     yield ol.from_server(client)
@@ -78,13 +68,13 @@ def _total(usages: list[Usage | None]) -> Usage:
     return total
 
 
-def test_reask_succeeds_within_the_budget(model: ol.Model, bodies: Bodies) -> None:
+def test_reask_succeeds_within_the_budget(model: ol.Model, bodies: Recorder) -> None:
     pet = model.parse("Describe a pet.", rejecting(2), retries=2, **KW)
     assert pet.kind in ("cat", "dog", "fish")
-    assert [len(body["messages"]) for body in bodies.sent] == [1, 3, 5]  # type: ignore[arg-type]
-    constraints = {json.dumps(body["structured_outputs"], sort_keys=True) for body in bodies.sent}
+    assert [len(body["messages"]) for body in bodies.bodies] == [1, 3, 5]  # type: ignore[arg-type]
+    constraints = {json.dumps(body["structured_outputs"], sort_keys=True) for body in bodies.bodies}
     assert len(constraints) == 1  # the same constraint on every attempt
-    follow_up = bodies.sent[1]["messages"][2]  # type: ignore[index]
+    follow_up = bodies.bodies[1]["messages"][2]  # type: ignore[index]
     assert follow_up["role"] == "user"
     assert "the judge rejects this pet" in follow_up["content"]
 
@@ -96,7 +86,7 @@ def test_reask_succeeds_within_the_budget(model: ol.Model, bodies: Bodies) -> No
     assert isinstance(attempts[0].error, ParseError)
     assert attempts[-1].error is None
     assert attempts[-1].text == completion.text
-    assert attempts[0].text == bodies.sent[-1]["messages"][1]["content"]  # type: ignore[index]
+    assert attempts[0].text == bodies.bodies[-1]["messages"][1]["content"]  # type: ignore[index]
     used = _total([a.usage for a in attempts])
     assert model.usage == before + used  # every attempt counted, nothing else
     first, second = (a.usage for a in attempts)
@@ -105,15 +95,17 @@ def test_reask_succeeds_within_the_budget(model: ol.Model, bodies: Bodies) -> No
     assert second.prompt_tokens > first.prompt_tokens + first.completion_tokens
 
 
-def test_reask_exhausts_the_budget_and_keeps_every_attempt(model: ol.Model, bodies: Bodies) -> None:
+def test_reask_exhausts_the_budget_and_keeps_every_attempt(
+    model: ol.Model, bodies: Recorder
+) -> None:
     with pytest.raises(ParseError, match="the judge rejects this pet") as caught:
         model.parse("Describe a pet.", rejecting(10), retries=2, **KW)
     error = caught.value
     assert len(error.attempts) == 3
-    assert len(bodies.sent) == 3
+    assert len(bodies.bodies) == 3
     assert [a.text for a in error.attempts[:-1]] == [
         m["content"]
-        for m in bodies.sent[-1]["messages"][1::2]  # type: ignore[index]
+        for m in bodies.bodies[-1]["messages"][1::2]  # type: ignore[index]
     ]
     assert all(isinstance(a.error, ParseError) for a in error.attempts)
     assert error.attempts[-1].error is error

@@ -5,7 +5,6 @@ Random-weight models never close a free string, so every free-text field is boun
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
@@ -19,6 +18,7 @@ import pytest
 import outlines_like as ol
 from outlines_like.errors import BadRequestError
 from outlines_like.types import CFG, JsonSchema, Regex
+from tests.integration.conftest import Recorder
 
 if TYPE_CHECKING:
     from tests.integration.conftest import Server
@@ -44,17 +44,6 @@ class Reading(pydantic.BaseModel):
     color: Literal["red", "green", "blue"]
     n: int = pydantic.Field(ge=0, le=9)
     ok: bool
-
-
-class Recorder:
-    """Keeps every request body the client sends."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, object]] = []
-
-    def __call__(self, request: httpx2.Request) -> None:
-        if request.method == "POST" and request.content:
-            self.bodies.append(json.loads(request.content))
 
 
 @pytest.fixture

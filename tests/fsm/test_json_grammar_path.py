@@ -28,6 +28,7 @@ from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonSchema
 from outlines_like.types.json_schema import json_schema_to_regex
 from outlines_like.types.json_schema_grammar import json_schema_to_grammar
+from tests.types.test_json_schema_grammar import chain  # the issue's chain of definitions
 
 SCHEMAS = Path(__file__).parent.parent / "types" / "schemas"
 PIECES = [
@@ -65,19 +66,6 @@ SETTINGS = settings(
     database=None,
     suppress_health_check=list(HealthCheck),
 )
-
-
-def chain(depth: int) -> dict[str, Any]:
-    """The issue's chain: each ``d_i`` has two optional members pointing to ``d_{i-1}``.
-
-    Objects are closed (``additionalProperties: false``), as in the issue's measurement.
-    """
-    closed = {"type": "object", "additionalProperties": False}
-    defs: dict[str, Any] = {"d0": {**closed, "properties": {"v": {"type": "integer"}}}}
-    for i in range(1, depth + 1):
-        ref = {"$ref": f"#/$defs/d{i - 1}"}
-        defs[f"d{i}"] = {**closed, "properties": {"a": ref, "b": ref}}
-    return {"$defs": defs, "$ref": f"#/$defs/d{depth}"}
 
 
 def tokenize(text: bytes) -> list[int]:

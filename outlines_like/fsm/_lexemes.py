@@ -26,20 +26,24 @@ _MAX_SETS = 64  # byte sets kept per vocabulary (a JSON schema uses one or two)
 
 def column_layout(
     tokens: tuple[bytes, ...], lengths: I32
-) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.uint8]]]:
+) -> tuple[
+    npt.NDArray[np.int64], list[npt.NDArray[np.uint8]], npt.NDArray[np.uint8], npt.NDArray[np.int64]
+]:
     """The walk's column layout of ``tokens``, sorted by non-increasing ``lengths``.
 
-    Returns ``active`` (``active[j]`` tokens have more than ``j`` bytes: a prefix of them) and
-    ``columns`` (``columns[j]``: byte ``j`` of those tokens).
+    Returns ``active`` (``active[j]`` tokens have more than ``j`` bytes: a prefix of them),
+    ``columns`` (``columns[j]``: byte ``j`` of those tokens), and the tokens end to end as
+    ``flat`` bytes with ``offsets`` (token ``k`` is ``flat[offsets[k]:offsets[k + 1]]``: the
+    compiled walk's layout).
     """
     n = len(tokens)
     max_len = int(lengths[0]) if n else 0
-    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()  # writable: numba takes it
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     active = n - np.searchsorted(lengths[::-1], np.arange(max_len + 1), "right")
     columns = [flat[offsets[: int(active[j])] + j] for j in range(max_len)]
-    return active, columns
+    return active, columns, flat, offsets
 
 
 class CharSets:
@@ -163,6 +167,8 @@ class SuffixTable:
         first: ``uint8``: first byte of each suffix.
         active: ``active[j]`` positions have suffixes of more than ``j`` bytes.
         columns: ``columns[j]``: byte ``j`` of the suffixes of those positions.
+        flat, offsets: the suffixes end to end (suffix ``k`` is
+            ``flat[offsets[k]:offsets[k + 1]]``).
         tokens_by_pos: the suffixes.
     """
 
@@ -196,5 +202,7 @@ class SuffixTable:
         self.lengths: I32 = lens[order].astype(np.int32)
         self.tokens_by_pos: tuple[bytes, ...] = tuple(suffixes[i] for i in order.tolist())
         n = len(self.tokens_by_pos)
-        self.active, self.columns = column_layout(self.tokens_by_pos, self.lengths)
+        self.active, self.columns, self.flat, self.offsets = column_layout(
+            self.tokens_by_pos, self.lengths
+        )
         self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError
+from outlines_like.fsm import _accel
 from outlines_like.fsm._grammar_walk import byte_table
 from outlines_like.fsm._lexemes import LexemeCache, SuffixTable, column_layout
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
@@ -88,6 +89,8 @@ class TokenTable:
         n_chars: ``int32[n]``: bytes that are not UTF-8 continuation bytes (for a complete
             token: its number of characters).
         tokens_by_pos: the token bytes at each position.
+        flat, offsets: the tokens end to end, in position order (token ``p`` is
+            ``flat[offsets[p]:offsets[p + 1]]``).
         vocab_size, words: ``V`` and ``ceil(V / 32)``.
         lexemes: the token sets of string bodies (:class:`~outlines_like.fsm._lexemes.CharSets`),
             built on first use and shared by every constraint on the vocabulary.
@@ -107,7 +110,9 @@ class TokenTable:
         n = len(toks)
         max_len = int(self.lengths[0]) if n else 0
         self.max_len = max_len
-        self.active, self.columns = column_layout(self.tokens_by_pos, self.lengths)
+        self.active, self.columns, self.flat, self.offsets = column_layout(
+            self.tokens_by_pos, self.lengths
+        )
         self.first: npt.NDArray[np.uint8] = self.columns[0] if n else np.zeros(0, dtype=np.uint8)
         by_first_order = np.argsort(self.first, kind="stable")
         bounds = np.searchsorted(self.first[by_first_order], np.arange(257))
@@ -189,15 +194,34 @@ def token_table(vocab: Vocabulary) -> TokenTable:
     return table
 
 
+def token_trie(vocab: Vocabulary) -> _accel.TokenTrie:
+    """Return the vocabulary's token trie (the compiled walk's layout), built once (needs numba)."""
+    trie = vocab._cache.get("token_trie")
+    if trie is None:
+        table = token_table(vocab)
+        with _TABLE_LOCK:
+            trie = vocab._cache.get("token_trie")
+            if trie is None:
+                trie = _accel.TokenTrie(table.tokens_by_pos, table.ids, table.vocab_size)
+                vocab._cache["token_trie"] = trie
+    assert isinstance(trie, _accel.TokenTrie)
+    return trie
+
+
 def prepare_vocabulary(vocab: Vocabulary) -> None:
     """Build the tables every compiled constraint on ``vocab`` shares, now rather than lazily.
 
-    Both layouts are built and kept on the vocabulary: the regex index's :class:`TokenTable`
-    with the token sets of a JSON string's body, and the grammar masker's byte table.
-    Benchmarks and servers call this in setup, so the first compile does not pay for them
-    (~0.3 s for 150k tokens).
+    The layouts are built and kept on the vocabulary: the regex index's :class:`TokenTable`
+    with the token sets of a JSON string's body, and the grammar masker's byte table; with the
+    ``accel`` extra, the token trie too, and the compiled walk's kernels are loaded (or
+    compiled, the first time: seconds) so that no mask pays for them. Benchmarks and servers
+    call this in setup, so the first compile does not pay for them (~0.3 s for 150k tokens,
+    ~0.5 s with the extra).
     """
     table = token_table(vocab)
+    if _accel.enabled():
+        _accel.warm_up()
+        token_trie(vocab)
     body = table.lexemes.chars(JSON_STRING_BODY)
     body.suffixes()
     for k in (*range(1, _CHAR_CHAIN_STEPS + 1), body.max_chars):
@@ -656,7 +680,12 @@ _LEXEME_SHARE = 4  # string bodies: read the mask from the shared sets when 1/4 
 
 
 def _lexeme_walk(
-    trans: I32, table: TokenTable, state: int, lazy: LazyByteDFA | None, memo: dict[Any, Any]
+    trans: I32,
+    table: TokenTable,
+    state: int,
+    lazy: LazyByteDFA | None,
+    memo: dict[Any, Any],
+    out: npt.NDArray[np.uint32] | None = None,
 ) -> tuple[I32, I32] | None:
     """The mask of a string-body state from the vocabulary's shared sets, plus a short walk.
 
@@ -665,7 +694,9 @@ def _lexeme_walk(
     vocabulary's :class:`~outlines_like.fsm._lexemes.CharSets` (shared by every constraint);
     only the rest (tokens that cross the lexeme's boundary, and longer ones the chain cannot
     decide) are walked. Returns ``(mask of the fitting tokens allowed, ids of the other
-    tokens allowed)``, or ``None`` when ``state`` is no such state.
+    tokens allowed)``, or ``None`` when ``state`` is no such state. With ``out`` (a packed
+    ``uint32`` row), the rest is walked by the compiled kernels and set there instead (the
+    ids returned are then empty).
     """
     if lazy is not None:
         lazy.expand_one(state)
@@ -695,14 +726,18 @@ def _lexeme_walk(
     sfx = sets.suffixes()
     pre = sfx.pre_chars
     starts = np.array(chain, dtype=np.int32)[np.minimum(pre, m)]
-    cur = tflat[starts * 256 + sfx.first]
-    ok = cur >= 0
-    if not loop:
-        ok &= pre <= m  # longer prefixes: walked below, or dead with the chain
-    pos = np.flatnonzero(ok)
-    _walk_columns(trans, tflat, sfx, pos, cur[pos], lazy, done_pos, done_cur)
-    if done_pos:
-        parts.append(sfx.ids[np.concatenate(done_pos)])
+    if out is not None:
+        items = np.arange(pre.shape[0]) if loop else np.flatnonzero(pre <= m)
+        _accel.walk_list(trans, sfx.flat, sfx.offsets, sfx.ids, items, starts[items], lazy, out)
+    else:
+        cur = tflat[starts * 256 + sfx.first]
+        ok = cur >= 0
+        if not loop:
+            ok &= pre <= m  # longer prefixes: walked below, or dead with the chain
+        pos = np.flatnonzero(ok)
+        _walk_columns(trans, tflat, sfx, pos, cur[pos], lazy, done_pos, done_cur)
+        if done_pos:
+            parts.append(sfx.ids[np.concatenate(done_pos)])
     if not loop and not dead:
         # the chain stops: tokens with more characters than it has steps are walked whole
         longer = np.concatenate([sets.fit_pos[sets.fit_chars > m], sfx.orig_pos[pre > m]])
@@ -710,14 +745,27 @@ def _lexeme_walk(
             if lazy is not None:
                 trans = lazy.transitions
             longer = np.sort(longer)
-            cur = row[table.first[longer]]
-            keep = np.flatnonzero(cur >= 0)
-            done_pos, done_cur = [], []
-            _walk_columns(
-                trans, trans.reshape(-1), table, longer[keep], cur[keep], lazy, done_pos, done_cur
-            )
-            if done_pos:
-                parts.append(table.ids[np.concatenate(done_pos)])
+            if out is not None:
+                from_state = np.full(longer.shape[0], state, dtype=np.int32)
+                _accel.walk_list(
+                    trans, table.flat, table.offsets, table.ids, longer, from_state, lazy, out
+                )
+            else:
+                cur = row[table.first[longer]]
+                keep = np.flatnonzero(cur >= 0)
+                done_pos, done_cur = [], []
+                _walk_columns(
+                    trans,
+                    trans.reshape(-1),
+                    table,
+                    longer[keep],
+                    cur[keep],
+                    lazy,
+                    done_pos,
+                    done_cur,
+                )
+                if done_pos:
+                    parts.append(table.ids[np.concatenate(done_pos)])
     tok: I32 = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
     return fit_mask, tok
 
@@ -938,6 +986,7 @@ class TokenIndex:
         self._lazy = dfa if isinstance(dfa, LazyByteDFA) else None
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
         self._char_memo: dict[Any, Any] = {}
+        self._trie = token_trie(vocab) if _accel.enabled() else None
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -984,11 +1033,13 @@ class TokenIndex:
             self._compute(todo)
 
     def _compute(self, states: list[int]) -> None:
+        if self._trie is not None:
+            self._compute_accel(states, self._trie)
+            return
         eos = self.table.eos_ids
         trans = self.dfa.transitions
         tflat = trans.reshape(-1)
         bits = self._bits
-        tokens = self.vocab.tokens
         for s in states:
             fast = None
             if not self.lookahead:  # the end states are not needed: shared sets may do
@@ -1004,12 +1055,44 @@ class TokenIndex:
             bits[:] = False
             if fast is not None:
                 mask |= fit_mask
-            self.nbytes += mask.nbytes + 64
-            self.budget.check_bytes(self.nbytes, "token index rows")
-            row = StateRow(mask, self.dfa, tokens, s)
+            successors = np.unique(ends).tolist() if self.lookahead else None
+            self._keep(s, mask, successors)
+
+    def _compute_accel(self, states: list[int], trie: _accel.TokenTrie) -> None:
+        """:meth:`_compute` by the compiled walk (the ``accel`` extra): same rows."""
+        eos = self.table.eos_ids
+        words = self.table.words
+        for s in states:
+            out = trie.new_mask()
+            fit_mask = None
+            ends = None
             if self.lookahead:
-                row.successors = np.unique(ends).tolist()
-            self.rows[s] = row
+                ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
+            else:  # the end states are not needed: shared sets may do
+                fast = _lexeme_walk(
+                    self.dfa.transitions, self.table, s, self._lazy, self._char_memo, out
+                )
+                if fast is not None:
+                    fit_mask = fast[0]
+            if fit_mask is None:
+                _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
+            if self.dfa.is_accepting(s):
+                np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
+            mask: I32 = out[:words].view(np.int32)
+            if fit_mask is not None:
+                mask |= fit_mask
+            successors = None
+            if ends is not None:
+                reached = ends[: self.table.vocab_size]
+                successors = np.unique(reached[reached >= 0]).tolist()
+            self._keep(s, mask, successors)
+
+    def _keep(self, state: int, mask: I32, successors: list[int] | None) -> None:
+        self.nbytes += mask.nbytes + 64
+        self.budget.check_bytes(self.nbytes, "token index rows")
+        row = StateRow(mask, self.dfa, self.vocab.tokens, state)
+        row.successors = successors
+        self.rows[state] = row
 
     @property
     def computed_states(self) -> int:

@@ -1,0 +1,248 @@
+"""The optional compiled token walk (the ``accel`` extra: numba), its switch and its token trie.
+
+Pure Python with numpy is the default walk (:mod:`outlines_like.fsm.index`). When numba is
+importable, a state's mask is instead one walk of the vocabulary's token trie in a compiled
+kernel (:mod:`outlines_like.fsm._accel_kernels`): nodes in depth-first order, a dead byte skips
+its subtree, allowed tokens set their bits in the packed row directly. Both walks give the same
+masks (the tests compare them).
+
+The switch: ``OUTLINES_LIKE_ACCEL=0`` (or ``false``/``off``/``no``) in the environment turns it
+off; :func:`set_enabled` overrides both ways (tests). :func:`warm_up` compiles or loads the
+kernels, once per process; :func:`~outlines_like.fsm.index.prepare_vocabulary` calls it, so
+the JIT never lands in a first mask.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.fsm.regex_dfa import LazyByteDFA
+
+__all__ = [
+    "ENV_VAR",
+    "TokenTrie",
+    "available",
+    "enabled",
+    "set_enabled",
+    "walk_list",
+    "walk_trie",
+    "warm_up",
+]
+
+I32 = npt.NDArray[np.int32]
+U32 = npt.NDArray[np.uint32]
+
+ENV_VAR = "OUTLINES_LIKE_ACCEL"
+_OFF = ("0", "false", "off", "no")
+
+_forced: bool | None = None
+_kernels: ModuleType | None = None
+_import_failed = False
+_lock = threading.Lock()
+
+
+def _load() -> ModuleType | None:
+    """The kernels module, imported (so compiled or loaded) on first use; ``None`` without numba."""
+    global _kernels, _import_failed
+    if _kernels is None and not _import_failed:
+        with _lock:
+            if _kernels is None and not _import_failed:
+                try:
+                    from outlines_like.fsm import _accel_kernels
+                except ImportError:
+                    _import_failed = True
+                else:
+                    _kernels = _accel_kernels
+    return _kernels
+
+
+def available() -> bool:
+    """Whether numba is importable (the ``accel`` extra is installed)."""
+    return _load() is not None
+
+
+def enabled() -> bool:
+    """Whether new token indexes use the compiled walk.
+
+    :func:`set_enabled` decides when it was called; else the environment variable
+    ``OUTLINES_LIKE_ACCEL`` (``0``, ``false``, ``off`` or ``no`` turn it off); else whether
+    numba is installed.
+    """
+    if _forced is not None:
+        return _forced and available()
+    if os.environ.get(ENV_VAR, "").strip().lower() in _OFF:
+        return False
+    return available()
+
+
+def set_enabled(flag: bool | None) -> None:
+    """Force the compiled walk on or off for indexes built from now on; ``None`` resets.
+
+    Forcing it on has no effect without numba (:func:`enabled` stays ``False``).
+    """
+    global _forced
+    _forced = flag
+
+
+def warm_up() -> float:
+    """Load the kernels when the compiled walk is on, once per process.
+
+    The first process compiles them (seconds) and numba keeps them on disk; later ones read
+    them from there. Returns the seconds it took (0 when already done, or when it is off).
+    """
+    t0 = time.perf_counter()
+    if _kernels is not None or not enabled():
+        return 0.0
+    return time.perf_counter() - t0
+
+
+class TokenTrie:
+    """A vocabulary's text tokens as a trie in depth-first order (the compiled walk's layout).
+
+    Args:
+        tokens: The token bytes.
+        ids: The token id of each.
+        vocab_size: ``V``.
+
+    Attributes:
+        byte: ``uint8[n_nodes]``: the byte that leads to each node (node 0: the root).
+        depth: ``int32[n_nodes]``: its depth (the root's is 0).
+        skip: ``int32[n_nodes]``: the first node past its subtree.
+        node_tok: ``int32[n_nodes]``: the token that ends at each node, else :attr:`sentinel`.
+        sentinel: A bit past the vocabulary's words (the walk's masks have one spare word).
+        dup_of: ``int32[k, 2]``: ``(id, other id)`` of tokens with the same bytes as another
+            (the trie holds one id per node; the other's bit and end state are copied).
+        words: Packed words of a row (``ceil(V / 32)``).
+        stack_size: The deepest node's depth plus one.
+    """
+
+    def __init__(self, tokens: tuple[bytes, ...], ids: I32, vocab_size: int) -> None:
+        kernels = _load()
+        assert kernels is not None, "TokenTrie needs numba (the accel extra)"
+        order = sorted(range(len(tokens)), key=tokens.__getitem__)
+        flat = np.frombuffer(b"".join([tokens[k] for k in order]), dtype=np.uint8).copy()
+        lengths = np.array([len(tokens[k]) for k in order], dtype=np.int64)
+        offsets = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        byte, depth, skip, node_of, n_nodes = kernels.build_trie(flat, offsets, flat.shape[0] + 1)
+        self.byte = byte[:n_nodes].copy()
+        self.depth = depth[:n_nodes].copy()
+        self.skip = skip[:n_nodes].copy()
+        self.words = (vocab_size + 31) // 32
+        self.sentinel = self.words * 32
+        sorted_ids = np.asarray(ids, dtype=np.int32)[np.array(order, dtype=np.int64)]
+        node_tok = np.full(n_nodes, self.sentinel, dtype=np.int32)
+        # tokens are in byte order: a repeated token follows the first with the same bytes
+        first = np.ones(node_of.shape[0], dtype=bool)
+        first[1:] = node_of[1:] != node_of[:-1]
+        node_tok[node_of[first]] = sorted_ids[first]
+        again = np.flatnonzero(~first)
+        self.dup_of: I32 = np.stack([node_tok[node_of[again]], sorted_ids[again]], axis=1)
+        self.node_tok: I32 = node_tok
+        self.stack_size = int(self.depth.max()) + 1 if n_nodes else 1
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes, the root included."""
+        return int(self.byte.shape[0])
+
+    def new_mask(self) -> U32:
+        """A zeroed mask for :func:`walk_trie`: the row's words and a spare one."""
+        return np.zeros(self.words + 1, dtype=np.uint32)
+
+
+def _distinct(states: I32) -> list[int]:
+    out: list[int] = np.unique(states).tolist()
+    return out
+
+
+def walk_trie(
+    trie: TokenTrie,
+    trans: I32,
+    state: int,
+    lazy: LazyByteDFA | None,
+    mask: U32,
+    ends: I32 | None = None,
+) -> None:
+    """Set in ``mask`` the bits of the tokens whose every byte is live from ``state``.
+
+    ``mask`` comes from :meth:`TokenTrie.new_mask` (its last, spare word is scratch).
+    ``trans`` is the DFA's transition table (ignored for a lazy DFA, whose current table is
+    read). For a lazy DFA, the kernel records the subtrees it could not enter (their parent's
+    row not built), the rows are built (:meth:`LazyByteDFA.expand`) and those subtrees walked,
+    until none is left. ``ends`` (``int32[V + 1]`` at least), when given, receives each
+    allowed token's end state.
+    """
+    kernels = _load()
+    assert kernels is not None
+    if lazy is not None:
+        lazy.expand_one(state)
+        trans = lazy.transitions
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    stack = np.empty(trie.stack_size, dtype=np.int32)
+    no_ends = np.zeros(0, dtype=np.int32) if ends is None else ends
+    nodes = np.zeros(1, dtype=np.int32)
+    states = np.full(1, state, dtype=np.int32)
+    n = 1
+    while n:
+        pend_node = np.empty(trie.n_nodes if lazy is not None else 1, dtype=np.int32)
+        pend_state = np.empty_like(pend_node)
+        n = kernels.trie_walk(
+            trans, trie.byte, trie.depth, trie.skip, trie.node_tok,
+            nodes, states, n, stack, mask, no_ends, pend_node, pend_state,
+        )  # fmt: skip
+        if n:
+            assert lazy is not None
+            lazy.expand(_distinct(pend_state[:n]))
+            trans = np.ascontiguousarray(lazy.transitions)
+            nodes, states = pend_node[:n], pend_state[:n]
+    if trie.dup_of.shape[0]:
+        first, other = trie.dup_of[:, 0], trie.dup_of[:, 1]
+        on = ((mask[first >> 5] >> (first & 31).astype(np.uint32)) & 1).astype(bool)
+        np.bitwise_or.at(mask, other[on] >> 5, np.uint32(1) << (other[on] & 31).astype(np.uint32))
+        if ends is not None:
+            ends[other[on]] = ends[first[on]]
+
+
+def walk_list(
+    trans: I32,
+    flat: npt.NDArray[np.uint8],
+    offsets: npt.NDArray[np.int64],
+    ids: I32,
+    items: npt.NDArray[np.intp],
+    starts: I32,
+    lazy: LazyByteDFA | None,
+    mask: U32,
+) -> None:
+    """Set in ``mask`` the bits of the tokens ``items`` whose every byte is live, each from its start.
+
+    Token ``k`` is ``flat[offsets[k]:offsets[k + 1]]``, id ``ids[k]``, walked from
+    ``starts[q]`` for ``k = items[q]``. Tokens that reach a row a lazy DFA has not built are
+    walked again once it is built.
+    """
+    kernels = _load()
+    assert kernels is not None
+    if lazy is not None:
+        trans = lazy.transitions
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    todo = np.ascontiguousarray(items, dtype=np.int32)
+    start = np.ascontiguousarray(starts, dtype=np.int32)
+    n = int(todo.shape[0])
+    while n:
+        pend_item = np.empty(n, dtype=np.int32)
+        pend_start = np.empty(n, dtype=np.int32)
+        pend_state = np.empty(n, dtype=np.int32)
+        n = kernels.list_walk(
+            trans, flat, offsets, ids, todo, start, n, mask, pend_item, pend_start, pend_state
+        )
+        if n:
+            assert lazy is not None
+            lazy.expand(_distinct(pend_state[:n]))
+            trans = np.ascontiguousarray(lazy.transitions)
+            todo, start = pend_item[:n], pend_start[:n]

@@ -1,0 +1,207 @@
+"""The numba kernels of the ``accel`` extra: a token trie built and walked per DFA state.
+
+Imported only by :mod:`outlines_like.fsm._accel` when numba is importable. Each kernel is a
+plain, typed Python function compiled with ``njit(cache=True, nogil=True)``: numba keeps the
+machine code on disk (beside this file, or under ``NUMBA_CACHE_DIR`` when the package folder
+is read-only), so a process loads it instead of compiling it again.
+
+Transition tables are ``int32[n_states, 256]`` with ``-1`` dead and ``-2`` (``UNKNOWN``) in the
+rows a lazy DFA has not built yet. A walk that meets ``UNKNOWN`` does not guess: it records
+where it stopped (a trie node or a token, and the state whose row is missing), skips that part
+and goes on; the caller builds the rows and walks the recorded parts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["build_trie", "list_walk", "trie_walk"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
+
+_UNKNOWN = -2
+
+
+def _build_trie(
+    flat: U8, offsets: I64, n_nodes_max: int
+) -> tuple[U8, I32, I32, I32, int]:  # pragma: no cover - compiled
+    """Trie nodes, in depth-first order, of tokens sorted by their bytes.
+
+    Token ``k`` is ``flat[offsets[k]:offsets[k + 1]]``; the tokens are sorted, so each one adds
+    the nodes past its longest common prefix with the previous one. Node 0 is the root.
+
+    Returns ``(byte, depth, skip, node_of, n_nodes)``: each node's byte and depth, the first
+    node past its subtree, and the node each token ends on.
+    """
+    n = offsets.shape[0] - 1
+    byte = np.zeros(n_nodes_max, dtype=np.uint8)
+    depth = np.zeros(n_nodes_max, dtype=np.int32)
+    skip = np.zeros(n_nodes_max, dtype=np.int32)
+    node_of = np.zeros(n, dtype=np.int32)
+    max_len = 0
+    for k in range(n):
+        max_len = max(max_len, offsets[k + 1] - offsets[k])
+    path = np.zeros(max_len + 1, dtype=np.int32)  # path[d]: the open node at depth d
+    open_depth = 0  # nodes path[1..open_depth] are open (their subtrees not closed yet)
+    n_nodes = 1
+    prev_lo = 0
+    prev_len = 0
+    for k in range(n):
+        lo = offsets[k]
+        length = offsets[k + 1] - lo
+        lcp = 0
+        limit = min(length, prev_len)
+        while lcp < limit and flat[lo + lcp] == flat[prev_lo + lcp]:
+            lcp += 1
+        # close the open nodes deeper than the common prefix
+        while open_depth > lcp:
+            skip[path[open_depth]] = n_nodes
+            open_depth -= 1
+        for d in range(lcp + 1, length + 1):
+            byte[n_nodes] = flat[lo + d - 1]
+            depth[n_nodes] = d
+            path[d] = n_nodes
+            open_depth = d
+            n_nodes += 1
+        node_of[k] = path[length]
+        prev_lo = lo
+        prev_len = length
+    while open_depth > 0:
+        skip[path[open_depth]] = n_nodes
+        open_depth -= 1
+    skip[0] = n_nodes
+    return byte, depth, skip, node_of, n_nodes
+
+
+def _trie_walk(
+    trans: I32,
+    byte: U8,
+    depth: I32,
+    skip: I32,
+    node_tok: I32,
+    item_node: I32,
+    item_state: I32,
+    n_items: int,
+    stack: I32,
+    mask: U32,
+    ends: I32,
+    pend_node: I32,
+    pend_state: I32,
+) -> int:  # pragma: no cover - compiled
+    """Walk trie subtrees, setting the mask bits of the tokens whose every byte is live.
+
+    Item ``q`` is the subtree of node ``item_node[q]`` entered from state ``item_state[q]``
+    (its parent's state); node 0 is the whole trie from that state. Live-prefix pruning: a
+    node whose byte dies skips its subtree. ``node_tok[i]`` is the token that ends at node
+    ``i`` (a sentinel id past the vocabulary when none does: its bit lands in a spare last word
+    of ``mask``, so the loop has no branch on it). A node whose parent's row is ``UNKNOWN`` is
+    recorded in ``pend_node``/``pend_state`` (as a new item) and skipped. ``ends`` (when not
+    empty) receives each allowed token's end state. Returns the number of recorded items.
+    """
+    want_ends = ends.shape[0] > 0
+    n_pend = 0
+    for q in range(n_items):
+        lo = item_node[q]
+        if lo == 0:
+            stack[0] = item_state[q]
+            i = 1
+            hi = skip[0]
+        else:
+            stack[depth[lo] - 1] = item_state[q]
+            i = lo
+            hi = skip[lo]
+        while i < hi:
+            d = depth[i]
+            parent = stack[d - 1]
+            s = trans[parent, byte[i]]
+            if s < 0:
+                if s == _UNKNOWN:
+                    pend_node[n_pend] = i
+                    pend_state[n_pend] = parent
+                    n_pend += 1
+                i = skip[i]
+                continue
+            stack[d] = s
+            t = node_tok[i]
+            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if want_ends:
+                ends[t] = s
+            i += 1
+    return n_pend
+
+
+def _list_walk(
+    trans: I32,
+    flat: U8,
+    offsets: I64,
+    ids: I32,
+    items: I32,
+    starts: I32,
+    n_items: int,
+    mask: U32,
+    pend_item: I32,
+    pend_start: I32,
+    pend_state: I32,
+) -> int:  # pragma: no cover - compiled
+    """Walk the tokens ``items`` (``flat[offsets[k]:offsets[k + 1]]``), each from its start.
+
+    Sets the mask bit of ``ids[k]`` for each token whose every byte is live. A token that
+    reaches an ``UNKNOWN`` row is recorded (``pend_item``, ``pend_start``, and the state whose
+    row is missing in ``pend_state``) to be walked again once the row is built. Returns the
+    number of recorded tokens.
+    """
+    n_pend = 0
+    for q in range(n_items):
+        k = items[q]
+        s = starts[q]
+        prev = s
+        for b in range(offsets[k], offsets[k + 1]):
+            prev = s
+            s = trans[s, flat[b]]
+            if s < 0:
+                break
+        if s >= 0:
+            t = ids[k]
+            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        elif s == _UNKNOWN:
+            pend_item[n_pend] = k
+            pend_start[n_pend] = starts[q]
+            pend_state[n_pend] = prev
+            n_pend += 1
+    return n_pend
+
+
+# Explicit signatures: the kernels are compiled (or loaded from the cache) once, at import, and
+# an argument of another type or layout is refused rather than compiled again in a mask.
+_C1 = numba.types.Array
+_i32 = _C1(numba.int32, 1, "C")
+_u8 = _C1(numba.uint8, 1, "C")
+_i64 = _C1(numba.int64, 1, "C")
+_u32 = _C1(numba.uint32, 1, "C")
+_trans = _C1(numba.int32, 2, "C")
+
+
+def _jit(func: Callable[..., Any], *args: Any) -> Callable[..., Any]:
+    compiled: Callable[..., Any] = numba.njit(args, cache=True, nogil=True, boundscheck=False)(
+        func
+    )
+    return compiled
+
+
+build_trie: Callable[[U8, I64, int], tuple[U8, I32, I32, I32, int]] = _jit(
+    _build_trie, _u8, _i64, numba.int64
+)
+trie_walk: Callable[..., int] = _jit(
+    _trie_walk, _trans, _u8, _i32, _i32, _i32, _i32, _i32, numba.int64, _i32, _u32, _i32, _i32, _i32
+)
+list_walk: Callable[..., int] = _jit(
+    _list_walk, _trans, _u8, _i64, _i32, _i32, _i32, numba.int64, _u32, _i32, _i32, _i32
+)

@@ -220,7 +220,7 @@ def walk_list(
     lazy: LazyByteDFA | None,
     mask: U32,
 ) -> None:
-    """Set in ``mask`` the bits of the tokens ``items`` whose every byte is live, each from its start.
+    """Set in ``mask`` the bits of the tokens ``items`` whose every byte is live, each from a start.
 
     Token ``k`` is ``flat[offsets[k]:offsets[k + 1]]``, id ``ids[k]``, walked from
     ``starts[q]`` for ``k = items[q]``. Tokens that reach a row a lazy DFA has not built are

@@ -190,9 +190,7 @@ _trans = _C1(numba.int32, 2, "C")
 
 
 def _jit(func: Callable[..., Any], *args: Any) -> Callable[..., Any]:
-    compiled: Callable[..., Any] = numba.njit(args, cache=True, nogil=True, boundscheck=False)(
-        func
-    )
+    compiled: Callable[..., Any] = numba.njit(args, cache=True, nogil=True, boundscheck=False)(func)
     return compiled
 
 

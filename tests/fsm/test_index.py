@@ -1,13 +1,18 @@
-"""Token index: the vectorised walk against a token-by-token scalar walk, lazy rows, packing."""
+"""Token index: the vectorised walk against a token-by-token scalar walk, lazy rows, packing.
+
+Every test runs on both walks: the pure one and, with numba (the ``accel`` extra), the
+compiled one (``TokenIndex`` rows; ``walk_tokens`` and ``_walk_one`` are pure either way).
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from outlines_like.fsm import Vocabulary
+from outlines_like.fsm import Vocabulary, _accel
 from outlines_like.fsm.index import TokenIndex, TokenTable, pack_ids, token_table, walk_tokens
 from outlines_like.fsm.regex_dfa import LazyByteDFA, compile_regex, compile_regex_auto
 
@@ -38,6 +43,16 @@ TOKENS = [
 ]
 EOS = 16
 SPECIAL = (17,)
+
+
+@pytest.fixture(autouse=True, params=["pure", "accel"])
+def walk(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test on the pure walk and on the compiled one."""
+    if request.param == "accel" and not _accel.available():
+        pytest.skip("numba is not installed (the accel extra)")
+    _accel.set_enabled(request.param == "accel")
+    yield str(request.param)
+    _accel.set_enabled(None)
 
 
 @pytest.fixture

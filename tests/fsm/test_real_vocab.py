@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from outlines_like.fsm import RegexCompiled, Vocabulary, compile_constraint
-from outlines_like.types import JsonSchema, Regex
+from outlines_like.fsm import RegexCompiled, Vocabulary, _accel, compile_constraint
+from outlines_like.fsm.index import TokenIndex
+from outlines_like.fsm.regex_dfa import compile_regex_auto
+from outlines_like.types import JsonSchema, Regex, to_regex
 
 pytestmark = pytest.mark.vocab
 
@@ -124,24 +126,55 @@ def test_masks_bit_identical_to_xgrammar(vocab_name: str, case: str) -> None:
         assert theirs.accept_token(tok)
 
 
+JSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "age", "tags"],
+    "additionalProperties": False,
+}
+JSON_SAMPLE = json.dumps({"name": "Zoë Ω", "age": 31, "tags": ["a b", "日本"]}, ensure_ascii=False)
+
+
+@pytest.mark.skipif(not _accel.available(), reason="numba is not installed (the accel extra)")
+@pytest.mark.parametrize("case", [*sorted(REGEXES), "json"])
+def test_compiled_walk_masks_equal_the_pure_walk(vocab_name: str, case: str) -> None:
+    vocab, enc = load(vocab_name)
+    if case == "json":
+        pattern = to_regex(JsonSchema(JSON_SCHEMA, whitespace_pattern="[ ]?"))
+        sample = JSON_SAMPLE
+    else:
+        pattern, sample = REGEXES[case]
+    indexes = []
+    for accel in (False, True):
+        _accel.set_enabled(accel)
+        try:
+            # a lazy DFA for the JSON Schema (states built as the walk reaches them)
+            dfa = compile_regex_auto(pattern, eager_nfa_limit=0 if case == "json" else 3000)
+            indexes.append(TokenIndex(dfa, vocab))
+        finally:
+            _accel.set_enabled(None)
+    pure, fast = indexes
+    ps, fs = pure.dfa.start, fast.dfa.start
+    for step, tok in enumerate(enc.encode_ordinary(sample)):
+        pr, fr = pure.row(ps), fast.row(fs)
+        np.testing.assert_array_equal(pr.mask, fr.mask, err_msg=f"{case} step {step}")
+        ps, fs = pr.next_state(tok), fr.next_state(tok)
+        assert ps >= 0
+        assert fs >= 0
+    np.testing.assert_array_equal(pure.row(ps).mask, fast.row(fs).mask)
+
+
 def test_json_schema_walk(vocab_name: str) -> None:
     vocab, enc = load(vocab_name)
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "maxLength": 20},
-            "age": {"type": "integer"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-        },
-        "required": ["name", "age", "tags"],
-        "additionalProperties": False,
-    }
-    sample = json.dumps({"name": "Zoë Ω", "age": 31, "tags": ["a b", "日本"]}, ensure_ascii=False)
-    compiled = compile_constraint(JsonSchema(schema, whitespace_pattern="[ ]?"), vocab)
+    compiled = compile_constraint(JsonSchema(JSON_SCHEMA, whitespace_pattern="[ ]?"), vocab)
     assert isinstance(compiled, RegexCompiled)
     m = compiled.matcher()
     out = np.zeros(vocab.mask_words, dtype=np.int32)
-    for tok in [*enc.encode_ordinary(sample), vocab.eos_token_ids[0]]:
+    for tok in [*enc.encode_ordinary(JSON_SAMPLE), vocab.eos_token_ids[0]]:
         m.fill_bitmask(out)
         assert (int(out[tok // 32]) >> (tok % 32)) & 1
         m.advance(tok)

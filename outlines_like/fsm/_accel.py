@@ -22,6 +22,7 @@ from types import ModuleType
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.fsm._lexemes import WalkList
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 
 __all__ = [
@@ -187,12 +188,13 @@ def walk_trie(
     trans = np.ascontiguousarray(trans, dtype=np.int32)
     stack = np.empty(trie.stack_size, dtype=np.int32)
     no_ends = np.zeros(0, dtype=np.int32) if ends is None else ends
-    nodes = np.zeros(1, dtype=np.int32)
-    states = np.full(1, state, dtype=np.int32)
+    # items in, recorded subtrees out: two pairs of buffers, swapped after each round (each
+    # subtree is recorded at most once per round, so a round records fewer than n_nodes)
+    size = trie.n_nodes if lazy is not None else 1
+    nodes, states = np.zeros(size, dtype=np.int32), np.full(size, state, dtype=np.int32)
+    pend_node, pend_state = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
     n = 1
     while n:
-        pend_node = np.empty(trie.n_nodes if lazy is not None else 1, dtype=np.int32)
-        pend_state = np.empty_like(pend_node)
         n = kernels.trie_walk(
             trans, trie.byte, trie.depth, trie.skip, trie.node_tok,
             nodes, states, n, stack, mask, no_ends, pend_node, pend_state,
@@ -201,7 +203,7 @@ def walk_trie(
             assert lazy is not None
             lazy.expand(_distinct(pend_state[:n]))
             trans = np.ascontiguousarray(lazy.transitions)
-            nodes, states = pend_node[:n], pend_state[:n]
+            nodes, states, pend_node, pend_state = pend_node, pend_state, nodes, states
     if trie.dup_of.shape[0]:
         first, other = trie.dup_of[:, 0], trie.dup_of[:, 1]
         on = ((mask[first >> 5] >> (first & 31).astype(np.uint32)) & 1).astype(bool)
@@ -212,37 +214,34 @@ def walk_trie(
 
 def walk_list(
     trans: I32,
-    flat: npt.NDArray[np.uint8],
-    offsets: npt.NDArray[np.int64],
-    ids: I32,
-    items: npt.NDArray[np.intp],
+    items: WalkList,
     starts: I32,
     lazy: LazyByteDFA | None,
     mask: U32,
 ) -> None:
-    """Set in ``mask`` the bits of the tokens ``items`` whose every byte is live, each from a start.
+    """Set in ``mask`` the bits of the ``items`` whose every byte is live, each from its start.
 
-    Token ``k`` is ``flat[offsets[k]:offsets[k + 1]]``, id ``ids[k]``, walked from
-    ``starts[q]`` for ``k = items[q]``. Tokens that reach a row a lazy DFA has not built are
-    walked again once it is built.
+    Item ``q`` (token ``items.ids[q]``) is walked from ``starts[q]``. Items that reach a row a
+    lazy DFA has not built are resumed where they stopped once it is built.
     """
     kernels = _load()
     assert kernels is not None
     if lazy is not None:
         trans = lazy.transitions
     trans = np.ascontiguousarray(trans, dtype=np.int32)
-    todo = np.ascontiguousarray(items, dtype=np.int32)
+    begin, end, ids = items.begin, items.end, items.ids
     start = np.ascontiguousarray(starts, dtype=np.int32)
-    n = int(todo.shape[0])
+    n = int(begin.shape[0])
     while n:
         pend_item = np.empty(n, dtype=np.int32)
-        pend_start = np.empty(n, dtype=np.int32)
+        pend_begin = np.empty(n, dtype=np.int64)
         pend_state = np.empty(n, dtype=np.int32)
         n = kernels.list_walk(
-            trans, flat, offsets, ids, todo, start, n, mask, pend_item, pend_start, pend_state
+            trans, items.flat, begin, end, ids, start, n, mask, pend_item, pend_begin, pend_state
         )
         if n:
             assert lazy is not None
             lazy.expand(_distinct(pend_state[:n]))
             trans = np.ascontiguousarray(lazy.transitions)
-            todo, start = pend_item[:n], pend_start[:n]
+            again = pend_item[:n]
+            begin, end, ids, start = pend_begin[:n], end[again], ids[again], pend_state[:n]

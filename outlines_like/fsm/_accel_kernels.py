@@ -141,40 +141,42 @@ def _trie_walk(
 def _list_walk(
     trans: I32,
     flat: U8,
-    offsets: I64,
+    begin: I64,
+    end: I64,
     ids: I32,
-    items: I32,
     starts: I32,
     n_items: int,
     mask: U32,
     pend_item: I32,
-    pend_start: I32,
+    pend_begin: I64,
     pend_state: I32,
 ) -> int:  # pragma: no cover - compiled
-    """Walk the tokens ``items`` (``flat[offsets[k]:offsets[k + 1]]``), each from its start.
+    """Walk byte strings, each from its own state; set the mask bit of each one that lives.
 
-    Sets the mask bit of ``ids[k]`` for each token whose every byte is live. A token that
-    reaches an ``UNKNOWN`` row is recorded (``pend_item``, ``pend_start``, and the state whose
-    row is missing in ``pend_state``) to be walked again once the row is built. Returns the
-    number of recorded tokens.
+    Item ``q`` is ``flat[begin[q]:end[q]]``, walked from ``starts[q]``; ``ids[q]`` is its
+    token. An item that reaches an ``UNKNOWN`` row is recorded where it stopped (item, byte
+    position, and the state whose row is missing), to be resumed there once the row is built.
+    Returns the number of recorded items.
     """
     n_pend = 0
     for q in range(n_items):
-        k = items[q]
         s = starts[q]
-        prev = s
-        for b in range(offsets[k], offsets[k + 1]):
-            prev = s
-            s = trans[s, flat[b]]
-            if s < 0:
+        b = begin[q]
+        e = end[q]
+        nxt = s
+        while b < e:
+            nxt = trans[s, flat[b]]
+            if nxt < 0:
                 break
-        if s >= 0:
-            t = ids[k]
+            s = nxt
+            b += 1
+        if b == e:
+            t = ids[q]
             mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        elif s == _UNKNOWN:
-            pend_item[n_pend] = k
-            pend_start[n_pend] = starts[q]
-            pend_state[n_pend] = prev
+        elif nxt == _UNKNOWN:
+            pend_item[n_pend] = q
+            pend_begin[n_pend] = b
+            pend_state[n_pend] = s
             n_pend += 1
     return n_pend
 
@@ -201,5 +203,5 @@ trie_walk: Callable[..., int] = _jit(
     _trie_walk, _trans, _u8, _i32, _i32, _i32, _i32, _i32, numba.int64, _i32, _u32, _i32, _i32, _i32
 )
 list_walk: Callable[..., int] = _jit(
-    _list_walk, _trans, _u8, _i64, _i32, _i32, _i32, numba.int64, _u32, _i32, _i32, _i32
+    _list_walk, _trans, _u8, _i64, _i64, _i32, _i32, numba.int64, _u32, _i32, _i64, _i32
 )

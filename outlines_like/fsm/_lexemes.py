@@ -18,7 +18,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CharSets", "LexemeCache", "SuffixTable", "column_layout"]
+__all__ = ["CharSets", "LexemeCache", "SuffixTable", "WalkList", "column_layout"]
 
 I32 = npt.NDArray[np.int32]
 _MAX_SETS = 64  # byte sets kept per vocabulary (a JSON schema uses one or two)
@@ -92,6 +92,7 @@ class CharSets:
         self._chars_by_id = by_id
         self._masks: dict[int, I32] = {}
         self._words = (vocab_size + 31) // 32
+        self._tails: dict[tuple[int, bool, bool], WalkList] = {}
 
     @property
     def n_fit(self) -> int:
@@ -120,6 +121,85 @@ class CharSets:
             sfx = SuffixTable(self._tokens, self.unfit_pos, self._ids, self._in_set)
             self._suffixes = sfx
         return sfx
+
+    def tails(self, m: int, loop: bool, longer: bool) -> WalkList:
+        """What the compiled walk walks from a chain ``c0 .. cm`` on ``O`` (built once per key).
+
+        The unfit tokens from where they leave the lexeme, each from ``c[min(pre, m)]`` (all
+        of them on a loop, else those whose fitting prefix has at most ``m`` characters); with
+        ``longer``, also the tokens whose first ``m`` characters all fit and that have more
+        (fitting tokens, and unfit ones with longer prefixes), from ``cm`` after those ``m``
+        characters. :attr:`WalkList.start` holds chain indexes.
+        """
+        key = (m, loop, longer)
+        walk = self._tails.get(key)
+        if walk is None:
+            sfx = self.suffixes()
+            pre = sfx.pre_chars
+            items = np.arange(pre.shape[0]) if loop else np.flatnonzero(pre <= m)
+            flats = [sfx.flat]
+            begin = [sfx.offsets[:-1][items]]
+            end = [sfx.offsets[1:][items]]
+            ids = [sfx.ids[items]]
+            start = [np.minimum(pre[items], m).astype(np.int32)]
+            if longer:
+                pos = np.concatenate([self.fit_pos[self.fit_chars > m], sfx.orig_pos[pre > m]])
+                rest = [self._tokens[p][_char_offset(self._tokens[p], m) :] for p in pos.tolist()]
+                offsets = np.zeros(len(rest) + 1, dtype=np.int64)
+                np.cumsum([len(r) for r in rest], out=offsets[1:])
+                offsets += sfx.flat.shape[0]
+                flats.append(np.frombuffer(b"".join(rest), dtype=np.uint8))
+                begin.append(offsets[:-1])
+                end.append(offsets[1:])
+                ids.append(self._ids[pos])
+                start.append(np.full(pos.shape[0], m, dtype=np.int32))
+            walk = WalkList(
+                np.concatenate(flats),
+                np.concatenate(begin),
+                np.concatenate(end),
+                np.concatenate(ids).astype(np.int32),
+                np.concatenate(start),
+            )
+            self._tails[key] = walk
+        return walk
+
+
+def _char_offset(tok: bytes, k: int) -> int:
+    """The byte where character ``k`` (from 0) of ``tok`` starts (``len(tok)`` past the end)."""
+    seen = 0
+    for i, b in enumerate(tok):
+        if b & 0xC0 != 0x80:
+            if seen == k:
+                return i
+            seen += 1
+    return len(tok)
+
+
+class WalkList:
+    """Byte strings to walk, each from a state of its own (the compiled walk's list input).
+
+    Attributes:
+        flat: ``uint8``: the bytes, end to end.
+        begin, end: ``int64``: item ``q`` is ``flat[begin[q]:end[q]]``.
+        ids: ``int32``: the token of each item.
+        start: ``int32``: where each item starts (what it indexes is the caller's).
+    """
+
+    __slots__ = ("begin", "end", "flat", "ids", "start")
+
+    def __init__(
+        self,
+        flat: npt.NDArray[np.uint8],
+        begin: npt.NDArray[np.int64],
+        end: npt.NDArray[np.int64],
+        ids: I32,
+        start: I32,
+    ) -> None:
+        self.flat = np.ascontiguousarray(flat, dtype=np.uint8)
+        self.begin = np.ascontiguousarray(begin, dtype=np.int64)
+        self.end = np.ascontiguousarray(end, dtype=np.int64)
+        self.ids = np.ascontiguousarray(ids, dtype=np.int32)
+        self.start = np.ascontiguousarray(start, dtype=np.int32)
 
 
 class LexemeCache:

@@ -717,6 +717,12 @@ def _lexeme_walk(
     fit_mask = sets.mask_upto(sets.max_chars if loop else m)
     if lazy is not None:
         trans = lazy.transitions
+    if out is not None:
+        # the same walks, compiled: the unfit tokens from where they leave the lexeme and the
+        # longer ones from cm, as one cached list per (O, chain shape)
+        tails = sets.tails(m, loop, longer=not loop and not dead)
+        _accel.walk_list(trans, tails, np.array(chain, dtype=np.int32)[tails.start], lazy, out)
+        return fit_mask, np.zeros(0, dtype=np.int32)
     tflat = trans.reshape(-1)
     done_pos: list[npt.NDArray[np.intp]] = []
     done_cur: list[I32] = []
@@ -726,18 +732,14 @@ def _lexeme_walk(
     sfx = sets.suffixes()
     pre = sfx.pre_chars
     starts = np.array(chain, dtype=np.int32)[np.minimum(pre, m)]
-    if out is not None:
-        items = np.arange(pre.shape[0]) if loop else np.flatnonzero(pre <= m)
-        _accel.walk_list(trans, sfx.flat, sfx.offsets, sfx.ids, items, starts[items], lazy, out)
-    else:
-        cur = tflat[starts * 256 + sfx.first]
-        ok = cur >= 0
-        if not loop:
-            ok &= pre <= m  # longer prefixes: walked below, or dead with the chain
-        pos = np.flatnonzero(ok)
-        _walk_columns(trans, tflat, sfx, pos, cur[pos], lazy, done_pos, done_cur)
-        if done_pos:
-            parts.append(sfx.ids[np.concatenate(done_pos)])
+    cur = tflat[starts * 256 + sfx.first]
+    ok = cur >= 0
+    if not loop:
+        ok &= pre <= m  # longer prefixes: walked below, or dead with the chain
+    pos = np.flatnonzero(ok)
+    _walk_columns(trans, tflat, sfx, pos, cur[pos], lazy, done_pos, done_cur)
+    if done_pos:
+        parts.append(sfx.ids[np.concatenate(done_pos)])
     if not loop and not dead:
         # the chain stops: tokens with more characters than it has steps are walked whole
         longer = np.concatenate([sets.fit_pos[sets.fit_chars > m], sfx.orig_pos[pre > m]])
@@ -745,27 +747,14 @@ def _lexeme_walk(
             if lazy is not None:
                 trans = lazy.transitions
             longer = np.sort(longer)
-            if out is not None:
-                from_state = np.full(longer.shape[0], state, dtype=np.int32)
-                _accel.walk_list(
-                    trans, table.flat, table.offsets, table.ids, longer, from_state, lazy, out
-                )
-            else:
-                cur = row[table.first[longer]]
-                keep = np.flatnonzero(cur >= 0)
-                done_pos, done_cur = [], []
-                _walk_columns(
-                    trans,
-                    trans.reshape(-1),
-                    table,
-                    longer[keep],
-                    cur[keep],
-                    lazy,
-                    done_pos,
-                    done_cur,
-                )
-                if done_pos:
-                    parts.append(table.ids[np.concatenate(done_pos)])
+            cur = row[table.first[longer]]
+            keep = np.flatnonzero(cur >= 0)
+            done_pos, done_cur = [], []
+            _walk_columns(
+                trans, trans.reshape(-1), table, longer[keep], cur[keep], lazy, done_pos, done_cur
+            )
+            if done_pos:
+                parts.append(table.ids[np.concatenate(done_pos)])
     tok: I32 = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
     return fit_mask, tok
 

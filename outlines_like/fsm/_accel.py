@@ -191,8 +191,9 @@ def walk_trie(
     # items in, recorded subtrees out: two pairs of buffers, swapped after each round (each
     # subtree is recorded at most once per round, so a round records fewer than n_nodes)
     size = trie.n_nodes if lazy is not None else 1
-    nodes, states = np.zeros(size, dtype=np.int32), np.full(size, state, dtype=np.int32)
+    nodes, states = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
     pend_node, pend_state = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
+    nodes[0], states[0] = 0, state  # the root: the whole trie
     n = 1
     while n:
         n = kernels.trie_walk(

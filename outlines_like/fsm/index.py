@@ -226,6 +226,11 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     body.suffixes()
     for k in (*range(1, _CHAR_CHAIN_STEPS + 1), body.max_chars):
         body.mask_upto(k)
+    if _accel.enabled():  # the compiled walk's lists: free strings, bounded ones, long ones
+        for k in range(_CHAR_CHAIN_STEPS + 1):
+            body.tails(k, loop=False, longer=False)
+        body.tails(0, loop=True, longer=False)
+        body.tails(_CHAR_CHAIN_STEPS, loop=False, longer=True)
     byte_table(vocab)
     _ = vocab.hash
 

@@ -12,6 +12,7 @@ walk of the rest (:func:`outlines_like.fsm.index.TokenIndex`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 
@@ -154,11 +155,11 @@ class CharSets:
                 ids.append(self._ids[pos])
                 start.append(np.full(pos.shape[0], m, dtype=np.int32))
             walk = WalkList(
-                np.concatenate(flats),
-                np.concatenate(begin),
-                np.concatenate(end),
+                np.concatenate(flats).astype(np.uint8),
+                np.concatenate(begin).astype(np.int64),
+                np.concatenate(end).astype(np.int64),
                 np.concatenate(ids).astype(np.int32),
-                np.concatenate(start),
+                np.concatenate(start).astype(np.int32),
             )
             self._tails[key] = walk
         return walk
@@ -175,31 +176,23 @@ def _char_offset(tok: bytes, k: int) -> int:
     return len(tok)
 
 
+@dataclasses.dataclass(frozen=True)
 class WalkList:
     """Byte strings to walk, each from a state of its own (the compiled walk's list input).
 
     Attributes:
         flat: ``uint8``: the bytes, end to end.
-        begin, end: ``int64``: item ``q`` is ``flat[begin[q]:end[q]]``.
+        begin: ``int64``: where each item starts in ``flat``.
+        end: ``int64``: where it ends (item ``q`` is ``flat[begin[q]:end[q]]``).
         ids: ``int32``: the token of each item.
         start: ``int32``: where each item starts (what it indexes is the caller's).
     """
 
-    __slots__ = ("begin", "end", "flat", "ids", "start")
-
-    def __init__(
-        self,
-        flat: npt.NDArray[np.uint8],
-        begin: npt.NDArray[np.int64],
-        end: npt.NDArray[np.int64],
-        ids: I32,
-        start: I32,
-    ) -> None:
-        self.flat = np.ascontiguousarray(flat, dtype=np.uint8)
-        self.begin = np.ascontiguousarray(begin, dtype=np.int64)
-        self.end = np.ascontiguousarray(end, dtype=np.int64)
-        self.ids = np.ascontiguousarray(ids, dtype=np.int32)
-        self.start = np.ascontiguousarray(start, dtype=np.int32)
+    flat: npt.NDArray[np.uint8]
+    begin: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    ids: I32
+    start: I32
 
 
 class LexemeCache:

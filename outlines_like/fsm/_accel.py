@@ -115,6 +115,7 @@ class TokenTrie:
         byte: ``uint8[n_nodes]``: the byte that leads to each node (node 0: the root).
         depth: ``int32[n_nodes]``: its depth (the root's is 0).
         skip: ``int32[n_nodes]``: the first node past its subtree.
+        root_child: ``int32[256]``: the node of each first byte (``-1`` when no token has it).
         node_tok: ``int32[n_nodes]``: the token that ends at each node, else :attr:`sentinel`.
         sentinel: A bit past the vocabulary's words (the walk's masks have one spare word).
         dup_of: ``int32[k, 2]``: ``(id, other id)`` of tokens with the same bytes as another
@@ -146,6 +147,9 @@ class TokenTrie:
         again = np.flatnonzero(~first)
         self.dup_of: I32 = np.stack([node_tok[node_of[again]], sorted_ids[again]], axis=1)
         self.node_tok: I32 = node_tok
+        self.root_child: I32 = np.full(256, -1, dtype=np.int32)
+        at_top = np.flatnonzero(self.depth == 1).astype(np.int32)
+        self.root_child[self.byte[at_top]] = at_top
         self.stack_size = int(self.depth.max()) + 1 if n_nodes else 1
 
     @property
@@ -197,7 +201,7 @@ def walk_trie(
     n = 1
     while n:
         n = kernels.trie_walk(
-            trans, trie.byte, trie.depth, trie.skip, trie.node_tok,
+            trans, trie.byte, trie.depth, trie.skip, trie.node_tok, trie.root_child,
             nodes, states, n, stack, mask, no_ends, pend_node, pend_state,
         )  # fmt: skip
         if n:

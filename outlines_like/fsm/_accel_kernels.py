@@ -87,6 +87,7 @@ def _trie_walk(
     depth: I32,
     skip: I32,
     node_tok: I32,
+    root_child: I32,
     item_node: I32,
     item_state: I32,
     n_items: int,
@@ -99,42 +100,52 @@ def _trie_walk(
     """Walk trie subtrees, setting the mask bits of the tokens whose every byte is live.
 
     Item ``q`` is the subtree of node ``item_node[q]`` entered from state ``item_state[q]``
-    (its parent's state); node 0 is the whole trie from that state. Live-prefix pruning: a
-    node whose byte dies skips its subtree. ``node_tok[i]`` is the token that ends at node
-    ``i`` (a sentinel id past the vocabulary when none does: its bit lands in a spare last word
-    of ``mask``, so the loop has no branch on it). A node whose parent's row is ``UNKNOWN`` is
-    recorded in ``pend_node``/``pend_state`` (as a new item) and skipped. ``ends`` (when not
-    empty) receives each allowed token's end state. Returns the number of recorded items.
+    (its parent's state); node 0 is the whole trie from that state, entered through
+    ``root_child`` (the node of each first byte, ``-1`` when none) so that first bytes that
+    die never touch the node arrays. Live-prefix pruning: a node whose byte dies skips its
+    subtree. ``node_tok[i]`` is the token that ends at node ``i`` (a sentinel id past the
+    vocabulary when none does: its bit lands in a spare last word of ``mask``, so the loop has
+    no branch on it). A node whose parent's row is ``UNKNOWN`` is recorded in
+    ``pend_node``/``pend_state`` (as a new item) and skipped. ``ends`` (when not empty)
+    receives each allowed token's end state. Returns the number of recorded items.
     """
     want_ends = ends.shape[0] > 0
     n_pend = 0
     for q in range(n_items):
         lo = item_node[q]
-        if lo == 0:
-            stack[0] = item_state[q]
-            i = 1
-            hi = skip[0]
+        top = item_state[q]
+        whole = lo == 0
+        if whole:
+            stack[0] = top
         else:
-            stack[depth[lo] - 1] = item_state[q]
-            i = lo
-            hi = skip[lo]
-        while i < hi:
-            d = depth[i]
-            parent = stack[d - 1]
-            s = trans[parent, byte[i]]
-            if s < 0:
-                if s == _UNKNOWN:
-                    pend_node[n_pend] = i
-                    pend_state[n_pend] = parent
-                    n_pend += 1
-                i = skip[i]
-                continue
-            stack[d] = s
-            t = node_tok[i]
-            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            if want_ends:
-                ends[t] = s
-            i += 1
+            stack[depth[lo] - 1] = top
+        for b in range(256 if whole else 1):
+            if whole:
+                c = root_child[b]
+                if c < 0 or trans[top, b] == -1:
+                    continue
+                i = c
+                hi = skip[c]
+            else:
+                i = lo
+                hi = skip[lo]
+            while i < hi:
+                d = depth[i]
+                parent = stack[d - 1]
+                s = trans[parent, byte[i]]
+                if s < 0:
+                    if s == _UNKNOWN:
+                        pend_node[n_pend] = i
+                        pend_state[n_pend] = parent
+                        n_pend += 1
+                    i = skip[i]
+                    continue
+                stack[d] = s
+                t = node_tok[i]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                if want_ends:
+                    ends[t] = s
+                i += 1
     return n_pend
 
 
@@ -200,7 +211,21 @@ build_trie: Callable[[U8, I64, int], tuple[U8, I32, I32, I32, int]] = _jit(
     _build_trie, _u8, _i64, numba.int64
 )
 trie_walk: Callable[..., int] = _jit(
-    _trie_walk, _trans, _u8, _i32, _i32, _i32, _i32, _i32, numba.int64, _i32, _u32, _i32, _i32, _i32
+    _trie_walk,
+    _trans,
+    _u8,
+    _i32,
+    _i32,
+    _i32,
+    _i32,
+    _i32,
+    _i32,
+    numba.int64,
+    _i32,
+    _u32,
+    _i32,
+    _i32,
+    _i32,
 )
 list_walk: Callable[..., int] = _jit(
     _list_walk, _trans, _u8, _i64, _i64, _i32, _i32, numba.int64, _u32, _i32, _i64, _i32

@@ -30,7 +30,7 @@ from typing import Any
 
 from outlines_like.fsm._grammar_walk import byte_table
 from outlines_like.fsm._protocols import Compiled
-from outlines_like.fsm.index import token_table
+from outlines_like.fsm.index import token_table, token_trie
 from outlines_like.fsm.vocabulary import Vocabulary
 
 __all__ = ["dump_compiled", "load_compiled"]
@@ -39,6 +39,7 @@ _LOCK = type(threading.Lock())
 _RLOCK = type(threading.RLock())
 _BUILDERS: dict[str, Callable[[Vocabulary], object]] = {
     "token_table": token_table,
+    "token_trie": token_trie,
     "fsm.grammar.byte_table": byte_table,
 }
 """How the receiving side builds a per-vocabulary table it does not have yet, by cache key."""

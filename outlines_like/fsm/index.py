@@ -19,6 +19,11 @@ is walked (:func:`walk_tokens`, per state in :class:`TokenIndex`):
 3. walks the rest one gather per byte column, dropping dead tokens and setting finished ones
    aside after each column, and finishes the last few long tokens byte by byte.
 
+With the ``accel`` extra (numba, :mod:`outlines_like.fsm._accel`), :class:`TokenIndex` computes
+the same rows with compiled kernels instead: a walk of the vocabulary's token trie per state
+(string-body states keep the lexeme sets, their few boundary tokens walked as one compiled
+list); :func:`walk_tokens` stays the numpy walk.
+
 :class:`TokenIndex` caches each state's packed int32 bitmask row (EOS bit in accepting
 states); the state a token leads to is found by walking its bytes when a matcher advances, and
 memoised. The steady state of a matcher is a row copy and a dict lookup.

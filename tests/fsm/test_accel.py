@@ -292,3 +292,17 @@ def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 @given(pattern=st.recursive(st.sampled_from(ALPHABET), _combine, max_leaves=6), lazy=st.booleans())
 def test_random_regexes_rows_equal_the_pure_walk(pattern: str, lazy: bool) -> None:
     same_rows_on(pattern, lazy=lazy)
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "tokens",
+    [[b"<eos>"], [b"<eos>", b""], [b"<eos>", b"a" * 300, b"a", b"\x00", b"\xff\xfe"]],
+    ids=["no-text", "empty-token", "long-and-odd"],
+)
+def test_edge_vocabularies(tokens: list[bytes]) -> None:
+    vocab = Vocabulary(tokens, [0])
+    for pattern in ("a*", r"[\x00-\xff]*", "b"):
+        dfa = compile_regex(pattern)
+        assert_same_rows(lambda: dfa, vocab)  # noqa: B023 - called before the next loop
+        assert_same_rows(lambda: compile_regex_auto(pattern, eager_nfa_limit=0), vocab)  # noqa: B023

@@ -7,6 +7,19 @@ Both work on immutable, hashable configurations, so that masks can be cached per
 * :class:`GLRParser`: for grammars that are not LALR(1). It uses the LALR(1) automaton with every
   conflicting action kept; a configuration is the frozenset of the stacks still alive, so it
   accepts the grammar's whole language (what ``lark.Lark(..., parser="earley")`` parses).
+
+Truncated configurations (what the masker keys its rows by): ``split(config, depth)`` replaces
+the bottom of every stack, below its top ``depth`` shared states, by the marker state
+:data:`BOTTOM` (-1), and returns the bottom cut off; ``join`` puts it back. Every operation on a
+truncated configuration either raises :class:`NeedsBottom` (it would read a state below the
+top ones kept) or reads the kept states only, in which case it does on the truncated stacks
+exactly what it does on the whole ones, with the bottom left as it is: the step-by-step
+argument is that each step of the stack machine reads the top state, pops, and pushes, and
+the marker is never read (a pop that uncovers it raises). So for ``S = join(T, B)``,
+``op(S) = join(op(T), B)`` whenever ``op(T)`` does not raise; and because ``join(., B)`` is
+injective, two truncated results are equal exactly when their joins are. GLR's cap on the
+stacks kept depends on the order of a set, so a truncated configuration that reaches the cap
+raises :class:`NeedsBottom` too (the whole configuration then decides, as before).
 """
 
 from __future__ import annotations
@@ -16,9 +29,22 @@ from typing import Any
 
 from outlines_like.fsm._grammar_tables import END, Tables, lalr_tables
 
-__all__ = ["END", "GLRParser", "LALRParser", "Stack", "build_glr"]
+__all__ = ["BOTTOM", "END", "GLRParser", "LALRParser", "NeedsBottom", "Stack", "build_glr"]
 
 Stack = tuple[int, ...]
+BOTTOM = -1
+"""The state standing for the cut-off bottom of a truncated stack (never read)."""
+
+
+class NeedsBottom(Exception):
+    """An operation on a truncated configuration would read the stack's cut-off bottom."""
+
+
+class _Deep:
+    """Memo value: the operation raised :class:`NeedsBottom` on this truncated configuration."""
+
+
+_DEEP: Any = _Deep()
 
 # Bounds on the GLR search, so that a highly ambiguous grammar degrades (some continuations
 # dropped) instead of hanging: stacks kept per configuration, and stacks explored per feed.
@@ -35,7 +61,7 @@ class _Automaton:
         self.rule_size = tables.rule_size
         self.rule_origin = tables.rule_origin
         self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
-        self._accepts_end: dict[Hashable, bool] = {}
+        self._accepts_end: dict[Hashable, Any] = {}
 
 
 class LALRParser(_Automaton):
@@ -77,20 +103,43 @@ class LALRParser(_Automaton):
         """Return the configuration after shifting ``terminal`` (reducing first), or None."""
         key = (config, terminal)
         try:
-            return self._feed[key]
+            result = self._feed[key]
         except KeyError:
-            pass
-        result = self._run(config, terminal)  # type: ignore[arg-type]
-        self._feed[key] = result
+            try:
+                result = self._run(config, terminal)  # type: ignore[arg-type]
+            except NeedsBottom:
+                result = _DEEP
+            self._feed[key] = result
+        if result is _DEEP:
+            raise NeedsBottom
         return result
 
     def accepts_end(self, config: Hashable) -> bool:
         """Return whether the input may end here (``$END`` reduces to the accepting state)."""
         result = self._accepts_end.get(config)
         if result is None:
-            result = self._run(config, END) is not None  # type: ignore[arg-type]
+            try:
+                result = self._run(config, END) is not None  # type: ignore[arg-type]
+            except NeedsBottom:
+                result = _DEEP
             self._accepts_end[config] = result
-        return result
+        if result is _DEEP:
+            raise NeedsBottom
+        return bool(result)
+
+    def split(self, config: Hashable, depth: int) -> tuple[Hashable, Stack] | None:
+        """Return the stack truncated to its top ``depth`` states, and the bottom cut off.
+
+        None when the stack is no deeper than that (nothing to cut).
+        """
+        stack: Stack = config  # type: ignore[assignment]
+        if len(stack) <= depth:
+            return None
+        return (BOTTOM, *stack[-depth:]), stack[:-depth]
+
+    def join(self, config: Hashable, bottom: Stack) -> Hashable:
+        """Put the bottom cut off by :meth:`split` back under a truncated configuration."""
+        return bottom + config[1:]  # type: ignore[index,no-any-return]
 
     def trim(self, limit: int) -> None:
         """Clear the memo tables that grew past ``limit`` entries."""
@@ -118,6 +167,8 @@ class LALRParser(_Automaton):
             size = self.rule_size[rule]
             if size:
                 del states[-size:]
+                if not states or states[-1] < 0:  # the truncated stack's bottom
+                    raise NeedsBottom
             goto = actions[states[-1]][self.rule_origin[rule]]
             states.append(goto)
             if terminal == END and goto == self.end:
@@ -138,25 +189,61 @@ class GLRParser(_Automaton):
         """Return the configuration after ``terminal`` on every stack, or None if none survive."""
         key = (config, terminal)
         try:
-            return self._feed[key]
+            result = self._feed[key]
         except KeyError:
-            pass
+            try:
+                result = self._feed_all(config, terminal)
+            except NeedsBottom:
+                result = _DEEP
+            self._feed[key] = result
+        if result is _DEEP:
+            raise NeedsBottom
+        return result
+
+    def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
         out: set[Stack] = set()
         for stack in config:  # type: ignore[attr-defined]
             out.update(self._stack_feed(stack, terminal))
             if len(out) >= _MAX_STACKS:
+                if stack[0] < 0:  # which stacks the cap drops depends on the set's order
+                    raise NeedsBottom
                 break
-        result = frozenset(out) if out else None
-        self._feed[key] = result
-        return result
+        return frozenset(out) if out else None
 
     def accepts_end(self, config: Hashable) -> bool:
         """Return whether some stack accepts the end of input here."""
         result = self._accepts_end.get(config)
         if result is None:
-            result = any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
+            try:
+                result = any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
+            except NeedsBottom:
+                result = _DEEP
             self._accepts_end[config] = result
-        return result
+        if result is _DEEP:
+            raise NeedsBottom
+        return bool(result)
+
+    def split(self, config: Hashable, depth: int) -> tuple[Hashable, Stack] | None:
+        """Cut the stacks' shared bottom below their top ``depth`` shared states.
+
+        Returns the truncated configuration and the bottom, or None when the stacks share
+        no more than ``depth`` states (nothing to cut).
+        """
+        stacks: frozenset[Stack] = config  # type: ignore[assignment]
+        low, high = min(stacks), max(stacks)  # the shared prefix of all is theirs
+        shared = 0
+        for a, b in zip(low, high, strict=False):
+            if a != b:
+                break
+            shared += 1
+        cut = shared - depth
+        if cut <= 0:
+            return None
+        return frozenset((BOTTOM, *s[cut:]) for s in stacks), low[:cut]
+
+    def join(self, config: Hashable, bottom: Stack) -> Hashable:
+        """Put the bottom cut off by :meth:`split` back under every truncated stack."""
+        return frozenset(bottom + s[1:] for s in config)  # type: ignore[attr-defined]
 
     def trim(self, limit: int) -> None:
         """Clear the memo tables that grew past ``limit`` entries."""
@@ -178,7 +265,17 @@ class GLRParser(_Automaton):
         key = (stack, terminal)
         found = self._feed_stack.get(key)
         if found is not None:
+            if found is _DEEP:
+                raise NeedsBottom
             return found
+        try:
+            found = self._feed_stack[key] = self._explore(stack, terminal)
+        except NeedsBottom:
+            self._feed_stack[key] = _DEEP
+            raise
+        return found
+
+    def _explore(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
         results: list[Stack] = []
         work = [stack]
         seen: set[Stack] = set()
@@ -195,6 +292,8 @@ class GLRParser(_Automaton):
                 rule = ~action
                 size = self.rule_size[rule]
                 base = current[:-size] if size else current
+                if not base or base[-1] < 0:  # the truncated stack's bottom
+                    raise NeedsBottom
                 goto = self.actions[base[-1]].get(self.rule_origin[rule])
                 if not goto:
                     continue
@@ -203,8 +302,7 @@ class GLRParser(_Automaton):
                     results.append(reduced)
                 else:
                     work.append(reduced)
-        found = self._feed_stack[key] = tuple(results)
-        return found
+        return tuple(results)
 
 
 def hidden_left_recursion(rules: list[Any]) -> str | None:

@@ -75,6 +75,7 @@ from outlines_like.fsm._grammar_lexer import (
 from outlines_like.fsm._grammar_parser import (
     GLRParser,
     LALRParser,
+    NeedsBottom,
     build_glr,
     hidden_left_recursion,
 )
@@ -345,7 +346,10 @@ class _MatcherDFA:
 
     A row (256 next states) is built the first time a walk needs it, with the parser steps at
     lexeme ends folded in, so a token crossing any number of lexemes is one numpy walk.
-    ``-2`` marks a row not built yet; state 0 is the sink (no transition).
+    ``-2`` marks a row not built yet; state 0 is the sink (no transition). A state may hold a
+    truncated configuration (see :meth:`CompiledGrammar._mask`): where its step at a lexeme
+    end would read the cut-off bottom, the row leads to state 1, :data:`_DEEP_STATE`, and the
+    walk sets the item aside (pending) at the byte that led there.
     """
 
     def __init__(self, owner: CompiledGrammar) -> None:
@@ -355,12 +359,14 @@ class _MatcherDFA:
     def clear(self) -> None:
         """Forget every state (bounds memory; masks already cached stay valid)."""
         # state 0 is the sink: no transition leads anywhere else, and it is not viable
-        self.states: list[tuple[Config, int]] = [((), -1)]
+        # state 1 stands for "needs the bottom" (no row; walks set such items aside)
+        self.states: list[tuple[Config, int]] = [((), -1), ((), -2)]
         self._ids: dict[tuple[Config, int], int] = {}
         self.trans = np.full(256 * 256, -2, dtype=np.int32)
-        self.trans[:256] = 0
-        self._viable = np.full(256, -1, dtype=np.int8)  # -1: not known yet
-        self._viable[0] = 0
+        self.trans[:512] = 0
+        # -1: not known yet; 0: not viable; 1: viable; 2: unknown without the stack's bottom
+        self._viable = np.full(256, -1, dtype=np.int8)
+        self._viable[:2] = 0
         self._templates: dict[tuple[int, int, int], tuple[list[int], npt.NDArray[np.intp]]] = {}
 
     def state(self, config: Config, lex: int) -> int:
@@ -378,8 +384,14 @@ class _MatcherDFA:
                 self.trans = grown
         return sid
 
-    def viable(self, states: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Per state: can the text go on to a complete sentence (computed on first ask)."""
+    def viable(
+        self, states: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
+        """Per state: can the text go on to a complete sentence (computed on first ask).
+
+        Returns the states known viable, and those that need the stack's bottom to tell (None
+        when there are none; only truncated configurations have such states).
+        """
         known = self._viable[states]
         unknown = known < 0
         if unknown.any():
@@ -388,11 +400,11 @@ class _MatcherDFA:
             present[states[unknown]] = True
             for sid in np.flatnonzero(present).tolist():
                 config, lex = self.states[sid]
-                ok = owner._viable(config, owner._context_id(config))[lex]
-                self._viable[sid] = 1 if ok else 0
+                ok, deep = owner._viable3(config, owner._context_id(config))
+                self._viable[sid] = 1 if ok[lex] else 2 if deep is not None and deep[lex] else 0
             known = self._viable[states]
-        result: npt.NDArray[np.bool_] = known > 0
-        return result
+        deep_states = known == 2
+        return known == 1, deep_states if deep_states.any() else None
 
     def _expand(self, sid: int) -> None:
         owner = self._owner
@@ -402,11 +414,19 @@ class _MatcherDFA:
         targets = np.array([self.state(config, v) for v in values] + [0], dtype=np.int32)
         out = targets[index]
         cls = int(owner._contexts[cid].winner[lex])
-        after = owner._after(config, cls) if cls >= 0 else None
-        if after is not None:
-            values, index = self._template(cid, lex, owner._context_id(after))
-            targets = np.array([self.state(after, v) for v in values] + [0], dtype=np.int32)
-            out = np.where(index >= 0, targets[index], out)
+        if cls >= 0:
+            try:
+                after = owner._after(config, cls)
+                next_cid = owner._context_id(after) if after is not None else -1
+            except NeedsBottom:  # every byte that ends the lexeme needs the bottom
+                out = np.where(index >= 0, out, _DEEP_STATE).astype(np.int32)
+            else:
+                if after is not None:
+                    values, index = self._template(cid, lex, next_cid)
+                    targets = np.array(
+                        [self.state(after, v) for v in values] + [0], dtype=np.int32
+                    )
+                    out = np.where(index >= 0, targets[index], out)
         self.trans[sid * 256 : sid * 256 + 256] = out
 
     def _walk_tail(
@@ -414,6 +434,7 @@ class _MatcherDFA:
         ids: npt.NDArray[np.int32],
         positions: npt.NDArray[np.int64],
         states: npt.NDArray[np.int64],
+        pending: list[tuple[int, int, int]],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """Finish a few items byte by byte in Python.
 
@@ -421,7 +442,8 @@ class _MatcherDFA:
         the parser's steps directly (``_step_byte``), which costs a few dictionary lookups a
         byte instead of a row of 256 a state (long runs such as ``((((`` or ``----`` in an
         expression grammar reach a new configuration at every byte). Only the state each
-        item ends in joins the DFA.
+        item ends in joins the DFA. Items whose step needs the stack's bottom go to
+        ``pending`` as ``(token, offset, state)`` and end in the sink.
         """
         owner = self._owner
         table = owner._table
@@ -430,21 +452,31 @@ class _MatcherDFA:
         for token_id, position, state in zip(
             ids.tolist(), positions.tolist(), states.tolist(), strict=True
         ):
-            rest = tokens[token_id][position - int(table.starts[token_id]) :]
+            offset = position - int(table.starts[token_id])
+            rest = tokens[token_id][offset:]
             for i, byte in enumerate(rest):
                 if not state:
                     break
                 nxt = int(self.trans[state * 256 + byte])  # (self.trans grows in state())
+                if nxt == _DEEP_STATE:
+                    pending.append((token_id, offset + i, state))
+                    state = 0
+                    break
                 if nxt < 0:
                     where = self.states[state]
-                    for later in rest[i:]:
-                        step = owner._step_byte(where[0], where[1], later)
-                        if step is None:
-                            state = 0
-                            break
-                        where = step
-                    else:
-                        state = self.state(*where)
+                    j = i
+                    try:
+                        for j, later in enumerate(rest[i:], i):  # noqa: B007 - j is kept
+                            step = owner._step_byte(where[0], where[1], later)
+                            if step is None:
+                                state = 0
+                                break
+                            where = step
+                        else:
+                            state = self.state(*where)
+                    except NeedsBottom:
+                        pending.append((token_id, offset + j, self.state(*where)))
+                        state = 0
                     break
                 state = nxt
             out_states.append(state)
@@ -479,6 +511,7 @@ class _MatcherDFA:
         ids: npt.NDArray[np.int32],
         offsets: npt.NDArray[np.int32],
         starts: npt.NDArray[np.int64],
+        pending: list[tuple[int, int, int]],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """Walk token ``ids[i]`` from byte ``offsets[i]``, from state ``starts[i]``.
 
@@ -489,6 +522,8 @@ class _MatcherDFA:
 
         Returns:
             The tokens that consumed all their bytes, and the state each ended in (0: dead).
+            Items whose next byte needs the stack's bottom (from truncated states only) go
+            to ``pending`` as ``(token, offset of that byte, state before it)``, not here.
         """
         table = self._owner._table
         buf = table.buf
@@ -512,7 +547,7 @@ class _MatcherDFA:
                 if not cut:
                     break
             if len(ids) <= _PYTHON_TAIL:  # a few long tokens left: numpy calls cost more
-                tail_ids, tail_states = self._walk_tail(ids, pos + column, states)
+                tail_ids, tail_states = self._walk_tail(ids, pos + column, states, pending)
                 end_ids.append(tail_ids)
                 end_states.append(tail_states)
                 break
@@ -525,6 +560,18 @@ class _MatcherDFA:
                 for sid in np.flatnonzero(present).tolist():
                     self._expand(sid)
                 nxt[unbuilt] = self.trans.take(flat[unbuilt])
+            deep = nxt == _DEEP_STATE
+            if deep.any():
+                where = np.flatnonzero(deep)
+                pending.extend(
+                    zip(
+                        ids[where].tolist(),
+                        (pos[where] + column - table.starts[ids[where]]).tolist(),
+                        states[where].tolist(),
+                        strict=True,
+                    )
+                )
+                nxt[where] = 0
             states = nxt.astype(np.int64)
             column += 1
             if column % 4 == 1:  # now and then, drop the dead (a filter costs a few gathers)
@@ -539,6 +586,187 @@ class _MatcherDFA:
         if not end_ids:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
         return np.concatenate(end_ids), np.concatenate(end_states)
+
+
+class _RowWalk:
+    """One row's walk: the lexical tree as far as it is cached, then the matcher DFA.
+
+    Tokens that ended the lexeme go on in the next lexeme: a lexical walk again, cached in
+    the tree under the static walk and so shared by every configuration whose steps lead to
+    the same contexts, while a group is large (tokens starting with a space, say, which
+    mostly die on their next byte). Small groups, and whatever crosses more lexemes, walk on
+    in the lazy DFA over whole matcher states, each from the state its terminals lead to.
+    What needs the stack's bottom (truncated configurations only) goes to ``partial``.
+    """
+
+    def __init__(self, owner: CompiledGrammar, partial: _Partial) -> None:
+        self.owner = owner
+        self.partial = partial
+        self.todo: list[tuple[_Lexed, Config, int, int]] = []
+        self.rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
+        self.parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
+
+    def node(self, lexed: _Lexed, here: Config, cid: int, depth: int) -> None:
+        """Queue a walk of the tree (tokens in a lexeme of context ``cid``, at ``here``)."""
+        self.todo.append((lexed, here, cid, depth))
+
+    def group(self, lexed: _Lexed, cls: int, here: Config, depth: int) -> None:
+        """The tokens of ``lexed`` that ended a lexeme of class ``cls`` at ``here``: go on."""
+        owner = self.owner
+        ids, offsets = lexed.groups[cls]
+        try:
+            after = owner._after(here, cls)
+            if after is None:
+                return
+            next_cid = owner._context_id(after)
+        except NeedsBottom:
+            self.partial.groups.append((lexed, cls, here, depth))
+            return
+        if depth == 0 or (
+            depth < _LEXICAL_DEPTH
+            and len(ids) >= owner._lexical_group
+            and owner._lexical_nodes < _MAX_LEXICAL_NODES
+        ):
+            self.todo.append((owner._child(lexed, cls, next_cid), after, next_cid, depth + 1))
+        else:
+            self.parts.append((ids, offsets, owner._dfa.state(after, 0)))
+
+    def run(self) -> npt.NDArray[np.bool_]:
+        """Walk everything queued; return the tokens allowed by the DFA part (unpacked)."""
+        owner = self.owner
+        partial = self.partial
+        while self.todo:
+            lexed, here, here_cid, depth = self.todo.pop()
+            viable, unknown = owner._viable3(here, here_cid)
+            self.rows.append((lexed, viable))
+            if unknown is not None:
+                partial.rows.extend(
+                    (row, here, here_cid, state)
+                    for state, row in lexed.end_rows
+                    if unknown[state]
+                )
+            for cls in lexed.groups:
+                self.group(lexed, cls, here, depth)
+        table = owner._table
+        allowed = np.zeros(table.size, dtype=np.bool_)
+        parts = self.parts
+        if parts:  # one walk for all the groups: merged, longest rest first
+            ids = np.concatenate([p[0] for p in parts])
+            offsets = np.concatenate([p[1] for p in parts])
+            starts = np.repeat(
+                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
+            )
+            if len(parts) > 1:
+                order = np.argsort(offsets - table.lengths[ids], kind="stable")
+                ids, offsets, starts = ids[order], offsets[order], starts[order]
+            pending: list[tuple[int, int, int]] = []
+            dfa = owner._dfa
+            end_ids, end_states = dfa.walk(ids, offsets, starts, pending)
+            ok, deep = dfa.viable(end_states)
+            allowed[end_ids[ok]] = True
+            if deep is not None:
+                pending.extend(
+                    zip(
+                        end_ids[deep].tolist(),
+                        table.lengths[end_ids[deep]].tolist(),
+                        end_states[deep].tolist(),
+                        strict=True,
+                    )
+                )
+            partial.set_items(pending, dfa)
+        return allowed
+
+    def pack(self, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+        """The packed row: ``allowed`` and the lexical rows of the viable lexer states."""
+        packed = _pack(allowed)
+        for lexed, viable in self.rows:
+            for state, row in lexed.end_rows:
+                if viable[state]:
+                    np.bitwise_or(packed, row, out=packed)
+        return packed
+
+
+class _Partial:
+    """The row of a (truncated) configuration: the tokens it decides, and those left pending.
+
+    Attributes:
+        config: The configuration (truncated, or whole when nothing is pending).
+        lex: The lexer state.
+        row: The packed row of the tokens allowed whatever the stack's bottom.
+        eos: Whether EOS needs the bottom.
+        rows: Lexical rows whose lexeme end needs the bottom: ``(row, config, context,
+            lexer state)``.
+        groups: Tokens that ended a lexeme whose step needs the bottom: ``(walk, class,
+            config, depth in the tree)``.
+        items: Tokens stopped in the matcher DFA: ``(ids, offsets, config, lexer state)``.
+    """
+
+    __slots__ = ("config", "eos", "groups", "items", "lex", "row", "rows")
+
+    def __init__(self, config: Config, lex: int) -> None:
+        self.config = config
+        self.lex = lex
+        self.row = np.zeros(0, dtype=np.uint8)
+        self.eos = False
+        self.rows: list[tuple[npt.NDArray[np.uint8], Config, int, int]] = []
+        self.groups: list[tuple[_Lexed, int, Config, int]] = []
+        self.items: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
+
+    def set_items(self, pending: list[tuple[int, int, int]], dfa: _MatcherDFA) -> None:
+        """Keep the items a walk set aside, by the matcher state (not its id) they stopped in."""
+        by_state: dict[int, tuple[list[int], list[int]]] = {}
+        for token_id, offset, sid in pending:
+            found = by_state.setdefault(sid, ([], []))
+            found[0].append(token_id)
+            found[1].append(offset)
+        lengths = dfa._owner._table.lengths
+        for sid, (id_list, offset_list) in by_state.items():
+            config, lex = dfa.states[sid]
+            ids = np.asarray(id_list, dtype=np.int32)
+            offsets = np.asarray(offset_list, dtype=np.int32)
+            order = np.argsort(offsets - lengths[ids], kind="stable")  # longest rest first
+            self.items.append((ids[order], offsets[order], config, lex))
+
+    def pending_tokens(self) -> int:
+        """How many tokens the row leaves pending (what finishing it costs, roughly)."""
+        return sum(len(g[0].groups[g[1]][0]) for g in self.groups) + sum(
+            len(i[0]) for i in self.items
+        )
+
+    def finish(self, owner: CompiledGrammar, bottom: tuple[int, ...]) -> Row:
+        """The whole row, for the stack made of this configuration over ``bottom``."""
+        if not (self.eos or self.rows or self.groups or self.items):
+            mask: Row = self.row.view(np.int32)
+            mask.flags.writeable = False
+            return mask
+        join = owner._parser.join
+        scratch = _Partial(join(self.config, bottom), self.lex)
+        walk = _RowWalk(owner, scratch)
+        dfa = owner._dfa
+        for lexed, cls, config, depth in self.groups:
+            walk.group(lexed, cls, join(config, bottom), depth)
+        for ids, offsets, config, lex in self.items:
+            whole = join(config, bottom)
+            owner._context_id(whole)
+            walk.parts.append((ids, offsets, dfa.state(whole, lex)))
+        allowed = walk.run()
+        if self.eos and owner._eos_ok(scratch.config, self.lex):
+            allowed[owner._eos] = True
+        packed = walk.pack(allowed)
+        np.bitwise_or(packed, self.row, out=packed)
+        for row, config, cid, state in self.rows:
+            if owner._viable(join(config, bottom), cid)[state]:
+                np.bitwise_or(packed, row, out=packed)
+        whole_row: Row = packed.view(np.int32)
+        whole_row.flags.writeable = False
+        return whole_row
+
+
+_MISSING: Any = object()
+_FIRST: Any = object()
+_MAX_PENDING = 32_768  # a partial row leaving more tokens pending is not kept
+_DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
+_KEY_DEPTH = 4  # rows are keyed by this many top states of the stack
 
 
 class CompiledGrammar(Compiled):
@@ -639,8 +867,12 @@ class CompiledGrammar(Compiled):
         self._context_of: dict[Hashable, int] = {}
         self._static: dict[tuple[int, int], _Lexed] = {}
         self._after_memo: dict[tuple[Config, int], Config | None] = {}
-        self._ok_terms: dict[tuple[Config, int], npt.NDArray[np.bool_]] = {}
+        self._ok_terms: dict[
+            tuple[Config, int], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]
+        ] = {}
         self._masks: dict[tuple[Config, int], Row] = {}
+        self._partials: dict[tuple[Config, int], _Partial | None] = {}
+        self._key_depth = _KEY_DEPTH  # tests set it past any stack to compute rows whole
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
@@ -791,15 +1023,35 @@ class CompiledGrammar(Compiled):
 
     def _viable(self, config: Config, cid: int) -> npt.NDArray[np.bool_]:
         """Per lexer state of context ``cid``: can the lexeme become a terminal the parser takes."""
+        return self._viable3(config, cid)[0]
+
+    def _viable3(
+        self, config: Config, cid: int
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
+        """:meth:`_viable`, and the lexer states that need the stack's bottom to tell.
+
+        The second array is None when no state does (always, for a whole configuration).
+        """
         key = (config, cid)
         viable = self._ok_terms.get(key)
         if viable is None:
             context = self._contexts[cid]
             ok = np.zeros(len(self._dfas), dtype=np.bool_)
+            deep: npt.NDArray[np.bool_] | None = None
             for term in np.flatnonzero(context.reach.any(axis=0)).tolist():
-                ok[term] = self._after_term(config, term) is not None
+                try:
+                    ok[term] = self._after_term(config, term) is not None
+                except NeedsBottom:
+                    if deep is None:
+                        deep = np.zeros(len(self._dfas), dtype=np.bool_)
+                    deep[term] = True
             computed = np.asarray((context.reach & ok).any(axis=1), dtype=np.bool_)
-            self._ok_terms[key] = viable = computed
+            unknown: npt.NDArray[np.bool_] | None = None
+            if deep is not None:
+                unknown = ~computed & (context.reach & deep).any(axis=1)
+                if not unknown.any():
+                    unknown = None
+            self._ok_terms[key] = viable = (computed, unknown)
         return viable
 
     def _eos_ok(self, config: Config, lex: int) -> bool:
@@ -846,6 +1098,21 @@ class CompiledGrammar(Compiled):
 
     # ------------------------------------------------------------------- masks
     def _mask(self, stack: Config, lex: int) -> Row:
+        """The mask of a matcher state: cached by the whole state, computed from a partial one.
+
+        A row is keyed by what it depends on: the top ``_KEY_DEPTH`` states of the stack (for
+        GLR, of the stacks' shared part, with what lies above it). The row of the truncated
+        configuration (:meth:`LALRParser.split`) is computed once, as a :class:`_Partial`:
+        every token whose walk reads only those states is decided there, for every stack
+        with that top, since the parser does on the truncated stack exactly what it does on
+        the whole one (the argument is in :mod:`~outlines_like.fsm._grammar_parser`), the
+        lexer context depends on the top state (LALR) or on such steps (GLR), and the lexer
+        walks on the tokens' bytes only. The tokens whose walk needs a state below the top
+        (a ``)`` closing deeper than the top holds, say) are kept pending, each at the byte
+        and matcher state where it stopped, and are finished per whole stack, from there, by
+        :meth:`_finish`. The test comparing keyed rows with rows computed from scratch, over
+        random configurations of the grammar corpus, is in ``tests/fsm/test_grammar_keys.py``.
+        """
         key = (stack, lex)
         row = self._masks.get(key)
         if row is None:
@@ -860,7 +1127,7 @@ class CompiledGrammar(Compiled):
                 self._parser.trim(_MAX_MEMO)
                 try:
                     with metered(self.budget, "mask"):
-                        row = self._compute_mask(stack, lex)
+                        row = self._compute_row(stack, lex)
                 except ConstraintTooLargeError as exc:
                     self.failed = exc
                     raise
@@ -868,6 +1135,33 @@ class CompiledGrammar(Compiled):
                     self._masks.pop(next(iter(self._masks)))
                 self._masks[key] = row
         return row
+
+    def _compute_row(self, stack: Config, lex: int) -> Row:
+        split = self._parser.split(stack, self._key_depth)
+        if split is None:
+            return self._compute_mask(stack, lex).finish(self, ())
+        short, bottom = split
+        key = (short, lex)
+        partial = self._partials.get(key, _MISSING)
+        if partial is _MISSING:  # first time: the whole row (a key seen once needs no partial)
+            partial = _FIRST
+        elif partial is _FIRST:
+            try:
+                partial = self._compute_mask(short, lex)
+                if partial.pending_tokens() > _MAX_PENDING:
+                    partial = None
+            except NeedsBottom:  # (GLR) the lexer context itself needs the bottom
+                partial = None
+        else:
+            if partial is None:
+                return self._compute_mask(stack, lex).finish(self, ())
+            return cast("_Partial", partial).finish(self, bottom)
+        if len(self._partials) >= _MAX_CACHED_MASKS:
+            self._partials.pop(next(iter(self._partials)))
+        self._partials[key] = partial
+        if partial is _FIRST or partial is None:
+            return self._compute_mask(stack, lex).finish(self, ())
+        return cast("_Partial", partial).finish(self, bottom)
 
     def _static_lexed(self, cid: int, lex: int) -> _Lexed:
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""
@@ -902,57 +1196,24 @@ class CompiledGrammar(Compiled):
             self._lexical_nodes += 1
         return found
 
-    def _compute_mask(self, config: Config, lex: int) -> Row:
-        table = self._table
-        allowed = np.zeros(table.size, dtype=np.bool_)
+    def _compute_mask(self, config: Config, lex: int) -> _Partial:
+        """The mask of ``(config, lex)``; for a truncated configuration, a partial one.
+
+        Raises:
+            NeedsBottom: (GLR) The configuration's own lexer context needs the bottom.
+        """
         cid = self._context_id(config)
-        static = self._static_lexed(cid, lex)
-        rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
-        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
-        # Tokens that ended the lexeme go on in the next lexeme: a lexical walk again, cached
-        # in the tree under `static` and so shared by every configuration whose steps lead to
-        # the same contexts, while a group is large (tokens starting with a space, say, which
-        # mostly die on their next byte). Small groups, and whatever crosses more lexemes,
-        # walk on in the lazy DFA over whole matcher states, each from the state its
-        # terminals lead to.
-        todo = [(static, config, cid, 0)]
-        while todo:
-            lexed, here, here_cid, depth = todo.pop()
-            rows.append((lexed, self._viable(here, here_cid)))
-            for cls, (ids, offsets) in lexed.groups.items():
-                after = self._after(here, cls)
-                if after is None:
-                    continue
-                if depth == 0 or (
-                    depth < _LEXICAL_DEPTH
-                    and len(ids) >= self._lexical_group
-                    and self._lexical_nodes < _MAX_LEXICAL_NODES
-                ):
-                    next_cid = self._context_id(after)
-                    todo.append((self._child(lexed, cls, next_cid), after, next_cid, depth + 1))
-                else:
-                    parts.append((ids, offsets, self._dfa.state(after, 0)))
-        if parts:  # one walk for all the groups: merged, longest rest first
-            ids = np.concatenate([p[0] for p in parts])
-            offsets = np.concatenate([p[1] for p in parts])
-            starts = np.repeat(
-                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
-            )
-            if len(parts) > 1:
-                order = np.argsort(offsets - table.lengths[ids], kind="stable")
-                ids, offsets, starts = ids[order], offsets[order], starts[order]
-            end_ids, end_states = self._dfa.walk(ids, offsets, starts)
-            allowed[end_ids[self._dfa.viable(end_states)]] = True
-        if self._eos_ok(config, lex):
-            allowed[self._eos] = True
-        packed = _pack(allowed)
-        for lexed, viable in rows:
-            for state, row in lexed.end_rows:
-                if viable[state]:
-                    np.bitwise_or(packed, row, out=packed)
-        mask = packed.view(np.int32)
-        mask.flags.writeable = False
-        return mask
+        partial = _Partial(config, lex)
+        walk = _RowWalk(self, partial)
+        walk.node(self._static_lexed(cid, lex), config, cid, 0)
+        allowed = walk.run()
+        try:
+            if self._eos_ok(config, lex):
+                allowed[self._eos] = True
+        except NeedsBottom:
+            partial.eos = True
+        partial.row = walk.pack(allowed)
+        return partial
 
 
 class GrammarMatcher:

@@ -63,6 +63,48 @@ class _Automaton:
         self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
         self._accepts_end: dict[Hashable, Any] = {}
 
+    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
+        """Return the configuration after ``terminal`` (reducing first), or None if rejected.
+
+        Raises:
+            NeedsBottom: On a truncated configuration, the step reads the cut-off bottom.
+        """
+        key = (config, terminal)
+        try:
+            result = self._feed[key]
+        except KeyError:
+            try:
+                result = self._feed_all(config, terminal)
+            except NeedsBottom:
+                result = _DEEP
+            self._feed[key] = result
+        if result is _DEEP:
+            raise NeedsBottom
+        return result
+
+    def accepts_end(self, config: Hashable) -> bool:
+        """Return whether the input may end here (``$END`` reduces to the accepting state).
+
+        Raises:
+            NeedsBottom: On a truncated configuration, the answer reads the cut-off bottom.
+        """
+        result = self._accepts_end.get(config)
+        if result is None:
+            try:
+                result = self._ends(config)
+            except NeedsBottom:
+                result = _DEEP
+            self._accepts_end[config] = result
+        if result is _DEEP:
+            raise NeedsBottom
+        return bool(result)
+
+    def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
+        raise NotImplementedError
+
+    def _ends(self, config: Hashable) -> bool:
+        raise NotImplementedError
+
 
 class LALRParser(_Automaton):
     """A conflict-free LALR(1) table as a stack machine over state tuples."""
@@ -99,33 +141,11 @@ class LALRParser(_Automaton):
         end = int(parse_table.end_states["start"])
         return cls(Tables(actions, {}, start, end, rule_size, rule_origin))
 
-    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
-        """Return the configuration after shifting ``terminal`` (reducing first), or None."""
-        key = (config, terminal)
-        try:
-            result = self._feed[key]
-        except KeyError:
-            try:
-                result = self._run(config, terminal)  # type: ignore[arg-type]
-            except NeedsBottom:
-                result = _DEEP
-            self._feed[key] = result
-        if result is _DEEP:
-            raise NeedsBottom
-        return result
+    def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
+        return self._run(config, terminal)  # type: ignore[arg-type]
 
-    def accepts_end(self, config: Hashable) -> bool:
-        """Return whether the input may end here (``$END`` reduces to the accepting state)."""
-        result = self._accepts_end.get(config)
-        if result is None:
-            try:
-                result = self._run(config, END) is not None  # type: ignore[arg-type]
-            except NeedsBottom:
-                result = _DEEP
-            self._accepts_end[config] = result
-        if result is _DEEP:
-            raise NeedsBottom
-        return bool(result)
+    def _ends(self, config: Hashable) -> bool:
+        return self._run(config, END) is not None  # type: ignore[arg-type]
 
     def split(self, config: Hashable, depth: int) -> tuple[Hashable, Stack] | None:
         """Return the stack truncated to its top ``depth`` states, and the bottom cut off.
@@ -185,21 +205,6 @@ class GLRParser(_Automaton):
         self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
         self._expected: dict[Hashable, frozenset[str]] = {}
 
-    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
-        """Return the configuration after ``terminal`` on every stack, or None if none survive."""
-        key = (config, terminal)
-        try:
-            result = self._feed[key]
-        except KeyError:
-            try:
-                result = self._feed_all(config, terminal)
-            except NeedsBottom:
-                result = _DEEP
-            self._feed[key] = result
-        if result is _DEEP:
-            raise NeedsBottom
-        return result
-
     def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
         out: set[Stack] = set()
         for stack in config:  # type: ignore[attr-defined]
@@ -210,18 +215,8 @@ class GLRParser(_Automaton):
                 break
         return frozenset(out) if out else None
 
-    def accepts_end(self, config: Hashable) -> bool:
-        """Return whether some stack accepts the end of input here."""
-        result = self._accepts_end.get(config)
-        if result is None:
-            try:
-                result = any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
-            except NeedsBottom:
-                result = _DEEP
-            self._accepts_end[config] = result
-        if result is _DEEP:
-            raise NeedsBottom
-        return bool(result)
+    def _ends(self, config: Hashable) -> bool:
+        return any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
 
     def split(self, config: Hashable, depth: int) -> tuple[Hashable, Stack] | None:
         """Cut the stacks' shared bottom below their top ``depth`` shared states.

@@ -48,7 +48,8 @@ finished matcher allows only EOS).
 
 
 One cohesive algorithm (the grammar matcher: parser configurations, contextual lexing and the
-two shared walks), kept in one module of some 1,000 lines so its invariants read in one place.
+two shared walks, and the rows keyed by the top of the stack), kept in one module of some 1,300
+lines so its invariants read in one place.
 """
 
 from __future__ import annotations
@@ -423,9 +424,7 @@ class _MatcherDFA:
             else:
                 if after is not None:
                     values, index = self._template(cid, lex, next_cid)
-                    targets = np.array(
-                        [self.state(after, v) for v in values] + [0], dtype=np.int32
-                    )
+                    targets = np.array([self.state(after, v) for v in values] + [0], dtype=np.int32)
                     out = np.where(index >= 0, targets[index], out)
         self.trans[sid * 256 : sid * 256 + 256] = out
 
@@ -641,9 +640,7 @@ class _RowWalk:
             self.rows.append((lexed, viable))
             if unknown is not None:
                 partial.rows.extend(
-                    (row, here, here_cid, state)
-                    for state, row in lexed.end_rows
-                    if unknown[state]
+                    (row, here, here_cid, state) for state, row in lexed.end_rows if unknown[state]
                 )
             for cls in lexed.groups:
                 self.group(lexed, cls, here, depth)

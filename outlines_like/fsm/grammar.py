@@ -74,6 +74,7 @@ from outlines_like.fsm._grammar_lexer import (
     terminal_dfa,
 )
 from outlines_like.fsm._grammar_parser import (
+    BOTTOM,
     GLRParser,
     LALRParser,
     NeedsBottom,
@@ -696,9 +697,11 @@ class _Partial:
         groups: Tokens that ended a lexeme whose step needs the bottom: ``(walk, class,
             config, depth in the tree)``.
         items: Tokens stopped in the matcher DFA: ``(ids, offsets, config, lexer state)``.
+        children: The partial rows of the deeper configurations: what this one left pending,
+            decided with the next part of the stack, by that part (see :meth:`deeper`).
     """
 
-    __slots__ = ("config", "eos", "groups", "items", "lex", "row", "rows")
+    __slots__ = ("children", "config", "eos", "groups", "items", "lex", "row", "rows")
 
     def __init__(self, config: Config, lex: int) -> None:
         self.config = config
@@ -708,6 +711,7 @@ class _Partial:
         self.rows: list[tuple[npt.NDArray[np.uint8], Config, int, int]] = []
         self.groups: list[tuple[_Lexed, int, Config, int]] = []
         self.items: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
+        self.children: dict[tuple[int, ...], _Partial] = {}
 
     def set_items(self, pending: list[tuple[int, int, int]], dfa: _MatcherDFA) -> None:
         """Keep the items a walk set aside, by the matcher state (not its id) they stopped in."""
@@ -724,46 +728,53 @@ class _Partial:
             order = np.argsort(offsets - lengths[ids], kind="stable")  # longest rest first
             self.items.append((ids[order], offsets[order], config, lex))
 
-    def pending_tokens(self) -> int:
-        """How many tokens the row leaves pending (what finishing it costs, roughly)."""
-        return sum(len(g[0].groups[g[1]][0]) for g in self.groups) + sum(
-            len(i[0]) for i in self.items
-        )
+    @property
+    def pending(self) -> bool:
+        """Whether some token (or EOS) needs the stack below this configuration."""
+        return bool(self.eos or self.rows or self.groups or self.items)
 
-    def finish(self, owner: CompiledGrammar, bottom: tuple[int, ...]) -> Row:
-        """The whole row, for the stack made of this configuration over ``bottom``."""
-        if not (self.eos or self.rows or self.groups or self.items):
-            mask: Row = self.row.view(np.int32)
-            mask.flags.writeable = False
-            return mask
+    def deeper(self, owner: CompiledGrammar, middle: tuple[int, ...]) -> _Partial:
+        """The pending tokens decided with ``middle`` put under the configuration.
+
+        ``middle`` is the next part of the stack down: a truncated one (it starts with
+        :data:`BOTTOM`), whose own pending tokens the result keeps, or the whole bottom.
+        """
         join = owner._parser.join
-        scratch = _Partial(join(self.config, bottom), self.lex)
-        walk = _RowWalk(owner, scratch)
+        deeper = _Partial(join(self.config, middle), self.lex)
+        walk = _RowWalk(owner, deeper)
         dfa = owner._dfa
         for lexed, cls, config, depth in self.groups:
-            walk.group(lexed, cls, join(config, bottom), depth)
+            walk.group(lexed, cls, join(config, middle), depth)
         for ids, offsets, config, lex in self.items:
-            whole = join(config, bottom)
-            owner._context_id(whole)
-            walk.parts.append((ids, offsets, dfa.state(whole, lex)))
+            joined = join(config, middle)
+            try:
+                owner._context_id(joined)
+            except NeedsBottom:  # (GLR) its lexer context needs more of the stack still
+                deeper.items.append((ids, offsets, joined, lex))
+                continue
+            walk.parts.append((ids, offsets, dfa.state(joined, lex)))
         allowed = walk.run()
-        if self.eos and owner._eos_ok(scratch.config, self.lex):
-            allowed[owner._eos] = True
+        if self.eos:
+            try:
+                if owner._eos_ok(deeper.config, self.lex):
+                    allowed[owner._eos] = True
+            except NeedsBottom:
+                deeper.eos = True
         packed = walk.pack(allowed)
-        np.bitwise_or(packed, self.row, out=packed)
         for row, config, cid, state in self.rows:
-            if owner._viable(join(config, bottom), cid)[state]:
+            joined = join(config, middle)
+            ok, unknown = owner._viable3(joined, cid)
+            if ok[state]:
                 np.bitwise_or(packed, row, out=packed)
-        whole_row: Row = packed.view(np.int32)
-        whole_row.flags.writeable = False
-        return whole_row
+            elif unknown is not None and unknown[state]:
+                deeper.rows.append((row, joined, cid, state))
+        deeper.row = packed
+        return deeper
 
 
-_MISSING: Any = object()
-_FIRST: Any = object()
-_MAX_PENDING = 32_768  # a partial row leaving more tokens pending is not kept
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
-_KEY_DEPTH = 4  # rows are keyed by this many top states of the stack
+_KEY_DEPTHS = (1, 2, 4, 8, 16, 32)  # rows are keyed by this many top states, then deeper
+_MAX_PARTIALS = 4096  # partial rows kept (all levels); all are dropped past this
 
 
 class CompiledGrammar(Compiled):
@@ -868,8 +879,9 @@ class CompiledGrammar(Compiled):
             tuple[Config, int], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]
         ] = {}
         self._masks: dict[tuple[Config, int], Row] = {}
-        self._partials: dict[tuple[Config, int], _Partial | None] = {}
-        self._key_depth = _KEY_DEPTH  # tests set it past any stack to compute rows whole
+        self._partials: dict[tuple[Config, int], _Partial] = {}
+        self._partial_count = 0  # partial rows kept, all levels
+        self._key_depths = _KEY_DEPTHS  # tests set () to compute every row whole
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
@@ -1097,18 +1109,22 @@ class CompiledGrammar(Compiled):
     def _mask(self, stack: Config, lex: int) -> Row:
         """The mask of a matcher state: cached by the whole state, computed from a partial one.
 
-        A row is keyed by what it depends on: the top ``_KEY_DEPTH`` states of the stack (for
-        GLR, of the stacks' shared part, with what lies above it). The row of the truncated
-        configuration (:meth:`LALRParser.split`) is computed once, as a :class:`_Partial`:
-        every token whose walk reads only those states is decided there, for every stack
-        with that top, since the parser does on the truncated stack exactly what it does on
-        the whole one (the argument is in :mod:`~outlines_like.fsm._grammar_parser`), the
-        lexer context depends on the top state (LALR) or on such steps (GLR), and the lexer
-        walks on the tokens' bytes only. The tokens whose walk needs a state below the top
-        (a ``)`` closing deeper than the top holds, say) are kept pending, each at the byte
-        and matcher state where it stopped, and are finished per whole stack, from there, by
-        :meth:`_finish`. The test comparing keyed rows with rows computed from scratch, over
-        random configurations of the grammar corpus, is in ``tests/fsm/test_grammar_keys.py``.
+        A row is keyed by what it depends on: the top few states of the stack (for GLR, of the
+        stacks' shared part, with what lies above it). The row of the truncated configuration
+        (``split`` in :mod:`~outlines_like.fsm._grammar_parser`) is computed once, as a
+        :class:`_Partial`: every token whose walk reads only those states is decided there,
+        for every stack with that top, since the parser does on the truncated stack exactly
+        what it does on the whole one (the argument is in the parser module's docstring),
+        the lexer context depends on the top state (LALR) or on such steps (GLR), and the
+        lexer walks the tokens' bytes alone. Two configurations with the same key therefore
+        get the same decisions, and the same matcher states after each token, up to the
+        bottom, which the matcher keeps (it steps whole stacks). The tokens whose walk needs
+        a state below the top (a ``)`` closing deeper than the top holds, say) are kept
+        pending, each at the byte and matcher state where it stopped, and decided with the
+        next states down (``_KEY_DEPTHS``: 1, 2, 4 ... states, each level cached under the
+        one above, by the states it adds), then with the whole stack. The test comparing
+        keyed rows with rows computed from scratch, over random configurations of the
+        grammar corpus, is in ``tests/fsm/test_grammar_keys.py``.
         """
         key = (stack, lex)
         row = self._masks.get(key)
@@ -1121,6 +1137,9 @@ class CompiledGrammar(Compiled):
                 for memo in (self._after_memo, self._ok_terms, self._context_of):
                     if len(memo) >= _MAX_MEMO:
                         memo.clear()
+                if self._partial_count >= _MAX_PARTIALS:
+                    self._partials.clear()
+                    self._partial_count = 0
                 self._parser.trim(_MAX_MEMO)
                 try:
                     with metered(self.budget, "mask"):
@@ -1134,31 +1153,47 @@ class CompiledGrammar(Compiled):
         return row
 
     def _compute_row(self, stack: Config, lex: int) -> Row:
-        split = self._parser.split(stack, self._key_depth)
-        if split is None:
-            return self._compute_mask(stack, lex).finish(self, ())
-        short, bottom = split
-        key = (short, lex)
-        partial = self._partials.get(key, _MISSING)
-        if partial is _MISSING:  # first time: the whole row (a key seen once needs no partial)
-            partial = _FIRST
-        elif partial is _FIRST:
-            try:
-                partial = self._compute_mask(short, lex)
-                if partial.pending_tokens() > _MAX_PENDING:
-                    partial = None
-            except NeedsBottom:  # (GLR) the lexer context itself needs the bottom
-                partial = None
-        else:
+        """The row of a whole stack: partial rows from the top down, shared where they can be."""
+        parser = self._parser
+        levels: list[tuple[Config, tuple[int, ...]]] = []
+        for depth in self._key_depths:
+            split = parser.split(stack, depth)
+            if split is None:
+                break
+            levels.append(split)
+        partial = None
+        if levels:
+            key = (levels[0][0], lex)
+            partial = self._partials.get(key)
             if partial is None:
-                return self._compute_mask(stack, lex).finish(self, ())
-            return cast("_Partial", partial).finish(self, bottom)
-        if len(self._partials) >= _MAX_CACHED_MASKS:
-            self._partials.pop(next(iter(self._partials)))
-        self._partials[key] = partial
-        if partial is _FIRST or partial is None:
-            return self._compute_mask(stack, lex).finish(self, ())
-        return cast("_Partial", partial).finish(self, bottom)
+                try:
+                    partial = self._compute_mask(levels[0][0], lex)
+                except NeedsBottom:  # (GLR) the lexer context itself needs the bottom
+                    partial = None
+                else:
+                    self._partials[key] = partial
+                    self._partial_count += 1
+        if partial is None:
+            partial = self._compute_mask(stack, lex)
+            levels = []
+        packed = partial.row
+        for i, (_, bottom) in enumerate(levels):
+            if not partial.pending:
+                break
+            if i + 1 < len(levels):  # the states between this level and the next one
+                middle = (BOTTOM, *bottom[len(levels[i + 1][1]) :])
+                child = partial.children.get(middle)
+                if child is None:
+                    child = partial.children[middle] = partial.deeper(self, middle)
+                    self._partial_count += 1
+            else:  # the whole stack
+                child = partial.deeper(self, bottom)
+            packed = packed | child.row
+            partial = child
+        assert not partial.pending, "a whole stack leaves nothing pending"
+        mask: Row = packed.view(np.int32)
+        mask.flags.writeable = False
+        return mask
 
     def _static_lexed(self, cid: int, lex: int) -> _Lexed:
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""

@@ -773,7 +773,9 @@ class _Partial:
 
 
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
-_KEY_DEPTHS = (1, 2, 4, 8, 16, 32)  # rows are keyed by this many top states, then deeper
+# Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
+# near the top, and its partial rows cost more than they save on the benchmark's grammars).
+_KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
 _MAX_PARTIALS = 4096  # partial rows kept (all levels); all are dropped past this
 
 
@@ -881,7 +883,8 @@ class CompiledGrammar(Compiled):
         self._masks: dict[tuple[Config, int], Row] = {}
         self._partials: dict[tuple[Config, int], _Partial] = {}
         self._partial_count = 0  # partial rows kept, all levels
-        self._key_depths = _KEY_DEPTHS  # tests set () to compute every row whole
+        # the levels of partial rows; tests set () to compute every row whole, or set GLR's
+        self._key_depths: tuple[int, ...] = _KEY_DEPTHS if self.is_lalr else ()
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep

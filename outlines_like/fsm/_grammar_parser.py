@@ -134,7 +134,8 @@ class LALRParser(_Automaton):
                     if rid is None:
                         rid = rule_ids[id(arg)] = len(rule_size)
                         rule_size.append(len(arg.expansion))
-                        rule_origin.append(arg.origin.name)
+                        # (a plain str: Lark's names are Tokens, whose == runs in Python)
+                        rule_origin.append(str(arg.origin.name))
                     row[symbol] = ~rid
             actions[int(state)] = row
         start = int(parse_table.start_states["start"])
@@ -203,7 +204,7 @@ class GLRParser(_Automaton):
         self.actions: dict[int, dict[str, tuple[int, ...]]] = tables.all_actions()
         self.initial: Hashable = frozenset({(self.start,)})
         self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
-        self._expected: dict[Hashable, frozenset[str]] = {}
+        self._shiftable: dict[Stack, frozenset[str]] = {}
 
     def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
         out: set[Stack] = set()
@@ -242,19 +243,34 @@ class GLRParser(_Automaton):
 
     def trim(self, limit: int) -> None:
         """Clear the memo tables that grew past ``limit`` entries."""
-        for memo in (self._feed, self._feed_stack, self._accepts_end, self._expected):
+        for memo in (
+            self._feed,
+            self._feed_stack,
+            self._accepts_end,
+            self._shiftable,
+        ):
             if len(memo) >= limit:
                 memo.clear()
 
-    def expected(self, config: Hashable) -> frozenset[str]:
-        """Return the symbols some stack has an action for (terminals are upper-case-ish)."""
-        result = self._expected.get(config)
-        if result is None:
-            names: set[str] = set()
-            for stack in config:  # type: ignore[attr-defined]
-                names.update(self.actions[stack[-1]])
-            result = self._expected[config] = frozenset(names)
-        return result
+    def shiftable(self, config: Hashable, names: frozenset[str]) -> frozenset[str]:
+        """Return the symbols of ``names`` that some stack can take: ``feed`` is not None.
+
+        Computed per stack and cached there, so a new configuration made of stacks already
+        seen costs a union. A truncated configuration goes through :meth:`feed` (which may
+        raise :class:`NeedsBottom`, and where the cap on the stacks decides).
+        """
+        stacks: frozenset[Stack] = config  # type: ignore[assignment]
+        if next(iter(stacks))[0] < 0:
+            return frozenset(n for n in names if self.feed(config, n) is not None)
+        out: set[str] = set()
+        for stack in stacks:
+            found = self._shiftable.get(stack)
+            if found is None:
+                found = self._shiftable[stack] = frozenset(
+                    n for n in self.actions[stack[-1]] if n in names and self._stack_feed(stack, n)
+                )
+            out.update(found)
+        return frozenset(out)
 
     def _stack_feed(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
         key = (stack, terminal)
@@ -348,5 +364,7 @@ def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
     Returns:
         The parser, and whether the table has any conflict (shift/reduce or reduce/reduce).
     """
-    tables = lalr_tables([(r.origin.name, tuple(s.name for s in r.expansion)) for r in rules])
+    tables = lalr_tables(
+        [(str(r.origin.name), tuple(str(s.name) for s in r.expansion)) for r in rules]
+    )
     return GLRParser(tables), tables.conflict

@@ -842,6 +842,7 @@ class CompiledGrammar(Compiled):
         self._terminal_defs = {t.name: t for t in lark_terminals}
         self._ignore_names = frozenset(n for n in ignore if n in self._terminal_defs)
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
+        self._term_names = frozenset(self._term_id)
         self._priorities = [int(t.priority) for t in lark_terminals]
         self._term_sort = {
             t.name: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
@@ -987,11 +988,7 @@ class CompiledGrammar(Compiled):
     def _glr_context(self, config: Config) -> int:
         """The terminals some stack can shift next (plus ``%ignore``); a lexeme becomes each."""
         assert isinstance(self._parser, GLRParser)
-        names = [
-            n
-            for n in self._parser.expected(config)
-            if n in self._term_id and self._parser.feed(config, n) is not None
-        ]
+        names = self._parser.shiftable(config, self._term_names)
         terms = {self._term_id[n] for n in names} | self._ignore_ids
         key = frozenset(terms)
         cid = self._context_by_key.get(key)

@@ -449,36 +449,44 @@ class _MatcherDFA:
         table = owner._table
         tokens = owner._vocab.tokens
         out_states = []
+        trans = self.trans  # (grows in state(): read again after a state is created)
         for token_id, position, state in zip(
             ids.tolist(), positions.tolist(), states.tolist(), strict=True
         ):
             offset = position - int(table.starts[token_id])
             rest = tokens[token_id][offset:]
-            for i, byte in enumerate(rest):
-                if not state:
-                    break
-                nxt = int(self.trans[state * 256 + byte])  # (self.trans grows in state())
+            i, n = 0, len(rest)
+            while i < n and state:
+                byte = rest[i]
+                nxt = int(trans[state * 256 + byte])
                 if nxt == _DEEP_STATE:
                     pending.append((token_id, offset + i, state))
                     state = 0
                     break
-                if nxt < 0:
-                    where = self.states[state]
-                    j = i
-                    try:
-                        for j, later in enumerate(rest[i:], i):  # noqa: B007 - j is kept
-                            step = owner._step_byte(where[0], where[1], later)
-                            if step is None:
-                                state = 0
-                                break
-                            where = step
-                        else:
-                            state = self.state(*where)
-                    except NeedsBottom:
-                        pending.append((token_id, offset + j, self.state(*where)))
-                        state = 0
-                    break
-                state = nxt
+                if nxt >= 0:
+                    # a byte that loops on the state loops on the whole run of it
+                    i = n - len(rest[i:].lstrip(rest[i : i + 1])) if nxt == state else i + 1
+                    state = nxt
+                    continue
+                where = self.states[state]
+                try:
+                    while i < n:
+                        byte = rest[i]
+                        step = owner._step_byte(where[0], where[1], byte)
+                        if step is None:
+                            state = 0
+                            break
+                        # (a step back to the same matcher state: the run of this byte loops)
+                        i = n - len(rest[i:].lstrip(rest[i : i + 1])) if step == where else i + 1
+                        where = step
+                    else:
+                        state = self.state(*where)
+                        trans = self.trans
+                except NeedsBottom:
+                    pending.append((token_id, offset + i, self.state(*where)))
+                    trans = self.trans
+                    state = 0
+                break
             out_states.append(state)
         return ids, np.asarray(out_states, dtype=np.int64)
 
@@ -776,7 +784,7 @@ _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
 _KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
-_MAX_PARTIALS = 4096  # partial rows kept (all levels); all are dropped past this
+_MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
 
 
 class CompiledGrammar(Compiled):
@@ -900,8 +908,8 @@ class CompiledGrammar(Compiled):
     # ------------------------------------------------------------------ public
     @property
     def nbytes(self) -> int:
-        """Bytes of the cached masks (what the compile cache bounds)."""
-        return len(self._masks) * int(self._finished_row.nbytes)
+        """Bytes of the cached masks and partial rows (what the compile cache bounds)."""
+        return (len(self._masks) + self._partial_count) * int(self._finished_row.nbytes)
 
     @property
     def vocabulary(self) -> Vocabulary:

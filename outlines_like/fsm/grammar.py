@@ -23,6 +23,11 @@ How it works:
   ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
   token finishing any number of terminals (``%ignore`` ones included) is still one walk.
+* Rows are computed for the top of the stack first (LALR): the configuration truncated to its
+  top 1, 2, 4 ... states decides every token whose walk stays above the cut, once for every
+  stack with that top (inside a JSON string at any depth, say); the tokens that reach below
+  are left pending and decided level by level down to the whole stack (``CompiledGrammar._mask``
+  says why a shared key is sound).
 
 Lexing semantics (maximal munch without backtracking): a lexeme goes on as long as the next
 byte can extend it (some terminal of the context can still match); it ends only when the next

@@ -7,6 +7,19 @@ Both work on immutable, hashable configurations, so that masks can be cached per
 * :class:`GLRParser`: for grammars that are not LALR(1). It uses the LALR(1) automaton with every
   conflicting action kept; a configuration is the frozenset of the stacks still alive, so it
   accepts the grammar's whole language (what ``lark.Lark(..., parser="earley")`` parses).
+
+Truncated configurations (what the masker keys its rows by): ``split(config, depth)`` replaces
+the bottom of every stack, below its top ``depth`` shared states, by the marker state
+:data:`BOTTOM` (-1), and returns the bottom cut off; ``join`` puts it back. Every operation on a
+truncated configuration either raises :class:`NeedsBottom` (it would read a state below the
+top ones kept) or reads the kept states only, in which case it does on the truncated stacks
+exactly what it does on the whole ones, with the bottom left as it is: the step-by-step
+argument is that each step of the stack machine reads the top state, pops, and pushes, and
+the marker is never read (a pop that uncovers it raises). So for ``S = join(T, B)``,
+``op(S) = join(op(T), B)`` whenever ``op(T)`` does not raise; and because ``join(., B)`` is
+injective, two truncated results are equal exactly when their joins are. GLR's cap on the
+stacks kept depends on the order of a set, so a truncated configuration that reaches the cap
+raises :class:`NeedsBottom` too (the whole configuration then decides, as before).
 """
 
 from __future__ import annotations
@@ -16,9 +29,22 @@ from typing import Any
 
 from outlines_like.fsm._grammar_tables import END, Tables, lalr_tables
 
-__all__ = ["END", "GLRParser", "LALRParser", "Stack", "build_glr"]
+__all__ = ["BOTTOM", "END", "GLRParser", "LALRParser", "NeedsBottom", "Stack", "build_glr"]
 
 Stack = tuple[int, ...]
+BOTTOM = -1
+"""The state standing for the cut-off bottom of a truncated stack (never read)."""
+
+
+class NeedsBottom(Exception):
+    """An operation on a truncated configuration would read the stack's cut-off bottom."""
+
+
+class _Deep:
+    """Memo value: the operation raised :class:`NeedsBottom` on this truncated configuration."""
+
+
+_DEEP: Any = _Deep()
 
 # Bounds on the GLR search, so that a highly ambiguous grammar degrades (some continuations
 # dropped) instead of hanging: stacks kept per configuration, and stacks explored per feed.
@@ -35,7 +61,49 @@ class _Automaton:
         self.rule_size = tables.rule_size
         self.rule_origin = tables.rule_origin
         self._feed: dict[tuple[Hashable, str], Hashable | None] = {}
-        self._accepts_end: dict[Hashable, bool] = {}
+        self._accepts_end: dict[Hashable, Any] = {}
+
+    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
+        """Return the configuration after ``terminal`` (reducing first), or None if rejected.
+
+        Raises:
+            NeedsBottom: On a truncated configuration, the step reads the cut-off bottom.
+        """
+        key = (config, terminal)
+        try:
+            result = self._feed[key]
+        except KeyError:
+            try:
+                result = self._feed_all(config, terminal)
+            except NeedsBottom:
+                result = _DEEP
+            self._feed[key] = result
+        if result is _DEEP:
+            raise NeedsBottom
+        return result
+
+    def accepts_end(self, config: Hashable) -> bool:
+        """Return whether the input may end here (``$END`` reduces to the accepting state).
+
+        Raises:
+            NeedsBottom: On a truncated configuration, the answer reads the cut-off bottom.
+        """
+        result = self._accepts_end.get(config)
+        if result is None:
+            try:
+                result = self._ends(config)
+            except NeedsBottom:
+                result = _DEEP
+            self._accepts_end[config] = result
+        if result is _DEEP:
+            raise NeedsBottom
+        return bool(result)
+
+    def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
+        raise NotImplementedError
+
+    def _ends(self, config: Hashable) -> bool:
+        raise NotImplementedError
 
 
 class LALRParser(_Automaton):
@@ -66,31 +134,33 @@ class LALRParser(_Automaton):
                     if rid is None:
                         rid = rule_ids[id(arg)] = len(rule_size)
                         rule_size.append(len(arg.expansion))
-                        rule_origin.append(arg.origin.name)
+                        # (a plain str: Lark's names are Tokens, whose == runs in Python)
+                        rule_origin.append(str(arg.origin.name))
                     row[symbol] = ~rid
             actions[int(state)] = row
         start = int(parse_table.start_states["start"])
         end = int(parse_table.end_states["start"])
         return cls(Tables(actions, {}, start, end, rule_size, rule_origin))
 
-    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
-        """Return the configuration after shifting ``terminal`` (reducing first), or None."""
-        key = (config, terminal)
-        try:
-            return self._feed[key]
-        except KeyError:
-            pass
-        result = self._run(config, terminal)  # type: ignore[arg-type]
-        self._feed[key] = result
-        return result
+    def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
+        return self._run(config, terminal)  # type: ignore[arg-type]
 
-    def accepts_end(self, config: Hashable) -> bool:
-        """Return whether the input may end here (``$END`` reduces to the accepting state)."""
-        result = self._accepts_end.get(config)
-        if result is None:
-            result = self._run(config, END) is not None  # type: ignore[arg-type]
-            self._accepts_end[config] = result
-        return result
+    def _ends(self, config: Hashable) -> bool:
+        return self._run(config, END) is not None  # type: ignore[arg-type]
+
+    def split(self, config: Hashable, depth: int) -> tuple[Hashable, Stack] | None:
+        """Return the stack truncated to its top ``depth`` states, and the bottom cut off.
+
+        None when the stack is no deeper than that (nothing to cut).
+        """
+        stack: Stack = config  # type: ignore[assignment]
+        if len(stack) <= depth:
+            return None
+        return (BOTTOM, *stack[-depth:]), stack[:-depth]
+
+    def join(self, config: Hashable, bottom: Stack) -> Hashable:
+        """Put the bottom cut off by :meth:`split` back under a truncated configuration."""
+        return bottom + config[1:]  # type: ignore[index,no-any-return]
 
     def trim(self, limit: int) -> None:
         """Clear the memo tables that grew past ``limit`` entries."""
@@ -118,6 +188,8 @@ class LALRParser(_Automaton):
             size = self.rule_size[rule]
             if size:
                 del states[-size:]
+                if not states or states[-1] < 0:  # the truncated stack's bottom
+                    raise NeedsBottom
             goto = actions[states[-1]][self.rule_origin[rule]]
             states.append(goto)
             if terminal == END and goto == self.end:
@@ -132,53 +204,89 @@ class GLRParser(_Automaton):
         self.actions: dict[int, dict[str, tuple[int, ...]]] = tables.all_actions()
         self.initial: Hashable = frozenset({(self.start,)})
         self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
-        self._expected: dict[Hashable, frozenset[str]] = {}
+        self._shiftable: dict[Stack, frozenset[str]] = {}
 
-    def feed(self, config: Hashable, terminal: str) -> Hashable | None:
-        """Return the configuration after ``terminal`` on every stack, or None if none survive."""
-        key = (config, terminal)
-        try:
-            return self._feed[key]
-        except KeyError:
-            pass
+    def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
         out: set[Stack] = set()
         for stack in config:  # type: ignore[attr-defined]
             out.update(self._stack_feed(stack, terminal))
             if len(out) >= _MAX_STACKS:
+                if stack[0] < 0:  # which stacks the cap drops depends on the set's order
+                    raise NeedsBottom
                 break
-        result = frozenset(out) if out else None
-        self._feed[key] = result
-        return result
+        return frozenset(out) if out else None
 
-    def accepts_end(self, config: Hashable) -> bool:
-        """Return whether some stack accepts the end of input here."""
-        result = self._accepts_end.get(config)
-        if result is None:
-            result = any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
-            self._accepts_end[config] = result
-        return result
+    def _ends(self, config: Hashable) -> bool:
+        return any(self._stack_feed(s, END) for s in config)  # type: ignore[attr-defined]
+
+    def split(self, config: Hashable, depth: int) -> tuple[Hashable, Stack] | None:
+        """Cut the stacks' shared bottom below their top ``depth`` shared states.
+
+        Returns the truncated configuration and the bottom, or None when the stacks share
+        no more than ``depth`` states (nothing to cut).
+        """
+        stacks: frozenset[Stack] = config  # type: ignore[assignment]
+        low, high = min(stacks), max(stacks)  # the shared prefix of all is theirs
+        shared = 0
+        for a, b in zip(low, high, strict=False):
+            if a != b:
+                break
+            shared += 1
+        cut = shared - depth
+        if cut <= 0:
+            return None
+        return frozenset((BOTTOM, *s[cut:]) for s in stacks), low[:cut]
+
+    def join(self, config: Hashable, bottom: Stack) -> Hashable:
+        """Put the bottom cut off by :meth:`split` back under every truncated stack."""
+        return frozenset(bottom + s[1:] for s in config)  # type: ignore[attr-defined]
 
     def trim(self, limit: int) -> None:
         """Clear the memo tables that grew past ``limit`` entries."""
-        for memo in (self._feed, self._feed_stack, self._accepts_end, self._expected):
+        for memo in (
+            self._feed,
+            self._feed_stack,
+            self._accepts_end,
+            self._shiftable,
+        ):
             if len(memo) >= limit:
                 memo.clear()
 
-    def expected(self, config: Hashable) -> frozenset[str]:
-        """Return the symbols some stack has an action for (terminals are upper-case-ish)."""
-        result = self._expected.get(config)
-        if result is None:
-            names: set[str] = set()
-            for stack in config:  # type: ignore[attr-defined]
-                names.update(self.actions[stack[-1]])
-            result = self._expected[config] = frozenset(names)
-        return result
+    def shiftable(self, config: Hashable, names: frozenset[str]) -> frozenset[str]:
+        """Return the symbols of ``names`` that some stack can take: ``feed`` is not None.
+
+        Computed per stack and cached there, so a new configuration made of stacks already
+        seen costs a union. A truncated configuration goes through :meth:`feed` (which may
+        raise :class:`NeedsBottom`, and where the cap on the stacks decides).
+        """
+        stacks: frozenset[Stack] = config  # type: ignore[assignment]
+        if next(iter(stacks))[0] < 0:
+            return frozenset(n for n in names if self.feed(config, n) is not None)
+        out: set[str] = set()
+        for stack in stacks:
+            found = self._shiftable.get(stack)
+            if found is None:
+                found = self._shiftable[stack] = frozenset(
+                    n for n in self.actions[stack[-1]] if n in names and self._stack_feed(stack, n)
+                )
+            out.update(found)
+        return frozenset(out)
 
     def _stack_feed(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
         key = (stack, terminal)
         found = self._feed_stack.get(key)
         if found is not None:
+            if found is _DEEP:
+                raise NeedsBottom
             return found
+        try:
+            found = self._feed_stack[key] = self._explore(stack, terminal)
+        except NeedsBottom:
+            self._feed_stack[key] = _DEEP
+            raise
+        return found
+
+    def _explore(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
         results: list[Stack] = []
         work = [stack]
         seen: set[Stack] = set()
@@ -195,6 +303,8 @@ class GLRParser(_Automaton):
                 rule = ~action
                 size = self.rule_size[rule]
                 base = current[:-size] if size else current
+                if not base or base[-1] < 0:  # the truncated stack's bottom
+                    raise NeedsBottom
                 goto = self.actions[base[-1]].get(self.rule_origin[rule])
                 if not goto:
                     continue
@@ -203,8 +313,7 @@ class GLRParser(_Automaton):
                     results.append(reduced)
                 else:
                     work.append(reduced)
-        found = self._feed_stack[key] = tuple(results)
-        return found
+        return tuple(results)
 
 
 def hidden_left_recursion(rules: list[Any]) -> str | None:
@@ -255,5 +364,7 @@ def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
     Returns:
         The parser, and whether the table has any conflict (shift/reduce or reduce/reduce).
     """
-    tables = lalr_tables([(r.origin.name, tuple(s.name for s in r.expansion)) for r in rules])
+    tables = lalr_tables(
+        [(str(r.origin.name), tuple(str(s.name) for s in r.expansion)) for r in rules]
+    )
     return GLRParser(tables), tables.conflict

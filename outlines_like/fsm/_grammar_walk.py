@@ -51,6 +51,8 @@ class ByteTable:
         byte_sets: ``uint64[V, 4]``: the set of bytes each token contains, as a 256-bit mask.
         text_byte_sets: ``byte_sets[text_ids]`` transposed (``uint64[4, len(text_ids)]``), so
             that a walk of all the text tokens tests them word by word, without a gather.
+        text_first: The first byte of each text token: a walk of all the text tokens takes
+            its first column from it, and gathers only for the tokens that survive it.
     """
 
     buf: npt.NDArray[np.uint8]
@@ -60,6 +62,7 @@ class ByteTable:
     size: int
     byte_sets: npt.NDArray[np.uint64]
     text_byte_sets: npt.NDArray[np.uint64]
+    text_first: npt.NDArray[np.uint8]
 
 
 def byte_table(vocab: Vocabulary) -> ByteTable:
@@ -87,7 +90,14 @@ def byte_table(vocab: Vocabulary) -> ByteTable:
     )
     text_byte_sets = np.ascontiguousarray(byte_sets[ids].T)
     table = ByteTable(
-        buf, starts, walk_lengths, ids.astype(np.int64), len(tokens), byte_sets, text_byte_sets
+        buf,
+        starts,
+        walk_lengths,
+        ids.astype(np.int64),
+        len(tokens),
+        byte_sets,
+        text_byte_sets,
+        buf[starts[ids]],
     )
     vocab._cache[_CACHE_KEY] = table
     return table
@@ -139,21 +149,36 @@ def walk(
     Returns:
         The items split into those that consumed all their bytes and those that stopped.
     """
-    starts = table.starts[ids]
-    base = starts if offsets is None else starts + offsets
-    end = starts + table.lengths[ids]
     end_items: list[IntArray] = []
     end_states: list[IntArray] = []
     stop_items: list[IntArray] = []
     stop_offsets: list[IntArray] = []
     stop_states: list[IntArray] = []
-    # column 0: one state for all, so one row lookup; most tokens die here
-    items = np.arange(len(ids), dtype=np.int64)
-    if offsets is None:
+    row = flat_transitions[start * 256 : start * 256 + 256]
+    loops = row == start
+    if (
+        offsets is None
+        and ids is table.text_ids
+        and np.count_nonzero(loops) < _MIN_LOOP_BYTES
+        and accepting is not None
+        and not accepting[start]
+    ):
+        # the whole vocabulary, no stop to report at its first byte: the first column from
+        # the first bytes, then gathers for the few tokens that survive it only
+        first = row.take(table.text_first)
+        items = np.flatnonzero(first >= 0)
+        pos = table.starts.take(ids.take(items)) + 1
+        state = first.take(items)
+        remaining = table.lengths.take(ids.take(items)) - 1
+    else:
+        starts = table.starts[ids]
+        base = starts if offsets is None else starts + offsets
+        end = starts + table.lengths[ids]
+        # column 0: one state for all, so one row lookup; most tokens die here
+        items = np.arange(len(ids), dtype=np.int64)
         # tokens made only of bytes that loop on `start` end there (most tokens, inside a
         # string): set them aside with one test on their byte sets
-        loops = flat_transitions[start * 256 : start * 256 + 256] == start
-        if np.count_nonzero(loops) >= _MIN_LOOP_BYTES:
+        if offsets is None and np.count_nonzero(loops) >= _MIN_LOOP_BYTES:
             outside = np.packbits(~loops, bitorder="little").view(np.uint64)
             if ids is table.text_ids:  # the whole vocabulary: no gather
                 words = table.text_byte_sets
@@ -167,22 +192,21 @@ def walk(
                 end_states.append(np.full(int(inside.sum()), start, dtype=np.int64))
                 keep = ~inside
                 items, base, end = items[keep], base[keep], end[keep]
-    done = base >= end
-    if done.any():
-        end_items.append(items[done])
-        end_states.append(np.full(int(done.sum()), start, dtype=np.int64))
-        keep = ~done
-        items, base, end = items[keep], base[keep], end[keep]
-    row = flat_transitions[start * 256 : start * 256 + 256]
-    state = row.take(table.buf.take(base))
-    live = state >= 0
-    if accepting is None or accepting[start]:
-        dead = ~live
-        stop_items.append(items[dead])
-        stop_offsets.append(base[dead] - table.starts[ids[items[dead]]])
-        stop_states.append(np.full(len(stop_items[-1]), start, dtype=np.int64))
-    items, pos, state = items[live], base[live] + 1, state[live]
-    remaining = end[live] - pos
+        done = base >= end
+        if done.any():
+            end_items.append(items[done])
+            end_states.append(np.full(int(done.sum()), start, dtype=np.int64))
+            keep = ~done
+            items, base, end = items[keep], base[keep], end[keep]
+        state = row.take(table.buf.take(base))
+        live = state >= 0
+        if accepting is None or accepting[start]:
+            dead = ~live
+            stop_items.append(items[dead])
+            stop_offsets.append(base[dead] - table.starts[ids[items[dead]]])
+            stop_states.append(np.full(len(stop_items[-1]), start, dtype=np.int64))
+        items, pos, state = items[live], base[live] + 1, state[live]
+        remaining = end[live] - pos
     # Longest rest first (the callers' order already, checked): the items done at a column are
     # then a suffix, cut off by one binary search instead of a mask over all the items.
     if len(remaining) > 1 and (remaining[1:] > remaining[:-1]).any():

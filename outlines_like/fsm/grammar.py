@@ -23,6 +23,11 @@ How it works:
   ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
   token finishing any number of terminals (``%ignore`` ones included) is still one walk.
+* Rows are computed for the top of the stack first (LALR): the configuration truncated to its
+  top 1, 2, 4 ... states decides every token whose walk stays above the cut, once for every
+  stack with that top (inside a JSON string at any depth, say); the tokens that reach below
+  are left pending and decided level by level down to the whole stack (``CompiledGrammar._mask``
+  says why a shared key is sound).
 
 Lexing semantics (maximal munch without backtracking): a lexeme goes on as long as the next
 byte can extend it (some terminal of the context can still match); it ends only when the next
@@ -48,7 +53,8 @@ finished matcher allows only EOS).
 
 
 One cohesive algorithm (the grammar matcher: parser configurations, contextual lexing and the
-two shared walks), kept in one module of some 1,000 lines so its invariants read in one place.
+two shared walks, and the rows keyed by the top of the stack), kept in one module of some 1,300
+lines so its invariants read in one place.
 """
 
 from __future__ import annotations
@@ -73,8 +79,10 @@ from outlines_like.fsm._grammar_lexer import (
     terminal_dfa,
 )
 from outlines_like.fsm._grammar_parser import (
+    BOTTOM,
     GLRParser,
     LALRParser,
+    NeedsBottom,
     build_glr,
     hidden_left_recursion,
 )
@@ -345,7 +353,10 @@ class _MatcherDFA:
 
     A row (256 next states) is built the first time a walk needs it, with the parser steps at
     lexeme ends folded in, so a token crossing any number of lexemes is one numpy walk.
-    ``-2`` marks a row not built yet; state 0 is the sink (no transition).
+    ``-2`` marks a row not built yet; state 0 is the sink (no transition). A state may hold a
+    truncated configuration (see :meth:`CompiledGrammar._mask`): where its step at a lexeme
+    end would read the cut-off bottom, the row leads to state 1, :data:`_DEEP_STATE`, and the
+    walk sets the item aside (pending) at the byte that led there.
     """
 
     def __init__(self, owner: CompiledGrammar) -> None:
@@ -355,12 +366,14 @@ class _MatcherDFA:
     def clear(self) -> None:
         """Forget every state (bounds memory; masks already cached stay valid)."""
         # state 0 is the sink: no transition leads anywhere else, and it is not viable
-        self.states: list[tuple[Config, int]] = [((), -1)]
+        # state 1 stands for "needs the bottom" (no row; walks set such items aside)
+        self.states: list[tuple[Config, int]] = [((), -1), ((), -2)]
         self._ids: dict[tuple[Config, int], int] = {}
         self.trans = np.full(256 * 256, -2, dtype=np.int32)
-        self.trans[:256] = 0
-        self._viable = np.full(256, -1, dtype=np.int8)  # -1: not known yet
-        self._viable[0] = 0
+        self.trans[:512] = 0
+        # -1: not known yet; 0: not viable; 1: viable; 2: unknown without the stack's bottom
+        self._viable = np.full(256, -1, dtype=np.int8)
+        self._viable[:2] = 0
         self._templates: dict[tuple[int, int, int], tuple[list[int], npt.NDArray[np.intp]]] = {}
 
     def state(self, config: Config, lex: int) -> int:
@@ -378,8 +391,14 @@ class _MatcherDFA:
                 self.trans = grown
         return sid
 
-    def viable(self, states: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Per state: can the text go on to a complete sentence (computed on first ask)."""
+    def viable(
+        self, states: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
+        """Per state: can the text go on to a complete sentence (computed on first ask).
+
+        Returns the states known viable, and those that need the stack's bottom to tell (None
+        when there are none; only truncated configurations have such states).
+        """
         known = self._viable[states]
         unknown = known < 0
         if unknown.any():
@@ -388,11 +407,11 @@ class _MatcherDFA:
             present[states[unknown]] = True
             for sid in np.flatnonzero(present).tolist():
                 config, lex = self.states[sid]
-                ok = owner._viable(config, owner._context_id(config))[lex]
-                self._viable[sid] = 1 if ok else 0
+                ok, deep = owner._viable3(config, owner._context_id(config))
+                self._viable[sid] = 1 if ok[lex] else 2 if deep is not None and deep[lex] else 0
             known = self._viable[states]
-        result: npt.NDArray[np.bool_] = known > 0
-        return result
+        deep_states = known == 2
+        return known == 1, deep_states if deep_states.any() else None
 
     def _expand(self, sid: int) -> None:
         owner = self._owner
@@ -402,11 +421,17 @@ class _MatcherDFA:
         targets = np.array([self.state(config, v) for v in values] + [0], dtype=np.int32)
         out = targets[index]
         cls = int(owner._contexts[cid].winner[lex])
-        after = owner._after(config, cls) if cls >= 0 else None
-        if after is not None:
-            values, index = self._template(cid, lex, owner._context_id(after))
-            targets = np.array([self.state(after, v) for v in values] + [0], dtype=np.int32)
-            out = np.where(index >= 0, targets[index], out)
+        if cls >= 0:
+            try:
+                after = owner._after(config, cls)
+                next_cid = owner._context_id(after) if after is not None else -1
+            except NeedsBottom:  # every byte that ends the lexeme needs the bottom
+                out = np.where(index >= 0, out, _DEEP_STATE).astype(np.int32)
+            else:
+                if after is not None:
+                    values, index = self._template(cid, lex, next_cid)
+                    targets = np.array([self.state(after, v) for v in values] + [0], dtype=np.int32)
+                    out = np.where(index >= 0, targets[index], out)
         self.trans[sid * 256 : sid * 256 + 256] = out
 
     def _walk_tail(
@@ -414,6 +439,7 @@ class _MatcherDFA:
         ids: npt.NDArray[np.int32],
         positions: npt.NDArray[np.int64],
         states: npt.NDArray[np.int64],
+        pending: list[tuple[int, int, int]],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """Finish a few items byte by byte in Python.
 
@@ -421,32 +447,51 @@ class _MatcherDFA:
         the parser's steps directly (``_step_byte``), which costs a few dictionary lookups a
         byte instead of a row of 256 a state (long runs such as ``((((`` or ``----`` in an
         expression grammar reach a new configuration at every byte). Only the state each
-        item ends in joins the DFA.
+        item ends in joins the DFA. Items whose step needs the stack's bottom go to
+        ``pending`` as ``(token, offset, state)`` and end in the sink.
         """
         owner = self._owner
         table = owner._table
         tokens = owner._vocab.tokens
         out_states = []
+        trans = self.trans  # (grows in state(): read again after a state is created)
         for token_id, position, state in zip(
             ids.tolist(), positions.tolist(), states.tolist(), strict=True
         ):
-            rest = tokens[token_id][position - int(table.starts[token_id]) :]
-            for i, byte in enumerate(rest):
-                if not state:
+            offset = position - int(table.starts[token_id])
+            rest = tokens[token_id][offset:]
+            i, n = 0, len(rest)
+            while i < n and state:
+                byte = rest[i]
+                nxt = int(trans[state * 256 + byte])
+                if nxt == _DEEP_STATE:
+                    pending.append((token_id, offset + i, state))
+                    state = 0
                     break
-                nxt = int(self.trans[state * 256 + byte])  # (self.trans grows in state())
-                if nxt < 0:
-                    where = self.states[state]
-                    for later in rest[i:]:
-                        step = owner._step_byte(where[0], where[1], later)
+                if nxt >= 0:
+                    # a byte that loops on the state loops on the whole run of it
+                    i = n - len(rest[i:].lstrip(rest[i : i + 1])) if nxt == state else i + 1
+                    state = nxt
+                    continue
+                where = self.states[state]
+                try:
+                    while i < n:
+                        byte = rest[i]
+                        step = owner._step_byte(where[0], where[1], byte)
                         if step is None:
                             state = 0
                             break
+                        # (a step back to the same matcher state: the run of this byte loops)
+                        i = n - len(rest[i:].lstrip(rest[i : i + 1])) if step == where else i + 1
                         where = step
                     else:
                         state = self.state(*where)
-                    break
-                state = nxt
+                        trans = self.trans
+                except NeedsBottom:
+                    pending.append((token_id, offset + i, self.state(*where)))
+                    trans = self.trans
+                    state = 0
+                break
             out_states.append(state)
         return ids, np.asarray(out_states, dtype=np.int64)
 
@@ -479,6 +524,7 @@ class _MatcherDFA:
         ids: npt.NDArray[np.int32],
         offsets: npt.NDArray[np.int32],
         starts: npt.NDArray[np.int64],
+        pending: list[tuple[int, int, int]],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """Walk token ``ids[i]`` from byte ``offsets[i]``, from state ``starts[i]``.
 
@@ -489,6 +535,8 @@ class _MatcherDFA:
 
         Returns:
             The tokens that consumed all their bytes, and the state each ended in (0: dead).
+            Items whose next byte needs the stack's bottom (from truncated states only) go
+            to ``pending`` as ``(token, offset of that byte, state before it)``, not here.
         """
         table = self._owner._table
         buf = table.buf
@@ -512,7 +560,7 @@ class _MatcherDFA:
                 if not cut:
                     break
             if len(ids) <= _PYTHON_TAIL:  # a few long tokens left: numpy calls cost more
-                tail_ids, tail_states = self._walk_tail(ids, pos + column, states)
+                tail_ids, tail_states = self._walk_tail(ids, pos + column, states, pending)
                 end_ids.append(tail_ids)
                 end_states.append(tail_states)
                 break
@@ -525,6 +573,18 @@ class _MatcherDFA:
                 for sid in np.flatnonzero(present).tolist():
                     self._expand(sid)
                 nxt[unbuilt] = self.trans.take(flat[unbuilt])
+            deep = nxt == _DEEP_STATE
+            if deep.any():
+                where = np.flatnonzero(deep)
+                pending.extend(
+                    zip(
+                        ids[where].tolist(),
+                        (pos[where] + column - table.starts[ids[where]]).tolist(),
+                        states[where].tolist(),
+                        strict=True,
+                    )
+                )
+                nxt[where] = 0
             states = nxt.astype(np.int64)
             column += 1
             if column % 4 == 1:  # now and then, drop the dead (a filter costs a few gathers)
@@ -539,6 +599,197 @@ class _MatcherDFA:
         if not end_ids:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
         return np.concatenate(end_ids), np.concatenate(end_states)
+
+
+class _RowWalk:
+    """One row's walk: the lexical tree as far as it is cached, then the matcher DFA.
+
+    Tokens that ended the lexeme go on in the next lexeme: a lexical walk again, cached in
+    the tree under the static walk and so shared by every configuration whose steps lead to
+    the same contexts, while a group is large (tokens starting with a space, say, which
+    mostly die on their next byte). Small groups, and whatever crosses more lexemes, walk on
+    in the lazy DFA over whole matcher states, each from the state its terminals lead to.
+    What needs the stack's bottom (truncated configurations only) goes to ``partial``.
+    """
+
+    def __init__(self, owner: CompiledGrammar, partial: _Partial) -> None:
+        self.owner = owner
+        self.partial = partial
+        self.todo: list[tuple[_Lexed, Config, int, int]] = []
+        self.rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
+        self.parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
+
+    def node(self, lexed: _Lexed, here: Config, cid: int, depth: int) -> None:
+        """Queue a walk of the tree (tokens in a lexeme of context ``cid``, at ``here``)."""
+        self.todo.append((lexed, here, cid, depth))
+
+    def group(self, lexed: _Lexed, cls: int, here: Config, depth: int) -> None:
+        """The tokens of ``lexed`` that ended a lexeme of class ``cls`` at ``here``: go on."""
+        owner = self.owner
+        ids, offsets = lexed.groups[cls]
+        try:
+            after = owner._after(here, cls)
+            if after is None:
+                return
+            next_cid = owner._context_id(after)
+        except NeedsBottom:
+            self.partial.groups.append((lexed, cls, here, depth))
+            return
+        if depth == 0 or (
+            depth < _LEXICAL_DEPTH
+            and len(ids) >= owner._lexical_group
+            and owner._lexical_nodes < _MAX_LEXICAL_NODES
+        ):
+            self.todo.append((owner._child(lexed, cls, next_cid), after, next_cid, depth + 1))
+        else:
+            self.parts.append((ids, offsets, owner._dfa.state(after, 0)))
+
+    def run(self) -> npt.NDArray[np.bool_]:
+        """Walk everything queued; return the tokens allowed by the DFA part (unpacked)."""
+        owner = self.owner
+        partial = self.partial
+        while self.todo:
+            lexed, here, here_cid, depth = self.todo.pop()
+            viable, unknown = owner._viable3(here, here_cid)
+            self.rows.append((lexed, viable))
+            if unknown is not None:
+                partial.rows.extend(
+                    (row, here, here_cid, state) for state, row in lexed.end_rows if unknown[state]
+                )
+            for cls in lexed.groups:
+                self.group(lexed, cls, here, depth)
+        table = owner._table
+        allowed = np.zeros(table.size, dtype=np.bool_)
+        parts = self.parts
+        if parts:  # one walk for all the groups: merged, longest rest first
+            ids = np.concatenate([p[0] for p in parts])
+            offsets = np.concatenate([p[1] for p in parts])
+            starts = np.repeat(
+                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
+            )
+            if len(parts) > 1:
+                order = np.argsort(offsets - table.lengths[ids], kind="stable")
+                ids, offsets, starts = ids[order], offsets[order], starts[order]
+            pending: list[tuple[int, int, int]] = []
+            dfa = owner._dfa
+            end_ids, end_states = dfa.walk(ids, offsets, starts, pending)
+            ok, deep = dfa.viable(end_states)
+            allowed[end_ids[ok]] = True
+            if deep is not None:
+                pending.extend(
+                    zip(
+                        end_ids[deep].tolist(),
+                        table.lengths[end_ids[deep]].tolist(),
+                        end_states[deep].tolist(),
+                        strict=True,
+                    )
+                )
+            partial.set_items(pending, dfa)
+        return allowed
+
+    def pack(self, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+        """The packed row: ``allowed`` and the lexical rows of the viable lexer states."""
+        packed = _pack(allowed)
+        for lexed, viable in self.rows:
+            for state, row in lexed.end_rows:
+                if viable[state]:
+                    np.bitwise_or(packed, row, out=packed)
+        return packed
+
+
+class _Partial:
+    """The row of a (truncated) configuration: the tokens it decides, and those left pending.
+
+    Attributes:
+        config: The configuration (truncated, or whole when nothing is pending).
+        lex: The lexer state.
+        row: The packed row of the tokens allowed whatever the stack's bottom.
+        eos: Whether EOS needs the bottom.
+        rows: Lexical rows whose lexeme end needs the bottom: ``(row, config, context,
+            lexer state)``.
+        groups: Tokens that ended a lexeme whose step needs the bottom: ``(walk, class,
+            config, depth in the tree)``.
+        items: Tokens stopped in the matcher DFA: ``(ids, offsets, config, lexer state)``.
+        children: The partial rows of the deeper configurations: what this one left pending,
+            decided with the next part of the stack, by that part (see :meth:`deeper`).
+    """
+
+    __slots__ = ("children", "config", "eos", "groups", "items", "lex", "row", "rows")
+
+    def __init__(self, config: Config, lex: int) -> None:
+        self.config = config
+        self.lex = lex
+        self.row = np.zeros(0, dtype=np.uint8)
+        self.eos = False
+        self.rows: list[tuple[npt.NDArray[np.uint8], Config, int, int]] = []
+        self.groups: list[tuple[_Lexed, int, Config, int]] = []
+        self.items: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
+        self.children: dict[tuple[int, ...], _Partial] = {}
+
+    def set_items(self, pending: list[tuple[int, int, int]], dfa: _MatcherDFA) -> None:
+        """Keep the items a walk set aside, by the matcher state (not its id) they stopped in."""
+        by_state: dict[int, tuple[list[int], list[int]]] = {}
+        for token_id, offset, sid in pending:
+            found = by_state.setdefault(sid, ([], []))
+            found[0].append(token_id)
+            found[1].append(offset)
+        lengths = dfa._owner._table.lengths
+        for sid, (id_list, offset_list) in by_state.items():
+            config, lex = dfa.states[sid]
+            ids = np.asarray(id_list, dtype=np.int32)
+            offsets = np.asarray(offset_list, dtype=np.int32)
+            order = np.argsort(offsets - lengths[ids], kind="stable")  # longest rest first
+            self.items.append((ids[order], offsets[order], config, lex))
+
+    @property
+    def pending(self) -> bool:
+        """Whether some token (or EOS) needs the stack below this configuration."""
+        return bool(self.eos or self.rows or self.groups or self.items)
+
+    def deeper(self, owner: CompiledGrammar, middle: tuple[int, ...]) -> _Partial:
+        """The pending tokens decided with ``middle`` put under the configuration.
+
+        ``middle`` is the next part of the stack down: a truncated one (it starts with
+        :data:`BOTTOM`), whose own pending tokens the result keeps, or the whole bottom.
+        """
+        join = owner._parser.join
+        deeper = _Partial(join(self.config, middle), self.lex)
+        walk = _RowWalk(owner, deeper)
+        dfa = owner._dfa
+        for lexed, cls, config, depth in self.groups:
+            walk.group(lexed, cls, join(config, middle), depth)
+        for ids, offsets, config, lex in self.items:
+            joined = join(config, middle)
+            try:
+                owner._context_id(joined)
+            except NeedsBottom:  # (GLR) its lexer context needs more of the stack still
+                deeper.items.append((ids, offsets, joined, lex))
+                continue
+            walk.parts.append((ids, offsets, dfa.state(joined, lex)))
+        allowed = walk.run()
+        if self.eos:
+            try:
+                if owner._eos_ok(deeper.config, self.lex):
+                    allowed[owner._eos] = True
+            except NeedsBottom:
+                deeper.eos = True
+        packed = walk.pack(allowed)
+        for row, config, cid, state in self.rows:
+            joined = join(config, middle)
+            ok, unknown = owner._viable3(joined, cid)
+            if ok[state]:
+                np.bitwise_or(packed, row, out=packed)
+            elif unknown is not None and unknown[state]:
+                deeper.rows.append((row, joined, cid, state))
+        deeper.row = packed
+        return deeper
+
+
+_DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
+# Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
+# near the top, and its partial rows cost more than they save on the benchmark's grammars).
+_KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
+_MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
 
 
 class CompiledGrammar(Compiled):
@@ -604,6 +855,7 @@ class CompiledGrammar(Compiled):
         self._terminal_defs = {t.name: t for t in lark_terminals}
         self._ignore_names = frozenset(n for n in ignore if n in self._terminal_defs)
         self._term_id = {name: i for i, name in enumerate(self.terminal_names)}
+        self._term_names = frozenset(self._term_id)
         self._priorities = [int(t.priority) for t in lark_terminals]
         self._term_sort = {
             t.name: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
@@ -639,8 +891,14 @@ class CompiledGrammar(Compiled):
         self._context_of: dict[Hashable, int] = {}
         self._static: dict[tuple[int, int], _Lexed] = {}
         self._after_memo: dict[tuple[Config, int], Config | None] = {}
-        self._ok_terms: dict[tuple[Config, int], npt.NDArray[np.bool_]] = {}
+        self._ok_terms: dict[
+            tuple[Config, int], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]
+        ] = {}
         self._masks: dict[tuple[Config, int], Row] = {}
+        self._partials: dict[tuple[Config, int], _Partial] = {}
+        self._partial_count = 0  # partial rows kept, all levels
+        # the levels of partial rows; tests set () to compute every row whole, or set GLR's
+        self._key_depths: tuple[int, ...] = _KEY_DEPTHS if self.is_lalr else ()
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
@@ -655,8 +913,8 @@ class CompiledGrammar(Compiled):
     # ------------------------------------------------------------------ public
     @property
     def nbytes(self) -> int:
-        """Bytes of the cached masks (what the compile cache bounds)."""
-        return len(self._masks) * int(self._finished_row.nbytes)
+        """Bytes of the cached masks and partial rows (what the compile cache bounds)."""
+        return (len(self._masks) + self._partial_count) * int(self._finished_row.nbytes)
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -743,11 +1001,7 @@ class CompiledGrammar(Compiled):
     def _glr_context(self, config: Config) -> int:
         """The terminals some stack can shift next (plus ``%ignore``); a lexeme becomes each."""
         assert isinstance(self._parser, GLRParser)
-        names = [
-            n
-            for n in self._parser.expected(config)
-            if n in self._term_id and self._parser.feed(config, n) is not None
-        ]
+        names = self._parser.shiftable(config, self._term_names)
         terms = {self._term_id[n] for n in names} | self._ignore_ids
         key = frozenset(terms)
         cid = self._context_by_key.get(key)
@@ -791,15 +1045,35 @@ class CompiledGrammar(Compiled):
 
     def _viable(self, config: Config, cid: int) -> npt.NDArray[np.bool_]:
         """Per lexer state of context ``cid``: can the lexeme become a terminal the parser takes."""
+        return self._viable3(config, cid)[0]
+
+    def _viable3(
+        self, config: Config, cid: int
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
+        """:meth:`_viable`, and the lexer states that need the stack's bottom to tell.
+
+        The second array is None when no state does (always, for a whole configuration).
+        """
         key = (config, cid)
         viable = self._ok_terms.get(key)
         if viable is None:
             context = self._contexts[cid]
             ok = np.zeros(len(self._dfas), dtype=np.bool_)
+            deep: npt.NDArray[np.bool_] | None = None
             for term in np.flatnonzero(context.reach.any(axis=0)).tolist():
-                ok[term] = self._after_term(config, term) is not None
+                try:
+                    ok[term] = self._after_term(config, term) is not None
+                except NeedsBottom:
+                    if deep is None:
+                        deep = np.zeros(len(self._dfas), dtype=np.bool_)
+                    deep[term] = True
             computed = np.asarray((context.reach & ok).any(axis=1), dtype=np.bool_)
-            self._ok_terms[key] = viable = computed
+            unknown: npt.NDArray[np.bool_] | None = None
+            if deep is not None:
+                unknown = ~computed & (context.reach & deep).any(axis=1)
+                if not unknown.any():
+                    unknown = None
+            self._ok_terms[key] = viable = (computed, unknown)
         return viable
 
     def _eos_ok(self, config: Config, lex: int) -> bool:
@@ -846,6 +1120,25 @@ class CompiledGrammar(Compiled):
 
     # ------------------------------------------------------------------- masks
     def _mask(self, stack: Config, lex: int) -> Row:
+        """The mask of a matcher state: cached by the whole state, computed from a partial one.
+
+        A row is keyed by what it depends on: the top few states of the stack (for GLR, of the
+        stacks' shared part, with what lies above it). The row of the truncated configuration
+        (``split`` in :mod:`~outlines_like.fsm._grammar_parser`) is computed once, as a
+        :class:`_Partial`: every token whose walk reads only those states is decided there,
+        for every stack with that top, since the parser does on the truncated stack exactly
+        what it does on the whole one (the argument is in the parser module's docstring),
+        the lexer context depends on the top state (LALR) or on such steps (GLR), and the
+        lexer walks the tokens' bytes alone. Two configurations with the same key therefore
+        get the same decisions, and the same matcher states after each token, up to the
+        bottom, which the matcher keeps (it steps whole stacks). The tokens whose walk needs
+        a state below the top (a ``)`` closing deeper than the top holds, say) are kept
+        pending, each at the byte and matcher state where it stopped, and decided with the
+        next states down (``_KEY_DEPTHS``: 1, 2, 4 ... states, each level cached under the
+        one above, by the states it adds), then with the whole stack. The test comparing
+        keyed rows with rows computed from scratch, over random configurations of the
+        grammar corpus, is in ``tests/fsm/test_grammar_keys.py``.
+        """
         key = (stack, lex)
         row = self._masks.get(key)
         if row is None:
@@ -857,10 +1150,13 @@ class CompiledGrammar(Compiled):
                 for memo in (self._after_memo, self._ok_terms, self._context_of):
                     if len(memo) >= _MAX_MEMO:
                         memo.clear()
+                if self._partial_count >= _MAX_PARTIALS:
+                    self._partials.clear()
+                    self._partial_count = 0
                 self._parser.trim(_MAX_MEMO)
                 try:
                     with metered(self.budget, "mask"):
-                        row = self._compute_mask(stack, lex)
+                        row = self._compute_row(stack, lex)
                 except ConstraintTooLargeError as exc:
                     self.failed = exc
                     raise
@@ -868,6 +1164,49 @@ class CompiledGrammar(Compiled):
                     self._masks.pop(next(iter(self._masks)))
                 self._masks[key] = row
         return row
+
+    def _compute_row(self, stack: Config, lex: int) -> Row:
+        """The row of a whole stack: partial rows from the top down, shared where they can be."""
+        parser = self._parser
+        levels: list[tuple[Config, tuple[int, ...]]] = []
+        for depth in self._key_depths:
+            split = parser.split(stack, depth)
+            if split is None:
+                break
+            levels.append(split)
+        partial = None
+        if levels:
+            key = (levels[0][0], lex)
+            partial = self._partials.get(key)
+            if partial is None:
+                try:
+                    partial = self._compute_mask(levels[0][0], lex)
+                except NeedsBottom:  # (GLR) the lexer context itself needs the bottom
+                    partial = None
+                else:
+                    self._partials[key] = partial
+                    self._partial_count += 1
+        if partial is None:
+            partial = self._compute_mask(stack, lex)
+            levels = []
+        packed = partial.row
+        for i, (_, bottom) in enumerate(levels):
+            if not partial.pending:
+                break
+            if i + 1 < len(levels):  # the states between this level and the next one
+                middle = (BOTTOM, *bottom[len(levels[i + 1][1]) :])
+                child = partial.children.get(middle)
+                if child is None:
+                    child = partial.children[middle] = partial.deeper(self, middle)
+                    self._partial_count += 1
+            else:  # the whole stack
+                child = partial.deeper(self, bottom)
+            packed = packed | child.row
+            partial = child
+        assert not partial.pending, "a whole stack leaves nothing pending"
+        mask: Row = packed.view(np.int32)
+        mask.flags.writeable = False
+        return mask
 
     def _static_lexed(self, cid: int, lex: int) -> _Lexed:
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""
@@ -902,57 +1241,24 @@ class CompiledGrammar(Compiled):
             self._lexical_nodes += 1
         return found
 
-    def _compute_mask(self, config: Config, lex: int) -> Row:
-        table = self._table
-        allowed = np.zeros(table.size, dtype=np.bool_)
+    def _compute_mask(self, config: Config, lex: int) -> _Partial:
+        """The mask of ``(config, lex)``; for a truncated configuration, a partial one.
+
+        Raises:
+            NeedsBottom: (GLR) The configuration's own lexer context needs the bottom.
+        """
         cid = self._context_id(config)
-        static = self._static_lexed(cid, lex)
-        rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
-        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
-        # Tokens that ended the lexeme go on in the next lexeme: a lexical walk again, cached
-        # in the tree under `static` and so shared by every configuration whose steps lead to
-        # the same contexts, while a group is large (tokens starting with a space, say, which
-        # mostly die on their next byte). Small groups, and whatever crosses more lexemes,
-        # walk on in the lazy DFA over whole matcher states, each from the state its
-        # terminals lead to.
-        todo = [(static, config, cid, 0)]
-        while todo:
-            lexed, here, here_cid, depth = todo.pop()
-            rows.append((lexed, self._viable(here, here_cid)))
-            for cls, (ids, offsets) in lexed.groups.items():
-                after = self._after(here, cls)
-                if after is None:
-                    continue
-                if depth == 0 or (
-                    depth < _LEXICAL_DEPTH
-                    and len(ids) >= self._lexical_group
-                    and self._lexical_nodes < _MAX_LEXICAL_NODES
-                ):
-                    next_cid = self._context_id(after)
-                    todo.append((self._child(lexed, cls, next_cid), after, next_cid, depth + 1))
-                else:
-                    parts.append((ids, offsets, self._dfa.state(after, 0)))
-        if parts:  # one walk for all the groups: merged, longest rest first
-            ids = np.concatenate([p[0] for p in parts])
-            offsets = np.concatenate([p[1] for p in parts])
-            starts = np.repeat(
-                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
-            )
-            if len(parts) > 1:
-                order = np.argsort(offsets - table.lengths[ids], kind="stable")
-                ids, offsets, starts = ids[order], offsets[order], starts[order]
-            end_ids, end_states = self._dfa.walk(ids, offsets, starts)
-            allowed[end_ids[self._dfa.viable(end_states)]] = True
-        if self._eos_ok(config, lex):
-            allowed[self._eos] = True
-        packed = _pack(allowed)
-        for lexed, viable in rows:
-            for state, row in lexed.end_rows:
-                if viable[state]:
-                    np.bitwise_or(packed, row, out=packed)
-        mask = packed.view(np.int32)
-        mask.flags.writeable = False
-        return mask
+        partial = _Partial(config, lex)
+        walk = _RowWalk(self, partial)
+        walk.node(self._static_lexed(cid, lex), config, cid, 0)
+        allowed = walk.run()
+        try:
+            if self._eos_ok(config, lex):
+                allowed[self._eos] = True
+        except NeedsBottom:
+            partial.eos = True
+        partial.row = walk.pack(allowed)
+        return partial
 
 
 class GrammarMatcher:

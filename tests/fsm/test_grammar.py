@@ -471,3 +471,37 @@ def test_lexical_walk_is_independent_of_item_order(order: str, lex: int) -> None
 
     assert outcome(res, ids) == outcome(ref, table.text_ids)
     assert len(res.end_items) + len(res.stop_items) == len(ids)
+
+
+@pytest.mark.parametrize("grammar", [JSON_LARK, ARITH_LARK])
+def test_whole_vocabulary_first_column_matches_the_general_walk(grammar: str) -> None:
+    """The whole-vocabulary walk (first column from the first bytes) is the general walk."""
+    from outlines_like.fsm._grammar_walk import byte_table, walk
+
+    compiled = compile_grammar(CFG(grammar), VOCAB)
+    m = compiled.matcher()
+    for token in greedy(b'{"a": [1, 2.5]}' if grammar == JSON_LARK else b"(1 + 2) * 3"):
+        m.advance(token)
+    table = byte_table(VOCAB)
+    walked = 0
+    for context in compiled._contexts:
+        for lex in range(context.n_states):
+            fast = walk(table, context.flat, lex, table.text_ids, accepting=context.accepting)
+            ref = walk(table, context.flat, lex, table.text_ids.copy(), accepting=context.accepting)
+            assert sorted(zip(fast.end_items.tolist(), fast.end_states.tolist(), strict=True)) == (
+                sorted(zip(ref.end_items.tolist(), ref.end_states.tolist(), strict=True))
+            )
+            stops = [
+                sorted(
+                    zip(
+                        r.stop_items.tolist(),
+                        r.stop_offsets.tolist(),
+                        r.stop_states.tolist(),
+                        strict=True,
+                    )
+                )
+                for r in (fast, ref)
+            ]
+            assert stops[0] == stops[1]
+            walked += 1
+    assert walked > 3

@@ -1,0 +1,104 @@
+"""Rows keyed by the stack's top states are the rows computed from the whole stack."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+
+import numpy as np
+import pytest
+
+from outlines_like.fsm._grammar_parser import BOTTOM, NeedsBottom
+from outlines_like.fsm.grammar import CompiledGrammar, _Partial
+from tests.fsm.test_grammar import EOS_ID, VOCAB
+from tests.fsm.test_grammar_properties import GRAMMARS
+
+Config = object
+
+
+def _walks(grammar: CompiledGrammar, seed: str, walks: int = 40) -> list[list[int]]:
+    """Random walks: random allowed tokens, up to 30 a walk."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(walks):
+        m = grammar.matcher()
+        tokens: list[int] = []
+        for _ in range(rng.randint(1, 30)):
+            choices = [t for t in m.allowed_token_ids().tolist() if t != EOS_ID]
+            if not choices:
+                break
+            tokens.append(rng.choice(choices))
+            m.advance(tokens[-1])
+        out.append(tokens)
+    return out
+
+
+def _configs(grammar: CompiledGrammar, walks: list[list[int]]) -> list[tuple[Config, int]]:
+    """The matcher states met along ``walks``, in order (state ids are per compile)."""
+    out = []
+    for tokens in walks:
+        m = grammar.matcher()
+        out.append((m._stack, m._lex))
+        for token in tokens:
+            m.advance(token)
+            out.append((m._stack, m._lex))
+    return out
+
+
+@pytest.mark.parametrize("depths", [(1,), (1, 2, 3), (2, 4, 8)])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_keyed_rows_match_rows_from_scratch(name: str, depths: tuple[int, ...]) -> None:
+    """Over many random configurations, a keyed row equals the row of the whole stack.
+
+    Every state is asked twice (the second time from the partial rows cached, level by
+    level), with the whole-row cache cleared before each.
+    """
+    text = GRAMMARS[name][0]
+    scratch = CompiledGrammar(text, VOCAB)
+    scratch._key_depths = ()  # never truncated: every row from the whole stack
+    keyed = CompiledGrammar(text, VOCAB)
+    keyed._key_depths = depths
+    walks = _walks(scratch, f"{name}-{depths}")
+    pairs = list(zip(_configs(keyed, walks), _configs(scratch, walks), strict=True))
+    for _ in range(2):
+        for (config, lex), (whole, whole_lex) in pairs:
+            keyed._masks.clear()
+            np.testing.assert_array_equal(keyed._mask(config, lex), scratch._mask(whole, whole_lex))
+    partials: list[_Partial] = list(keyed._partials.values())
+    for partial in partials:
+        partials.extend(partial.children.values())
+    if name == "arith":  # its random walks nest parentheses: every pending path is reached
+        assert any(p.items or p.groups for p in partials)
+        assert any(p.children for p in partials) == (len(depths) > 1)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_truncated_steps_are_the_whole_steps_with_the_bottom_cut(name: str) -> None:
+    """Each parser step on a truncated configuration raises or equals the whole step, cut."""
+    grammar = CompiledGrammar(GRAMMARS[name][0], VOCAB)
+    parser = grammar._parser
+    names = sorted(set(grammar.terminal_names))
+    checked = 0
+    for config, _lex in _configs(grammar, _walks(grammar, name, walks=20)):
+        for depth in (1, 2, 3):
+            split = parser.split(config, depth)
+            if split is None:
+                continue
+            short, bottom = split
+            assert parser.join(short, bottom) == config
+            for terminal in names:
+                whole = parser.feed(config, terminal)
+                try:
+                    cut = parser.feed(short, terminal)
+                except NeedsBottom:
+                    continue
+                checked += 1
+                if cut is None:
+                    assert whole is None
+                else:
+                    assert whole == parser.join(cut, bottom)
+                    stacks = cut if isinstance(cut, frozenset) else [cut]
+                    assert all(s[0] == BOTTOM and BOTTOM not in s[1:] for s in stacks)
+            with contextlib.suppress(NeedsBottom):
+                assert parser.accepts_end(short) == parser.accepts_end(config)
+    assert checked

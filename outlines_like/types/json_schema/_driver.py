@@ -23,6 +23,7 @@ from outlines_like.types.json_schema._base import (
 )
 from outlines_like.types.json_schema._containers import ContainersMixin
 from outlines_like.types.json_schema._logic import NOT_STRINGS
+from outlines_like.types.json_schema._metaschema import surely_valid
 from outlines_like.types.json_schema._numbers import NumbersMixin
 from outlines_like.types.json_schema._refs import RefsMixin
 from outlines_like.types.json_schema._strings import StringsMixin
@@ -339,8 +340,12 @@ def _check_against_metaschema(schema: dict[str, Any]) -> None:
     """Raise ``InvalidConstraintError`` naming where ``schema`` breaks its metaschema.
 
     Without ``$schema``, a schema valid under draft 2020-12, 7 or 4 passes (the converter reads
-    the older spellings: tuple ``items``, boolean ``exclusiveMinimum``).
+    the older spellings: tuple ``items``, boolean ``exclusiveMinimum``). A schema the fast
+    check (:func:`~outlines_like.types.json_schema._metaschema.surely_valid`) passes is not
+    shown to ``jsonschema``.
     """
+    if surely_valid(schema):
+        return
     import jsonschema
 
     declared = jsonschema.validators.validator_for(schema, default=None)

@@ -16,7 +16,7 @@ from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types._terms import too_deep_at
 from outlines_like.types.json_schema._base import check_whitespace_pattern
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
-from outlines_like.types.json_schema._metaschema import metaschema, surely_valid
+from outlines_like.types.json_schema._quick import metaschema, surely_valid
 from outlines_like.types.json_schema._text import Rx
 
 __all__ = [
@@ -71,11 +71,11 @@ def _options_checked(schema: Any, whitespace_pattern: str | None) -> dict[str, A
 def _passes_quickly(schema: dict[str, Any]) -> bool:
     """Whether ``schema`` is valid under its metaschema, by the fastest exact check.
 
-    :func:`~outlines_like.types.json_schema._metaschema.surely_valid` first (no ``jsonschema``
+    :func:`~outlines_like.types.json_schema._quick.surely_valid` first (no ``jsonschema``
     import, one walk). Then ``jsonschema``: without ``$schema``, draft 7's validator is fast
     (it does not descend into ``$defs``) and its verdict suffices when it passes. A schema
     that declares draft 2020-12 is checked against the flat metaschema
-    (:func:`~outlines_like.types.json_schema._metaschema.metaschema`): ``jsonschema`` walks the
+    (:func:`~outlines_like.types.json_schema._quick.metaschema`): ``jsonschema`` walks the
     official one through seven ``$ref``s and a ``$dynamicRef`` at every sub-schema (1 s on the
     200 KB Kubernetes Deployment schema), the flat one several times faster. Other declared
     drafts are fast as they are. A schema that fails here gets the full check, which names

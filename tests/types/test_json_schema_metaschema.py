@@ -1,8 +1,9 @@
-"""The metaschema check's fast paths give the official metaschemas' verdicts.
+"""The checks' fast paths give ``jsonschema``'s verdicts.
 
 The flat draft 2020-12 metaschema (``jsonschema``'s fast path for a declared 2020-12 schema)
 and :func:`surely_valid` (no ``jsonschema`` at all) must never pass a schema the official
-metaschema refuses.
+metaschema refuses; :func:`quick_value_check` (values beside an ``enum``) agrees with
+``jsonschema`` on every value.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import pytest
 
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._driver import _check_against_metaschema
-from outlines_like.types.json_schema._metaschema import (
+from outlines_like.types.json_schema._quick import (
     DRAFT_7_IDS,
     DRAFT_2020_12_IDS,
+    UnknownValue,
     metaschema,
+    quick_value_check,
     surely_valid,
 )
 from outlines_like.types.json_schema_budget import _passes_quickly, bounded_json_schema_regex
@@ -228,6 +231,72 @@ def test_compiling_a_schema_does_not_import_jsonschema() -> None:
         "'$schema': 'https://json-schema.org/draft/2020-12/schema'}\n"
         "json_schema_path(schema, regex_budget=16_000)\n"
         "json_schema_path({'items': [{'type': 'string'}]}, regex_budget=16_000)\n"
+        "assert 'jsonschema' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+_VALUES: list[Any] = [
+    0, 1, -3, 1.0, 2.5, -0.5, 10**20, True, False, None, "", "a", "abc", "ünï", "0", [], [1],
+    {}, {"a": 1},
+]  # fmt: skip
+_RESTS: list[dict[str, Any]] = [
+    {"type": "string"},
+    {"type": ["integer", "null"], "description": "d"},
+    {"type": "number", "minimum": 0, "exclusiveMaximum": 10**19},
+    {"type": "integer", "maximum": 1.5, "title": "t"},
+    {"minLength": 1, "maxLength": 3},
+    {"exclusiveMinimum": -1, "maximum": 1},
+    {"type": "boolean"},
+    {"type": ["object", "array"]},
+    {"minimum": 0.0},
+    {"default": 3},
+]
+
+
+@pytest.mark.parametrize("rest", _RESTS)
+@pytest.mark.parametrize("declared", [None, *DRAFT_2020_12_IDS, *DRAFT_7_IDS])
+def test_quick_value_check_agrees_with_jsonschema(rest: dict[str, Any], declared: Any) -> None:
+    root = {} if declared is None else {"$schema": declared}
+    quick = quick_value_check(rest, root)
+    assert quick is not None
+    cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+    official = cls(rest, format_checker=cls.FORMAT_CHECKER)
+    for value in _VALUES:
+        assert quick(value) == official.is_valid(value), (rest, value)
+
+
+@pytest.mark.parametrize(
+    ("rest", "root"),
+    [
+        ({"type": "string", "format": "date"}, {}),
+        ({"type": "string", "pattern": "a"}, {}),
+        ({"$ref": "#/$defs/a"}, {}),
+        ({"minLength": 1.0}, {}),
+        ({"minimum": True}, {}),
+        ({"type": "strnig"}, {}),
+        ({"type": "integer"}, {"$schema": "http://json-schema.org/draft-04/schema#"}),
+    ],
+)
+def test_quick_value_check_leaves_the_rest_to_jsonschema(
+    rest: dict[str, Any], root: dict[str, Any]
+) -> None:
+    assert quick_value_check(rest, root) is None
+
+
+def test_quick_value_check_refuses_values_that_are_not_json() -> None:
+    quick = quick_value_check({"type": "string"}, {})
+    assert quick is not None
+    with pytest.raises(UnknownValue):
+        quick(Decimal(1))
+
+
+def test_an_enum_beside_simple_keywords_is_filtered_without_jsonschema() -> None:
+    code = (
+        "import sys\n"
+        "from outlines_like.types.json_schema import json_schema_to_regex\n"
+        "r = json_schema_to_regex({'type': 'string', 'enum': ['a', 'bb', 1], 'maxLength': 1})\n"
+        "assert r == '\"a\"', r\n"
         "assert 'jsonschema' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -1,4 +1,4 @@
-"""The metaschema check's fast path: a schema is valid for sure, without importing ``jsonschema``.
+"""Checks without ``jsonschema`` on the common paths: a schema's metaschema, values beside ``enum``.
 
 ``jsonschema`` checks a schema against its metaschema exactly, but importing it costs ~100 ms
 (paid by the first compile of a process) and its validator walks a large schema in tens of
@@ -10,6 +10,10 @@ one walk. It answers ``True`` only when the schema is valid under a metaschema t
 would accept; anything it does not read exactly (another draft, a Python value that is not
 JSON, a keyword of the metaschema it does not know) answers ``False``, and the caller asks
 ``jsonschema``, which also says where a schema fails.
+
+:func:`quick_value_check` is the same idea for the values of an ``enum`` filtered by the
+keywords beside it (``{"type": "string", "enum": [...]}``, the most common case): ``type``,
+length and range keywords are read here, anything else goes to ``jsonschema``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRAFT_7_IDS", "DRAFT_2020_12_IDS", "metaschema", "surely_valid"]
+from outlines_like.types.json_schema._base import ANNOTATIONS, TYPES
+
+__all__ = [
+    "DRAFT_7_IDS",
+    "DRAFT_2020_12_IDS",
+    "UnknownValue",
+    "metaschema",
+    "quick_value_check",
+    "surely_valid",
+]
 
 DRAFT_2020_12_IDS = frozenset(
     {
@@ -44,7 +57,7 @@ _ANNOTATIONS = frozenset(
 Check = Callable[[Any], bool]
 
 
-class _Unknown(Exception):
+class UnknownValue(Exception):
     """A value the fast path does not read exactly: leave the verdict to ``jsonschema``."""
 
 
@@ -78,7 +91,7 @@ def surely_valid(schema: dict[str, Any]) -> bool:
         try:
             if _checker(draft)(schema):
                 return True
-        except (_Unknown, RecursionError):
+        except (UnknownValue, RecursionError):
             return False
     return False
 
@@ -86,6 +99,54 @@ def surely_valid(schema: dict[str, Any]) -> bool:
 @functools.cache
 def _checker(draft: str) -> Check:
     return _Compiler(metaschema(draft)).root
+
+
+_FAILS: dict[str, Callable[[Any, Any], bool]] = {  # as jsonschema writes the failures
+    "minLength": lambda v, bound: len(v) < bound,
+    "maxLength": lambda v, bound: len(v) > bound,
+    "minimum": lambda v, bound: v < bound,
+    "maximum": lambda v, bound: v > bound,
+    "exclusiveMinimum": lambda v, bound: v <= bound,
+    "exclusiveMaximum": lambda v, bound: v >= bound,
+}
+_APPLIES = {"minLength": ("string",), "maxLength": ("string",)}  # the others: numbers
+
+
+def quick_value_check(rest: dict[str, Any], root: dict[str, Any]) -> Check | None:
+    """The check ``jsonschema`` makes of a value against ``rest``, when it is simple to make here.
+
+    ``rest`` may hold annotations, ``type``, ``minLength``/``maxLength`` and the four range
+    keywords (with plain numbers), and ``root`` (whose ``$schema`` picks the draft) must be
+    draft 2020-12 or 7, whose ``integer`` includes integral floats. The check raises
+    :class:`UnknownValue` on a value that is not JSON.
+
+    Returns:
+        The check, or ``None`` when ``rest`` holds anything else (ask ``jsonschema``).
+    """
+    declared = root.get("$schema")
+    if "$schema" in root and not (
+        isinstance(declared, str) and declared in DRAFT_2020_12_IDS | DRAFT_7_IDS
+    ):
+        return None
+    checks: list[Check] = []
+    for key, bound in rest.items():
+        if key in ANNOTATIONS:
+            continue
+        if key == "type":
+            types = [bound] if isinstance(bound, str) else bound
+            if not isinstance(types, list) or not all(t in TYPES for t in types):
+                return None
+            checks.append(_types_check(types))
+        elif key in _FAILS and type(bound) in ((int,) if key in _APPLIES else (int, float)):
+            checks.append(_bound_check(key, bound))
+        else:
+            return None
+    return lambda value: all(check(value) for check in checks)
+
+
+def _bound_check(key: str, bound: float) -> Check:
+    fails, applies = _FAILS[key], _APPLIES.get(key, ("integer", "number"))
+    return lambda v: _json_type(v) not in applies or not fails(v, bound)
 
 
 # --------------------------------------------------------------------- the compiled checks
@@ -107,7 +168,7 @@ def _json_type(value: Any) -> str:
         return "array"
     if isinstance(value, dict):
         return "object"
-    raise _Unknown(type(value).__name__)
+    raise UnknownValue(type(value).__name__)
 
 
 def _types_check(types: Any) -> Check:
@@ -134,9 +195,9 @@ def _enum_check(values: Any) -> Check:
 
 
 def _members(value: dict[Any, Any]) -> Any:
-    """The members of an object (``_Unknown`` for a name that is not a string)."""
+    """The members of an object (``UnknownValue`` for a name that is not a string)."""
     if not all(isinstance(key, str) for key in value):
-        raise _Unknown("a member name that is not a string")
+        raise UnknownValue("a member name that is not a string")
     return value.items()
 
 
@@ -144,7 +205,7 @@ def _unique_strings(value: Any) -> bool:
     if not isinstance(value, list):
         return True
     if not all(isinstance(v, str) for v in value):
-        raise _Unknown("uniqueItems over values that are not strings")
+        raise UnknownValue("uniqueItems over values that are not strings")
     return len(set(value)) == len(value)
 
 

@@ -20,8 +20,11 @@ import jsonschema
 import pytest
 
 from outlines_like.errors import InvalidConstraintError
-from outlines_like.types.json_schema._driver import _check_against_metaschema
+from outlines_like.types.json_schema._base import CLOSED, EXTRA_PATTERNS
+from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
+from outlines_like.types.json_schema._logic import NOT_STRINGS
 from outlines_like.types.json_schema._quick import (
+    _VALIDATING,
     DRAFT_7_IDS,
     DRAFT_2020_12_IDS,
     UnknownValue,
@@ -251,6 +254,11 @@ _RESTS: list[dict[str, Any]] = [
     {"type": ["object", "array"]},
     {"minimum": 0.0},
     {"default": 3},
+    {"type": "string", "markdownDescription": "m", "x-intellij-enum-metadata": {}},
+    {"type": ["string", "integer"], NOT_STRINGS: ["a", "0"], CLOSED: True, "enumDescriptions": []},
+    {"then": {"type": "integer"}, "else": {"maximum": -10}},
+    {"pattern": "^a", "ignoreCase": True, "doNotSuggest": True},
+    {"type": "string", "pattern": "b|\\d$", "maxLength": 2},
 ]
 
 
@@ -260,17 +268,28 @@ def test_quick_value_check_agrees_with_jsonschema(rest: dict[str, Any], declared
     root = {} if declared is None else {"$schema": declared}
     quick = quick_value_check(rest, root)
     assert quick is not None
-    cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
-    official = cls(rest, format_checker=cls.FORMAT_CHECKER)
+    converter = _Converter(
+        root, whitespace_pattern=None, lenient=False, max_recursion_depth=3, max_any_depth=2
+    )
+    official = converter.slow_validator(rest)
     for value in _VALUES:
-        assert quick(value) == official.is_valid(value), (rest, value)
+        assert quick(value) == official(value), (rest, value)
+
+
+def test_quick_value_check_knows_every_keyword_jsonschema_reads() -> None:
+    read = {*jsonschema.Draft202012Validator.VALIDATORS, *jsonschema.Draft7Validator.VALIDATORS}
+    assert read == _VALIDATING
 
 
 @pytest.mark.parametrize(
     ("rest", "root"),
     [
         ({"type": "string", "format": "date"}, {}),
-        ({"type": "string", "pattern": "a"}, {}),
+        ({"type": "string", "pattern": "a("}, {}),
+        ({"pattern": 3}, {}),
+        ({"type": "string", EXTRA_PATTERNS: ["a"]}, {}),
+        ({NOT_STRINGS: ["a", 1]}, {}),
+        ({"allOf": [{"type": "string"}]}, {}),
         ({"$ref": "#/$defs/a"}, {}),
         ({"minLength": 1.0}, {}),
         ({"minimum": True}, {}),

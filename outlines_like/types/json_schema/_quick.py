@@ -13,7 +13,7 @@ JSON, a keyword of the metaschema it does not know) answers ``False``, and the c
 
 :func:`quick_value_check` is the same idea for the values of an ``enum`` filtered by the
 keywords beside it (``{"type": "string", "enum": [...]}``, the most common case): ``type``,
-length and range keywords are read here, anything else goes to ``jsonschema``.
+length, range and ``pattern`` keywords are read here, anything else goes to ``jsonschema``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from outlines_like.types.json_schema._base import ANNOTATIONS, TYPES
+from outlines_like.types.json_schema._base import EXTRA_FORMATS, EXTRA_PATTERNS, TYPES
+from outlines_like.types.json_schema._logic import NOT_STRINGS
 
 __all__ = [
     "DRAFT_7_IDS",
@@ -110,13 +111,27 @@ _FAILS: dict[str, Callable[[Any, Any], bool]] = {  # as jsonschema writes the fa
     "exclusiveMaximum": lambda v, bound: v >= bound,
 }
 _APPLIES = {"minLength": ("string",), "maxLength": ("string",)}  # the others: numbers
+_VALIDATING = frozenset(
+    {
+        "$dynamicRef", "$ref", "additionalItems", "additionalProperties", "allOf", "anyOf",
+        "const", "contains", "dependencies", "dependentRequired", "dependentSchemas", "enum",
+        "exclusiveMaximum", "exclusiveMinimum", "format", "if", "items", "maxItems",
+        "maxLength", "maxProperties", "maximum", "minItems", "minLength", "minProperties",
+        "minimum", "multipleOf", "not", "oneOf", "pattern", "patternProperties",
+        "prefixItems", "properties", "propertyNames", "required", "type", "unevaluatedItems",
+        "unevaluatedProperties", "uniqueItems",
+    }
+)  # fmt: skip
+"""The keywords ``jsonschema``'s draft 2020-12 and 7 validators read (it ignores the others)."""
 
 
 def quick_value_check(rest: dict[str, Any], root: dict[str, Any]) -> Check | None:
     """The check ``jsonschema`` makes of a value against ``rest``, when it is simple to make here.
 
-    ``rest`` may hold annotations, ``type``, ``minLength``/``maxLength`` and the four range
-    keywords (with plain numbers), and ``root`` (whose ``$schema`` picks the draft) must be
+    ``rest`` may hold ``type``, ``minLength``/``maxLength`` and the four range keywords (with
+    plain numbers), ``pattern`` (``re.search``, as ``jsonschema`` does), the strings a value
+    must not be (``NOT_STRINGS``), and any keyword ``jsonschema`` does not read (annotations,
+    ``markdownDescription``, ``x-...``); ``root`` (whose ``$schema`` picks the draft) must be
     draft 2020-12 or 7, whose ``integer`` includes integral floats. The check raises
     :class:`UnknownValue` on a value that is not JSON.
 
@@ -130,18 +145,49 @@ def quick_value_check(rest: dict[str, Any], root: dict[str, Any]) -> Check | Non
         return None
     checks: list[Check] = []
     for key, bound in rest.items():
-        if key in ANNOTATIONS:
-            continue
-        if key == "type":
+        if not isinstance(key, str) or key in (EXTRA_PATTERNS, EXTRA_FORMATS):
+            return None
+        if key == NOT_STRINGS:
+            if not isinstance(bound, list) or not all(isinstance(v, str) for v in bound):
+                return None
+            checks.append(_not_strings_check(frozenset(bound)))
+        elif key.startswith("x-outlines-like") or key not in _VALIDATING:
+            continue  # markers the converter keeps for itself, and what jsonschema ignores
+        elif key == "type":
             types = [bound] if isinstance(bound, str) else bound
             if not isinstance(types, list) or not all(t in TYPES for t in types):
                 return None
             checks.append(_types_check(types))
         elif key in _FAILS and type(bound) in ((int,) if key in _APPLIES else (int, float)):
             checks.append(_bound_check(key, bound))
+        elif key == "pattern" and isinstance(bound, str) and _searcher(bound) is not None:
+            checks.append(_pattern_check(bound))
         else:
             return None
     return lambda value: all(check(value) for check in checks)
+
+
+@functools.lru_cache(maxsize=1024)
+def _searcher(pattern: str) -> Callable[[str], Any] | None:
+    """``re.search`` of ``pattern``, as ``jsonschema`` applies it (``None``: not a Python regex)."""
+    try:
+        return re.compile(pattern).search
+    except (re.error, RecursionError, OverflowError):
+        return None
+
+
+def _pattern_check(pattern: str) -> Check:
+    search = _searcher(pattern)
+    assert search is not None
+    return lambda v: _json_type(v) != "string" or search(v) is not None
+
+
+def _not_strings_check(excluded: frozenset[str]) -> Check:
+    def check(value: Any) -> bool:
+        _json_type(value)
+        return not (isinstance(value, str) and value in excluded)
+
+    return check
 
 
 def _bound_check(key: str, bound: float) -> Check:

@@ -46,7 +46,7 @@ import numpy as np
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import compile_grammar, compile_json_object
-from outlines_like.fsm.matcher import FreeTextCompiled, RegexCompiled
+from outlines_like.fsm.matcher import DEFAULT_PRECOMPUTE, FreeTextCompiled, RegexCompiled
 from outlines_like.fsm.regex_dfa import (
     DEFAULT_MAX_STATES,
     ByteDFA,
@@ -289,7 +289,7 @@ def _compile(
             budget.check_grammar_size(len(grammar), "the grammar of the JSON Schema")
             compiled = compile_grammar(CFG(grammar, "lark"), vocab, budget=budget)
         else:
-            compiled = _regex(pattern, vocab, max_states, cache_dir, budget)
+            compiled = _regex(pattern, vocab, max_states, cache_dir, budget, precompute=0.0)
     elif term is None:
         return FreeTextCompiled(vocab)
     elif isinstance(term, CFG):
@@ -304,7 +304,19 @@ def _compile(
 
 
 def _regex(
-    pattern: str, vocab: Vocabulary, max_states: int, cache_dir: str | Path | None, budget: Budget
+    pattern: str,
+    vocab: Vocabulary,
+    max_states: int,
+    cache_dir: str | Path | None,
+    budget: Budget,
+    precompute: float = DEFAULT_PRECOMPUTE,
 ) -> RegexCompiled:
+    """The regex's constraint; ``precompute``: see :class:`RegexCompiled`.
+
+    A JSON Schema's regex passes ``precompute=0``: its DFA has tens to hundreds of cheap
+    states (punctuation, member names), whose rows cost ~20 ms to compute up front while a
+    document visits few of them; computed on first visit, they cost the walk less than that
+    (json_small: compile 11 -> 4 ms, the first walk ~1 ms more in all).
+    """
     dfa = compile_regex_cached(pattern, max_states=max_states, cache_dir=cache_dir)
-    return RegexCompiled(dfa, vocab, budget=budget)
+    return RegexCompiled(dfa, vocab, budget=budget, precompute=precompute)

@@ -14,8 +14,12 @@ invalid syntax, and (as :class:`RegexFeatureError`) for valid constructs with no
 meaning (lookarounds, backreferences, word boundaries, conditionals) or refused flags.
 
 The reader only moves forward through the string (no slicing of the rest of the pattern), so
-its time is linear in the pattern's length. One cohesive recursive-descent reader with its two
-small passes over the tree, hence one module of some 650 lines.
+its time is linear in the pattern's length. Generated patterns (JSON Schemas') repeat the same
+small groups thousands of times (``(?:[ ]?)``, the JSON string): a group read once is reused,
+the same node, when its exact text comes again under the same flags (its reading depends on
+nothing else), and runs of plain characters are read without the per-atom dispatch. One
+cohesive recursive-descent reader with its two small passes over the tree, hence one module of
+some 700 lines.
 """
 
 from __future__ import annotations
@@ -202,6 +206,10 @@ class _Reader:
         self.where = where
         self.anchored = False  # an Anchor is in the tree
         self.depth = 0  # groups open at the reading position
+        self.peak = 0  # the deepest self.depth since the group being read opened
+        # group text and flags -> (node, levels of groups it nests); no anchors in them
+        self.groups: dict[tuple[str, int], tuple[Node, int]] = {}
+        self.closes: dict[int, int] | None = None  # '(' -> a likely matching ')'
 
     # ------------------------------------------------------------------ errors
 
@@ -260,10 +268,16 @@ class _Reader:
     def sequence(self, flags: int) -> Node:
         items: list[Node] = []
         p = self.p
+        plain = not flags & (_VERBOSE | _IGNORECASE)
         while True:
             self.skip_verbose(flags)
             if self.i >= self.n or p[self.i] in "|)":
                 break
+            if plain:
+                run = _PLAIN_RUN.match(p, self.i)
+                if run is not None:  # all but the last, which a quantifier may follow
+                    items.extend(_literal(ord(c)) for c in p[self.i : run.end() - 1])
+                    self.i = run.end() - 1
             start = self.i
             atom = self.atom(flags)
             items.append(self.quantified(atom, start, flags))
@@ -406,6 +420,27 @@ class _Reader:
         return Chars(((cp, cp),))
 
     def group(self, flags: int) -> Node:
+        """A group, read again only when its text and flags were not read before."""
+        start = self.i
+        if self.closes is None:
+            self.closes = _closing_parens(self.p)
+        end = self.closes.get(start, -1) + 1
+        key = (self.p[start:end], flags) if 0 < end - start <= _GROUP_MEMO_SPAN else None
+        if key is not None:
+            seen = self.groups.get(key)
+            if seen is not None and self.depth + seen[1] <= MAX_GROUP_DEPTH:
+                self.i = end
+                return seen[0]
+        anchored, peak = self.anchored, self.peak
+        self.anchored, self.peak = False, self.depth
+        node = self.read_group(flags)
+        nested = self.peak - self.depth
+        if not self.anchored and 0 < self.i - start <= _GROUP_MEMO_SPAN:
+            self.groups[(self.p[start : self.i], flags)] = (node, nested)
+        self.anchored, self.peak = self.anchored or anchored, max(peak, self.peak)
+        return node
+
+    def read_group(self, flags: int) -> Node:
         p = self.p
         start = self.i
         self.i += 1
@@ -452,6 +487,7 @@ class _Reader:
                 where=f"{self.where} position {start}",
             )
         self.depth += 1
+        self.peak = max(self.peak, self.depth)
         node = self.alternation(flags)
         self.depth -= 1
         if self.i >= self.n or p[self.i] != ")":
@@ -602,6 +638,34 @@ def _clip(pattern: str) -> str:
 
 # Where a character set ends, in Python's syntax: a ']' right after '[' or '[^' is literal.
 _CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
+# Characters that are themselves outside a set (with no flags that change their reading)
+_PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]{2,}")
+_GROUP_PARTS: Final = re.compile(r"\\.|\[\^?\]?(?:[^\\\]]|\\.)*\]|[()]", re.DOTALL)
+_GROUP_MEMO_SPAN: Final = 400
+"""Longest group text the reader remembers (a bound on the slicing per group)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _literal(cp: int) -> Chars:
+    return Chars(((cp, cp),))
+
+
+def _closing_parens(pattern: str) -> dict[int, int]:
+    """Where each ``(`` likely closes, skipping escapes and sets.
+
+    A hint only: the memo of :meth:`_Reader.group` holds texts read in full, so a wrong guess
+    (a ``(`` in a comment under ``re.VERBOSE``) only misses it.
+    """
+    closes: dict[int, int] = {}
+    opened: list[int] = []
+    for m in _GROUP_PARTS.finditer(pattern):
+        at = m.start()
+        c = pattern[at]
+        if c == "(":
+            opened.append(at)
+        elif c == ")" and opened:
+            closes[opened.pop()] = at
+    return closes
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,7 +9,6 @@ schema, whether a ``$ref`` cycle is reachable from the root.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types._terms import too_deep_at
 from outlines_like.types.json_schema._base import check_whitespace_pattern
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
+from outlines_like.types.json_schema._quick import metaschema, surely_valid
 from outlines_like.types.json_schema._text import Rx
 
 __all__ = [
@@ -71,63 +71,28 @@ def _options_checked(schema: Any, whitespace_pattern: str | None) -> dict[str, A
 def _passes_quickly(schema: dict[str, Any]) -> bool:
     """Whether ``schema`` is valid under its metaschema, by the fastest exact check.
 
-    Without ``$schema``, the metaschema check passes a schema valid under draft 2020-12, 7 or
-    4: draft 7's validator is fast (it does not descend into ``$defs``) and its verdict
-    suffices when it passes. A schema that declares draft 2020-12 is checked against
-    :func:`_flat_metaschema_2020_12`, the same metaschema with its seven vocabularies merged
-    into one document: ``jsonschema`` walks the official one through seven ``$ref``s and a
-    ``$dynamicRef`` at every sub-schema (1 s on the 200 KB Kubernetes Deployment schema), the
-    flat one several times faster. Other declared drafts are fast as they are. A schema that
-    fails here gets the full check, which names where it fails.
+    :func:`~outlines_like.types.json_schema._quick.surely_valid` first (no ``jsonschema``
+    import, one walk). Then ``jsonschema``: without ``$schema``, draft 7's validator is fast
+    (it does not descend into ``$defs``) and its verdict suffices when it passes. A schema
+    that declares draft 2020-12 is checked against the flat metaschema
+    (:func:`~outlines_like.types.json_schema._quick.metaschema`): ``jsonschema`` walks the
+    official one through seven ``$ref``s and a ``$dynamicRef`` at every sub-schema (1 s on the
+    200 KB Kubernetes Deployment schema), the flat one several times faster. Other declared
+    drafts are fast as they are. A schema that fails here gets the full check, which names
+    where it fails.
     """
+    if surely_valid(schema):
+        return True
     import jsonschema
 
     declared = jsonschema.validators.validator_for(schema, default=None)
     if declared is None:
         validator: Any = jsonschema.Draft7Validator(jsonschema.Draft7Validator.META_SCHEMA)
     elif declared is jsonschema.Draft202012Validator:
-        validator = jsonschema.Draft202012Validator(_flat_metaschema_2020_12())
+        validator = jsonschema.Draft202012Validator(metaschema("draft2020-12"))
     else:
         validator = declared(declared.META_SCHEMA)
     return bool(validator.is_valid(schema))
-
-
-@functools.cache
-def _flat_metaschema_2020_12() -> dict[str, Any]:
-    """Draft 2020-12's metaschema as one document, with the meaning of the official one.
-
-    The official metaschema is an ``allOf`` of seven vocabulary metaschemas, each recursing
-    through ``{"$dynamicRef": "#meta"}``; for the metaschema itself that dynamic reference
-    resolves to the root. Their ``properties`` and ``$defs`` do not overlap, so merging them
-    into one object with ``{"$ref": "#"}`` for the recursion (and references into a
-    vocabulary's ``$defs`` pointing into the merged ones) checks the same keywords.
-    """
-    import jsonschema
-
-    specs = jsonschema.Draft202012Validator.META_SCHEMA
-    base = specs["$id"].rsplit("/", 1)[0] + "/"
-    from jsonschema_specifications import REGISTRY
-
-    flat: dict[str, Any] = {"type": ["object", "boolean"], "properties": {}, "$defs": {}}
-    for part in [specs, *(REGISTRY.contents(base + ref["$ref"]) for ref in specs["allOf"])]:
-        for key in ("properties", "$defs"):
-            overlap = flat[key].keys() & part.get(key, {}).keys()
-            assert not overlap, f"metaschema vocabularies overlap on {sorted(overlap)}"
-            flat[key].update(part.get(key, {}))
-
-    def static(node: Any) -> Any:
-        if isinstance(node, dict):
-            if node.get("$dynamicRef") == "#meta":
-                node = {**{k: v for k, v in node.items() if k != "$dynamicRef"}, "$ref": "#"}
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("meta/") and "#" in ref:
-                node = {**node, "$ref": "#" + ref.split("#", 1)[1]}  # into the merged $defs
-            return {k: static(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [static(v) for v in node]
-        return node
-
-    return static(flat)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ the regex, under a budget

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -194,3 +195,49 @@ def test_reading_is_linear() -> None:
     large = group * (1_000_000 // len(group))
     ratio = _parse_seconds(large, 2) / _parse_seconds(small, 3)
     assert ratio < 20, ratio
+
+
+# --------------------------------------------------------------------------- the group memo
+
+
+def _outcome(pattern: str, memo: bool, **kwargs: Any) -> object:
+    """The tree (or the error message) of ``pattern``, with or without the reader's shortcuts."""
+    with pytest.MonkeyPatch.context() as mp:
+        if not memo:
+            mp.setattr(rx, "_GROUP_MEMO_SPAN", 0)
+            mp.setattr(rx, "_PLAIN_RUN", re.compile(r"(?!)"))
+        try:
+            return rx.parse_regex(pattern, **kwargs)
+        except InvalidConstraintError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pattern=_pattern(),
+    flags=st.sampled_from([0, re.IGNORECASE, re.VERBOSE, re.DOTALL | re.ASCII]),
+    strip=st.booleans(),
+)
+def test_repeated_groups_read_as_if_read_again(pattern: str, flags: int, strip: bool) -> None:
+    """Reused groups and plain runs give the tree (and errors) of a reading from scratch."""
+    for text in (f"(?:{pattern})x(?:{pattern})", f"{pattern}|({pattern})*", f"ab{pattern}cd"):
+        text = _unique_names(text)
+        kwargs = {"flags": flags, "strip_anchors": strip}
+        assert _outcome(text, True, **kwargs) == _outcome(text, False, **kwargs), text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kwargs"),
+    [
+        ("(?:^a)(?:^a)", {"strip_anchors": True}),  # the second anchor's position is named
+        ("(?:a$)b(?:a$)", {"strip_anchors": True}),
+        ("(?i:ab)(?:(?i:ab))", {"inline_flags": True}),
+        ("(?:a # (\n)b(?:a # (\n)", {"flags": re.VERBOSE}),
+        ("(?:[(]a)(?:[(]a)(?:\\(a)", {}),
+        ("(?:ab)" + "(" * 100 + "(?:ab)" + ")" * 100, {}),  # the reuse would pass the depth limit
+        ("(?:ab)" + "(" * 99 + "(?:ab)" + ")" * 99, {}),
+        ("(?:ab{2)(?:ab{2)", {}),
+    ],
+)
+def test_group_memo_edge_cases(pattern: str, kwargs: dict[str, Any]) -> None:
+    assert _outcome(pattern, True, **kwargs) == _outcome(pattern, False, **kwargs)

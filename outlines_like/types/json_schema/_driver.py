@@ -24,6 +24,11 @@ from outlines_like.types.json_schema._base import (
 from outlines_like.types.json_schema._containers import ContainersMixin
 from outlines_like.types.json_schema._logic import NOT_STRINGS
 from outlines_like.types.json_schema._numbers import NumbersMixin
+from outlines_like.types.json_schema._quick import (
+    UnknownValue,
+    quick_value_check,
+    surely_valid,
+)
 from outlines_like.types.json_schema._refs import RefsMixin
 from outlines_like.types.json_schema._strings import StringsMixin
 from outlines_like.types.json_schema._text import Rx, alt, esc
@@ -216,7 +221,29 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
         return alt(self.literal(v, path) for v in values)
 
     def validator(self, rest: dict[str, Any]) -> Callable[[Any], bool]:
-        """A check that a value passes ``rest`` (the keywords beside ``enum``/``const``)."""
+        """A check that a value passes ``rest`` (the keywords beside ``enum``/``const``).
+
+        Type, length and range keywords are checked here
+        (:func:`~outlines_like.types.json_schema._quick.quick_value_check`), anything else
+        and any value that is not JSON by ``jsonschema``, with formats asserted.
+        """
+        quick = quick_value_check(rest, self.root)
+        if quick is None:
+            return self.slow_validator(rest)
+        slow: list[Callable[[Any], bool]] = []
+
+        def fits(value: Any) -> bool:
+            try:
+                return quick(value)
+            except UnknownValue:
+                if not slow:
+                    slow.append(self.slow_validator(rest))
+                return slow[0](value)
+
+        return fits
+
+    def slow_validator(self, rest: dict[str, Any]) -> Callable[[Any], bool]:
+        """:meth:`validator` by ``jsonschema``."""
         import jsonschema
 
         document = {k: v for k, v in rest.items() if not k.startswith("x-outlines-like")}
@@ -339,8 +366,12 @@ def _check_against_metaschema(schema: dict[str, Any]) -> None:
     """Raise ``InvalidConstraintError`` naming where ``schema`` breaks its metaschema.
 
     Without ``$schema``, a schema valid under draft 2020-12, 7 or 4 passes (the converter reads
-    the older spellings: tuple ``items``, boolean ``exclusiveMinimum``).
+    the older spellings: tuple ``items``, boolean ``exclusiveMinimum``). A schema the fast
+    check (:func:`~outlines_like.types.json_schema._quick.surely_valid`) passes is not
+    shown to ``jsonschema``.
     """
+    if surely_valid(schema):
+        return
     import jsonschema
 
     declared = jsonschema.validators.validator_for(schema, default=None)

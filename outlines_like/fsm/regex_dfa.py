@@ -329,11 +329,20 @@ def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
     return classes, int(classes[-1]) + 1
 
 
+_Key = tuple[int, ...]
+"""A set of NFA states (a DFA state, or a set inside a character), sorted: its own key."""
+_Seg = tuple[int, int, _Key]
+"""``(first class, last class, target set)`` of a run of byte classes."""
+
+
 class _SubsetBuilder:
     """Subset construction over byte classes, one DFA state at a time (eager or lazy).
 
     The NFA is pruned to the states that can reach the final state first, so every non-empty
-    subset is co-reachable: a DFA state never leads only to dead ends.
+    subset is co-reachable: a DFA state never leads only to dead ends. A set of NFA states is
+    a sorted tuple of ints (its own dict key; the collector stops tracking such tuples), and
+    each NFA state's epsilon closure and runs of classes are computed once, so the row of a
+    DFA state of one NFA state (nearly every state of a JSON Schema's DFA) is a lookup.
     """
 
     def __init__(self, nfa: _NFA, start: int, final: int, max_states: int, pattern: str) -> None:
@@ -343,71 +352,77 @@ class _SubsetBuilder:
         self.pattern = pattern
         self.classes, self.k = _byte_classes(nfa)
         self._cls: list[int] = self.classes.tolist()  # plain ints index faster
+        # class c is the bytes cstart[c] .. cstart[c + 1] - 1 (classes are cut at range ends)
+        self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
         # Every fragment of a regex without an empty set matches something, so every state
         # reaches the final one; only empty sets ([^\x00-\U0010FFFF]) leave dead ends.
         self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.out)
         if not self.live[start]:
             raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
-        self._closure: dict[int, frozenset[int]] = {}
-        self._edges: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
-        self._uniform: dict[tuple[frozenset[int], int, int], frozenset[int] | None] = {}
+        self._closure: dict[int, _Key] = {}
+        self._runs: dict[_Key, tuple[_Seg, ...]] = {}
+        self._uniform: dict[tuple[_Key, int, int], _Key | None] = {}
         start_set = self.closure(start)
-        self.ids: dict[frozenset[int], int] = {start_set: 0}
-        self.order: list[frozenset[int]] = [start_set]
+        self.ids: dict[_Key, int] = {start_set: 0}
+        self.order: list[_Key] = [start_set]
         self.accepting: list[bool] = [final in start_set]
 
-    def closure(self, s: int) -> frozenset[int]:
+    def closure(self, s: int) -> _Key:
         """Live epsilon closure of ``s``, restricted to states with byte edges or final."""
         c = self._closure.get(s)
         if c is None:
-            eps, edges, live, final = self.nfa.out_eps, self.nfa.out, self.live, self.final
-            seen = {s}
-            stack = [s]
-            while stack:
-                x = stack.pop()
-                for y in eps[x]:
-                    if y not in seen and live[y]:
-                        seen.add(y)
-                        stack.append(y)
-            c = frozenset(x for x in seen if edges[x] or x == final)
+            eps, edges, final = self.nfa.out_eps, self.nfa.out, self.final
+            if not eps[s]:
+                c = (s,) if edges[s] or s == final else ()
+            else:
+                live = self.live
+                seen = {s}
+                stack = [s]
+                while stack:
+                    x = stack.pop()
+                    for y in eps[x]:
+                        if y not in seen and live[y]:
+                            seen.add(y)
+                            stack.append(y)
+                c = tuple(sorted(x for x in seen if edges[x] or x == final))
             self._closure[s] = c
         return c
 
-    def edges_of(self, s: int) -> list[tuple[int, int, frozenset[int]]]:
-        """(first class, last class, target closure) of each live byte edge of ``s``."""
-        r = self._edges.get(s)
-        if r is None:
-            cls, live = self._cls, self.live
-            r = [(cls[lo], cls[hi], self.closure(t)) for lo, hi, t in self.nfa.out[s] if live[t]]
-            self._edges[s] = r
-        return r
-
-    def _segments(self, subset: frozenset[int]) -> list[tuple[int, int, frozenset[int]]]:
+    def segments(self, subset: _Key) -> tuple[_Seg, ...]:
         """``(first class, last class, target set)`` of each run of live classes, ascending.
 
-        The classes are cut at every edge's ends, so each run's target set is one union over
-        the edges that cover it (no loop over the classes themselves).
+        Memoised. The classes are cut at every edge's ends, so each run's target set is one
+        union over the edges that cover it (no loop over the classes themselves).
         """
-        edges: list[tuple[int, int, frozenset[int]]] = []
-        for s in subset:
-            edges.extend(self.edges_of(s))
-        out: list[tuple[int, int, frozenset[int]]] = []
-        if not edges:
-            return out
+        runs = self._runs.get(subset)
+        if runs is not None:
+            return runs
+        edges: list[_Seg] = []
+        if len(subset) == 1:
+            cls, live, closure = self._cls, self.live, self.closure
+            edges = [
+                (cls[lo], cls[hi], closure(t)) for lo, hi, t in self.nfa.out[subset[0]] if live[t]
+            ]
+        else:
+            for s in subset:
+                edges.extend(self.segments((s,)))
         edges.sort(key=_first)
         if all(edges[k][0] > edges[k - 1][1] for k in range(1, len(edges))):
-            return edges  # disjoint edges (a set's byte ranges): each is a run of its own
-        cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
-        for a, b in itertools.pairwise(cuts):
-            f: frozenset[int] | None = None
-            for clo, chi, tgt in edges:
-                if clo <= a <= chi:  # an edge covers a whole run or none of it
-                    f = tgt if f is None else f | tgt
-            if f is not None:
-                out.append((a, b - 1, f))
-        return out
+            runs = tuple(edges)  # disjoint edges (a set's byte ranges): each is a run of its own
+        else:
+            cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
+            out: list[_Seg] = []
+            for a, b in itertools.pairwise(cuts):
+                covering = [tgt for clo, chi, tgt in edges if clo <= a <= chi]
+                if len(covering) == 1:
+                    out.append((a, b - 1, covering[0]))
+                elif covering:  # an edge covers a whole run or none of it
+                    out.append((a, b - 1, tuple(sorted(set().union(*covering)))))
+            runs = tuple(out)
+        self._runs[subset] = runs
+        return runs
 
-    def intern(self, subset: frozenset[int]) -> int:
+    def intern(self, subset: _Key) -> int:
         """The DFA state of ``subset``, added if new (past ``max_states``: an error)."""
         j = self.ids.get(subset)
         if j is None:
@@ -425,36 +440,38 @@ class _SubsetBuilder:
             self.accepting.append(self.final in subset)
         return j
 
+    def row_runs(self, i: int) -> list[tuple[int, int, int]]:
+        """``(first class, last class, DFA state)`` of each live run of DFA state ``i``.
+
+        Adds the new states it leads to.
+        """
+        _check("regex DFA")
+        ids, intern = self.ids, self.intern
+        out = []
+        for a, b, f in self.segments(self.order[i]):
+            j = ids.get(f)
+            out.append((a, b, intern(f) if j is None else j))
+        return out
+
     def expand(self, i: int) -> list[int]:
         """Return the class-indexed row of DFA state ``i`` (``-1`` = dead), adding new states."""
-        _check("regex DFA")
         row = [-1] * self.k
-        for a, b, f in self._segments(self.order[i]):
-            row[a : b + 1] = [self.intern(f)] * (b + 1 - a)
+        for a, b, j in self.row_runs(i):
+            row[a : b + 1] = [j] * (b + 1 - a)
         return row
 
-    def step_uniform(
-        self,
-        subset: frozenset[int],
-        lo: int,
-        hi: int,
-        segments: dict[frozenset[int], list[tuple[int, int, frozenset[int]]]],
-    ) -> frozenset[int] | None:
+    def step_uniform(self, subset: _Key, lo: int, hi: int) -> _Key | None:
         """The one target set every byte ``lo..hi`` leads to from ``subset``, else ``None``.
 
         Memoised; no DFA state is added (the sets inside a character stay subsets).
-        ``segments`` keeps :meth:`_segments` per subset for the caller's run.
         """
         key = (subset, lo, hi)
         if key in self._uniform:
             return self._uniform[key]
-        runs = segments.get(subset)
-        if runs is None:
-            runs = segments[subset] = self._segments(subset)
         first, last = self._cls[lo], self._cls[hi]
-        out: frozenset[int] | None = None
+        out: _Key | None = None
         covered = first
-        for a, b, f in runs:
+        for a, b, f in self.segments(subset):
             if b < first:
                 continue
             if a > last:
@@ -474,12 +491,11 @@ class _SubsetBuilder:
         Each byte range must lead to one set (:meth:`step_uniform`), and every sequence to
         the same last one; only that last set becomes a DFA state.
         """
-        target: frozenset[int] | None = None
-        segments: dict[frozenset[int], list[tuple[int, int, frozenset[int]]]] = {}
+        target: _Key | None = None
         for seq in sequences:
             cur = self.order[i]
             for lo, hi in seq:
-                nxt = self.step_uniform(cur, lo, hi, segments)
+                nxt = self.step_uniform(cur, lo, hi)
                 if nxt is None:
                     return -1
                 cur = nxt
@@ -490,7 +506,7 @@ class _SubsetBuilder:
         return -1 if target is None else self.intern(target)
 
 
-def _first(edge: tuple[int, int, frozenset[int]]) -> int:
+def _first(edge: _Seg) -> int:
     return edge[0]
 
 
@@ -681,9 +697,39 @@ class LazyByteDFA:
         self.start = 0
         self.pattern = builder.pattern
         self.byte_classes = builder.classes
+        self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
         self._table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
-        self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
+        self._sync()
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        del state["_views"], state["_view"]  # views: rebuilt on load
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._sync()
+
+    def _sync(self) -> None:
+        """Grow the tables to the states discovered, and refresh the views read without a lock.
+
+        Rows are never unbuilt and growing copies them, so a reader holding an older view
+        still reads right answers.
+        """
+        n = len(self._b.order)
+        cap = self._table.shape[0]
+        if n > cap:
+            new_cap = max(n, cap * 2)
+            table = np.full((new_cap, 256), UNKNOWN, dtype=np.int32)
+            table[:cap] = self._table
+            expanded = np.zeros(new_cap, dtype=bool)
+            expanded[:cap] = self._expanded
+            self._table, self._expanded = table, expanded
+        # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a reader
+        # never pairs a new table's flags with an old table's rows
+        self._views = (self._table.data, self._expanded.data)
+        self._view = self._table[:n]
 
     @property
     def n_states(self) -> int:
@@ -693,9 +739,7 @@ class LazyByteDFA:
     @property
     def transitions(self) -> npt.NDArray[np.int32]:
         """``int32[n_states, 256]``; rows of unexpanded states are :data:`UNKNOWN`."""
-        with self._lock:
-            self._grow(self.n_states)
-            return self._table[: self.n_states]
+        return self._view
 
     @property
     def accepting(self) -> npt.NDArray[np.bool_]:
@@ -706,27 +750,25 @@ class LazyByteDFA:
         """Whether ``state`` is accepting."""
         return self._b.accepting[state]
 
-    def _grow(self, n: int) -> None:
-        cap = self._table.shape[0]
-        if n > cap:
-            new_cap = max(n, cap * 2)
-            table = np.full((new_cap, 256), UNKNOWN, dtype=np.int32)
-            table[:cap] = self._table
-            expanded = np.zeros(new_cap, dtype=bool)
-            expanded[:cap] = self._expanded
-            self._table, self._expanded = table, expanded
-
     def expand(self, states: npt.ArrayLike) -> None:
         """Build the rows of ``states`` (no-op for rows already built)."""
-        cls = self.byte_classes
-        todo = states if isinstance(states, list) else np.asarray(states, dtype=np.int64)
+        todo = states if isinstance(states, list) else np.asarray(states, dtype=np.int64).tolist()
+        done = self._views[1]
+        if all(done[s] for s in todo):  # discovered states are in range
+            return
+        b = self._b
+        cstart = b.cstart
         with self._lock:
-            for s in todo.tolist() if isinstance(todo, np.ndarray) else todo:
-                if s < self._expanded.shape[0] and self._expanded[s]:
+            for s in todo:
+                if self._views[1][s]:
                     continue
-                row = self._b.expand(s)
-                self._grow(len(self._b.order))
-                self._table[s] = np.take(np.array(row, dtype=np.int32), cls)
+                runs = b.row_runs(s)
+                if len(b.order) > self._view.shape[0]:
+                    self._sync()
+                row = self._table[s]
+                row[:] = -1
+                for first, last, j in runs:  # the runs' bytes, one slice each
+                    row[cstart[first] : cstart[last + 1]] = j
                 self._expanded[s] = True
 
     def utf8_target(self, state: int, sequences: list[list[tuple[int, int]]]) -> int:
@@ -736,24 +778,26 @@ class LazyByteDFA:
         are compared as subsets, never built.
         """
         with self._lock:
-            return self._b.utf8_target(state, sequences)
+            target = self._b.utf8_target(state, sequences)
+            if len(self._b.order) > self._view.shape[0]:
+                self._sync()
+            return target
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""
-        # rows are never unbuilt and growing copies them, so a stale array still answers right
-        done = self._expanded
-        if not (state < done.shape[0] and done[state]):
+        if not self._views[1][state]:
             self.expand([state])
 
     def step(self, state: int, data: bytes) -> int:
         """Return the state after ``data`` from ``state``, or ``-1`` if it dies."""
+        cells, done = self._views
         for b in data:
             if state < 0:
                 return -1
-            done = self._expanded
-            if not (state < done.shape[0] and done[state]):
+            if not done[state]:
                 self.expand([state])
-            state = int(self._table[state, b])
+                cells, done = self._views
+            state = cells[state, b]
         return state
 
     def fullmatch(self, data: bytes) -> bool:

@@ -398,16 +398,25 @@ class _SubsetBuilder:
         if runs is not None:
             return runs
         edges: list[_Seg] = []
+        ordered = True  # sorted by first class, and disjoint
         if len(subset) == 1:
-            cls, live, closure = self._cls, self.live, self.closure
-            edges = [
-                (cls[lo], cls[hi], closure(t)) for lo, hi, t in self.nfa.out[subset[0]] if live[t]
-            ]
+            cls, live, closures = self._cls, self.live, self._closure
+            last = -1
+            for lo, hi, t in self.nfa.out[subset[0]]:
+                if live[t]:
+                    c = closures.get(t)
+                    a = cls[lo]
+                    ordered = ordered and a > last
+                    last = cls[hi]
+                    edges.append((a, last, self.closure(t) if c is None else c))
         else:
             for s in subset:
                 edges.extend(self.segments((s,)))
-        edges.sort(key=_first)
-        if all(edges[k][0] > edges[k - 1][1] for k in range(1, len(edges))):
+            ordered = False
+        if not ordered:
+            edges.sort(key=_first)
+            ordered = all(edges[k][0] > edges[k - 1][1] for k in range(1, len(edges)))
+        if ordered:
             runs = tuple(edges)  # disjoint edges (a set's byte ranges): each is a run of its own
         else:
             cuts = sorted({e[0] for e in edges} | {e[1] + 1 for e in edges})
@@ -446,11 +455,15 @@ class _SubsetBuilder:
         Adds the new states it leads to.
         """
         _check("regex DFA")
-        ids, intern = self.ids, self.intern
+        ids = self.ids
+        subset = self.order[i]
+        runs = self._runs.get(subset)
+        if runs is None:
+            runs = self.segments(subset)
         out = []
-        for a, b, f in self.segments(self.order[i]):
+        for a, b, f in runs:
             j = ids.get(f)
-            out.append((a, b, intern(f) if j is None else j))
+            out.append((a, b, self.intern(f) if j is None else j))
         return out
 
     def expand(self, i: int) -> list[int]:
@@ -700,6 +713,7 @@ class LazyByteDFA:
         self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
         self._table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
+        self._views = (self._table.data, self._expanded.data)
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
@@ -709,6 +723,7 @@ class LazyByteDFA:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
+        self._views = (self._table.data, self._expanded.data)
         self._sync()
 
     def _sync(self) -> None:
@@ -726,9 +741,9 @@ class LazyByteDFA:
             expanded = np.zeros(new_cap, dtype=bool)
             expanded[:cap] = self._expanded
             self._table, self._expanded = table, expanded
-        # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a reader
-        # never pairs a new table's flags with an old table's rows
-        self._views = (self._table.data, self._expanded.data)
+            # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a
+            # reader never pairs a new table's flags with an old table's rows
+            self._views = (self._table.data, self._expanded.data)
         self._view = self._table[:n]
 
     @property
@@ -739,7 +754,12 @@ class LazyByteDFA:
     @property
     def transitions(self) -> npt.NDArray[np.int32]:
         """``int32[n_states, 256]``; rows of unexpanded states are :data:`UNKNOWN`."""
-        return self._view
+        view = self._view
+        if view.shape[0] != len(self._b.order):
+            with self._lock:
+                self._sync()
+                view = self._view
+        return view
 
     @property
     def accepting(self) -> npt.NDArray[np.bool_]:
@@ -763,7 +783,7 @@ class LazyByteDFA:
                 if self._views[1][s]:
                     continue
                 runs = b.row_runs(s)
-                if len(b.order) > self._view.shape[0]:
+                if len(b.order) > self._table.shape[0]:
                     self._sync()
                 row = self._table[s]
                 row[:] = -1
@@ -779,7 +799,7 @@ class LazyByteDFA:
         """
         with self._lock:
             target = self._b.utf8_target(state, sequences)
-            if len(self._b.order) > self._view.shape[0]:
+            if len(self._b.order) > self._table.shape[0]:
                 self._sync()
             return target
 

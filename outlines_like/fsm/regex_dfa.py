@@ -544,30 +544,39 @@ def _splitmix64(n: int, seed: int = 0x5EED) -> npt.NDArray[np.uint64]:
 _MULTIPLIERS = _splitmix64(258)
 
 
+def _labels(keys: list[int] | list[bytes]) -> tuple[list[int], int]:
+    """Number ``keys`` by first occurrence (equal keys, equal numbers); return the count too."""
+    ids: dict[int | bytes, int] = {}
+    return [ids.setdefault(key, len(ids)) for key in keys], len(ids)
+
+
+def _rows(a: npt.NDArray[np.int64]) -> list[bytes]:
+    """The bytes of each row of ``a`` (exact, hashable keys)."""
+    raw = np.ascontiguousarray(a).tobytes()
+    w = len(raw) // a.shape[0] if a.shape[0] else 0
+    return [raw[i : i + w] for i in range(0, len(raw), w)] if w else [b""] * a.shape[0]
+
+
 def _refine(
     table: npt.NDArray[np.int32], block: npt.NDArray[np.int64], hashed: bool
 ) -> npt.NDArray[np.int64]:
     """Moore partition refinement to a fixed point, vectorised over states.
 
-    ``hashed`` compares 64-bit hashes of the signatures instead of whole rows (much faster);
-    the caller checks the result exactly.
+    Blocks are numbered by their first state. ``hashed`` compares 64-bit hashes of the
+    signatures instead of whole rows (faster); the caller checks the result exactly.
     """
     mult = _MULTIPLIERS[: table.shape[1] + 1]
     n_blocks = int(block.max()) + 1
     while True:
-        ext = np.append(block, -1)
+        succ = np.append(block, -1)[table]
         if hashed:
-            h = block.astype(np.uint64) * mult[0]
-            h += ((ext[table] + 1).astype(np.uint64) * mult[1:]).sum(axis=1, dtype=np.uint64)
-            _, new_block = np.unique(h, return_inverse=True)
+            h = block.astype(np.uint64) * mult[0] + (succ + 1).astype(np.uint64) @ mult[1:]
+            labels, m = _labels(h.tolist())
         else:
-            sig = np.concatenate([block[:, None], ext[table]], axis=1)
-            _, new_block = np.unique(sig, axis=0, return_inverse=True)
-        new_block = new_block.reshape(-1).astype(np.int64)
-        m = int(new_block.max()) + 1
+            labels, m = _labels(_rows(np.concatenate([block[:, None], succ], axis=1)))
         if m == n_blocks:
             return block
-        block, n_blocks = new_block, m
+        block, n_blocks = np.array(labels, dtype=np.int64), m
 
 
 def _is_congruence(table: npt.NDArray[np.int32], block: npt.NDArray[np.int64]) -> bool:
@@ -607,17 +616,17 @@ def _minimize(
 def _merge_classes(
     table: npt.NDArray[np.int32], classes: npt.NDArray[np.int32]
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-    """Merge byte classes with identical columns."""
+    """Merge byte classes with identical columns (numbered by first class, in byte order)."""
     if table.shape[0] == 0:
         return table, classes
-    _, first, inv = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
-    # keep classes numbered in byte order
-    order = np.argsort(first)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    new_cls = rank[inv.reshape(-1)]
-    new_table = table[:, first[order]]
-    return np.ascontiguousarray(new_table, dtype=np.int32), new_cls[classes].astype(np.int32)
+    labels, m = _labels(_rows(table.T))
+    if m == table.shape[1]:
+        return table, classes
+    first = [0] * m
+    for c in range(len(labels) - 1, -1, -1):
+        first[labels[c]] = c
+    new_cls = np.array(labels, dtype=np.int32)[classes]
+    return np.ascontiguousarray(table[:, first], dtype=np.int32), new_cls
 
 
 def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> _SubsetBuilder:

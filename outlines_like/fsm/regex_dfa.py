@@ -8,11 +8,13 @@ quantifiers (``*?``) accept the same language as greedy ones. Character classes 
 byte sequences, so a multi-byte character may be split across tokens. The pattern is read by
 the package's one regex reader (:mod:`outlines_like.types._regex`, ASCII class table).
 
-Once built, the NFA's edges are tuples of ints, which the garbage collector stops tracking: a
-collection never scans a large automaton. The subset construction works on runs of byte
-classes (one union per run, not per class), and a lazy DFA can tell where every UTF-8
-character leads from a state without building the states inside characters.
-
+Nothing here leaves per-state objects for the garbage collector to scan: the NFA is flat int
+arrays (sorted by source once built), a set of NFA states is a sorted tuple of ints (its own
+dict key; the collector stops tracking such tuples), and the lazy DFA's rows are numpy. The
+subset construction memoises each NFA state's epsilon closure and runs of byte classes (one
+union per run, not per class), so the row of a DFA state of one NFA state, nearly every state
+of a JSON Schema's DFA, is a few lookups; a lazy DFA can tell where every UTF-8 character
+leads from a state without building the states inside characters.
 
 One cohesive algorithm (NFA, lazy and eager subset construction, byte classes, minimisation),
 kept in one module of some 800 lines.
@@ -24,6 +26,7 @@ import dataclasses
 import functools
 import itertools
 import threading
+from array import array
 
 import numpy as np
 import numpy.typing as npt
@@ -110,20 +113,23 @@ class ByteDFA:
 
 
 class _NFA:
-    """Thompson-style NFA over bytes: per state, byte-range edges and epsilon edges.
+    """Thompson-style NFA over bytes: byte-range edges and epsilon edges.
 
     Fragments are built *into* an existing start state and never add an edge into it, so
     alternatives can share their start and literal runs become plain chains.
+
+    The edges go into flat int arrays (no object per state or edge: nothing for the garbage
+    collector to track or scan, however large the automaton), which :meth:`freeze` sorts by
+    source: the byte edges of state ``s`` are ``lo[k]..hi[k] -> dst[k]`` for ``k`` in
+    ``off[s] .. off[s + 1] - 1``, its epsilon edges ``eps_dst[k]`` for ``k`` in
+    ``eps_off[s] .. eps_off[s + 1] - 1``.
     """
 
     def __init__(self) -> None:
-        self.edges: list[list[tuple[int, int, int]]] = []
-        self.eps: list[list[int]] = []
-        # the same, as tuples once built (freeze): tuples of ints leave the garbage
-        # collector's reach, so no later collection scans a large automaton
-        self.out: tuple[tuple[tuple[int, int, int], ...], ...] = ()
-        self.out_eps: tuple[tuple[int, ...], ...] = ()
-        self.ranges: set[tuple[int, int]] = set()  # every byte range on an edge
+        self.n = 0  # states
+        self.edge_list = array("i")  # while building: src, lo, hi, dst of each byte edge
+        self.eps_list = array("i")  # while building: src, dst of each epsilon edge
+        self.off = self.lo = self.hi = self.dst = self.eps_off = self.eps_dst = array("i")
         self.has_empty_set = False
         # states the set templates saved by sharing UTF-8 suffixes: size limits and the
         # eager/lazy choice count them, so they decide as they did before the sharing
@@ -132,31 +138,37 @@ class _NFA:
     @property
     def size(self) -> int:
         """NFA states, counting set templates as unshared prefix tries."""
-        return max(len(self.edges), len(self.out)) + self.shared
+        return self.n + self.shared
 
     def new(self) -> int:
-        if self.size >= _MAX_NFA_STATES:
+        if self.n + self.shared >= _MAX_NFA_STATES:
             raise ConstraintTooLargeError(
                 f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
                 "states (large counted repetitions?); use a grammar or smaller bounds",
                 limit="states",
                 where="regex NFA",
             )
-        if not len(self.edges) & 1023:
+        if not self.n & 1023:
             _check("regex NFA")
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
+        self.n += 1
+        return self.n - 1
 
     def build(self, node: Node) -> tuple[int, int]:
         s = self.new()
         return s, self.build_into(node, s)
 
     def freeze(self) -> None:
-        """Move the built edges into :attr:`out` and :attr:`out_eps` (tuples)."""
-        self.out = tuple(map(tuple, self.edges))
-        self.out_eps = tuple(map(tuple, self.eps))
-        self.edges, self.eps = [], []
+        """Sort the built edges by source into the CSR arrays."""
+        n = self.n
+        edges = np.frombuffer(self.edge_list, dtype=np.int32).reshape(-1, 4)
+        edges = edges[np.argsort(edges[:, 0], kind="stable")]
+        self.off = _ints(np.searchsorted(edges[:, 0], np.arange(n + 1)))
+        self.lo, self.hi, self.dst = _ints(edges[:, 1]), _ints(edges[:, 2]), _ints(edges[:, 3])
+        eps = np.frombuffer(self.eps_list, dtype=np.int32).reshape(-1, 2)
+        eps = eps[np.argsort(eps[:, 0], kind="stable")]
+        self.eps_off = _ints(np.searchsorted(eps[:, 0], np.arange(n + 1)))
+        self.eps_dst = _ints(eps[:, 1])
+        self.edge_list, self.eps_list = array("i"), array("i")
 
     def build_into(self, node: Node, s: int) -> int:
         """Add the paths of ``node`` leaving ``s``; return the end state."""
@@ -166,10 +178,11 @@ class _NFA:
             for item in node.items:
                 s = self.build_into(item, s)
             return s
+        eps = self.eps_list
         if isinstance(node, Alt):
             e = self.new()
             for item in node.items:
-                self.eps[self.build_into(item, s)].append(e)
+                eps.extend((self.build_into(item, s), e))
             return e
         if isinstance(node, (Anchor, Atomic)):  # stripped / refused by the reader
             raise AssertionError(f"unexpected {node!r} in the NFA build")
@@ -178,41 +191,42 @@ class _NFA:
             s = self.build_into(sub, s)
         if hi is None:
             loop = self.new()
-            self.eps[s].append(loop)
-            self.eps[self.build_into(sub, loop)].append(loop)
+            eps.extend((s, loop))
+            eps.extend((self.build_into(sub, loop), loop))
             return loop
         if hi == lo:
             return s
         end = self.new()
         for _ in range(hi - lo):
-            self.eps[s].append(end)
+            eps.extend((s, end))
             s = self.build_into(sub, s)
-        self.eps[s].append(end)
+        eps.extend((s, end))
         return end
 
     def build_set(self, ranges: Ranges, s: int) -> int:
         if not ranges:
             self.has_empty_set = True
             return self.new()
-        n_local, local_edges, used, n_trie = _set_template(ranges)
+        n_local, local_edges, n_trie = _set_template(ranges)
         self.shared += n_trie - n_local
+        add = self.edge_list.extend
         if n_local == 2:  # all ranges go straight to the end (ASCII, or one byte each)
             e = self.new()
-            out = self.edges[s]
             for _, lo, hi, _ in local_edges:
-                out.append((lo, hi, e))
-            self.ranges.update(used)
+                add((s, lo, hi, e))
             return e
-        base = len(self.edges) - 1  # local state 0 is s; local k >= 1 is base + k
+        base = self.n - 1  # local state 0 is s; local k >= 1 is base + k
         if base + self.shared + n_local > _MAX_NFA_STATES:
             self.new()  # raises the size error
-        self.edges.extend([[] for _ in range(n_local - 1)])
-        self.eps.extend([[] for _ in range(n_local - 1)])
-        edges = self.edges
+        self.n += n_local - 1
         for src, lo, hi, dst in local_edges:
-            edges[s if src == 0 else base + src].append((lo, hi, base + dst))
-        self.ranges.update(used)
+            add((s if src == 0 else base + src, lo, hi, base + dst))
         return base + 1
+
+
+def _ints(a: npt.NDArray[np.integer]) -> array[int]:
+    """``a`` as a flat ``array('i')``: plain ints on indexing, untracked by the collector."""
+    return array("i", np.ascontiguousarray(a, dtype=np.int32).tobytes())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -225,13 +239,11 @@ def _encodable(ranges: Ranges) -> Ranges:
 
 
 @functools.lru_cache(maxsize=1024)
-def _set_template(
-    ranges: Ranges,
-) -> tuple[int, tuple[tuple[int, int, int, int], ...], frozenset[tuple[int, int]], int]:
+def _set_template(ranges: Ranges) -> tuple[int, tuple[tuple[int, int, int, int], ...], int]:
     """The NFA fragment of a character set.
 
-    Returns the local state count, the local edges (0 -> 1), the byte ranges, and the state
-    count of the prefix trie before its suffixes were shared.
+    Returns the local state count, the local edges (0 -> 1), and the state count of the
+    prefix trie before its suffixes were shared.
     """
     n = 2
     out: list[tuple[int, int, int, int]] = []
@@ -253,7 +265,7 @@ def _set_template(
                     cur = nxt
     n_trie = n
     n, out = _share_suffixes(out)
-    return n, tuple(out), frozenset((lo, hi) for _, lo, hi, _ in out), n_trie
+    return n, tuple(out), n_trie
 
 
 def _share_suffixes(
@@ -298,33 +310,34 @@ def _share_suffixes(
 # --------------------------------------------------------------------------- DFA
 
 
-def _coreachable(nfa: _NFA, final: int) -> list[bool]:
-    """NFA states from which ``final`` can be reached."""
-    n = len(nfa.out)
-    rev: list[list[int]] = [[] for _ in range(n)]
-    for x in range(n):
-        for y in nfa.out_eps[x]:
-            rev[y].append(x)
-        for _, _, y in nfa.out[x]:
-            rev[y].append(x)
-    ok = [False] * n
-    ok[final] = True
+def _coreachable(nfa: _NFA, final: int) -> bytes:
+    """NFA states from which ``final`` can be reached (``1`` bytes)."""
+    n = nfa.n
+    off, eps_off = np.frombuffer(nfa.off, np.int32), np.frombuffer(nfa.eps_off, np.int32)
+    src = np.concatenate(
+        [np.repeat(np.arange(n), np.diff(off)), np.repeat(np.arange(n), np.diff(eps_off))]
+    )
+    dst = np.concatenate([np.frombuffer(nfa.dst, np.int32), np.frombuffer(nfa.eps_dst, np.int32)])
+    order = np.argsort(dst, kind="stable")
+    rev_off = np.searchsorted(dst[order], np.arange(n + 1)).tolist()
+    rev = src[order].tolist()
+    ok = bytearray(n)
+    ok[final] = 1
     stack = [final]
     while stack:
         y = stack.pop()
-        for x in rev[y]:
+        for x in rev[rev_off[y] : rev_off[y + 1]]:
             if not ok[x]:
-                ok[x] = True
+                ok[x] = 1
                 stack.append(x)
-    return ok
+    return bytes(ok)
 
 
 def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
     marks = np.zeros(257, dtype=np.int32)
     marks[0] = 1
-    for lo, hi in nfa.ranges:
-        marks[lo] = 1
-        marks[hi + 1] = 1
+    marks[np.frombuffer(nfa.lo, np.int32)] = 1
+    marks[np.frombuffer(nfa.hi, np.int32) + 1] = 1
     classes = (np.cumsum(marks[:256]) - 1).astype(np.int32)
     return classes, int(classes[-1]) + 1
 
@@ -356,7 +369,7 @@ class _SubsetBuilder:
         self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
         # Every fragment of a regex without an empty set matches something, so every state
         # reaches the final one; only empty sets ([^\x00-\U0010FFFF]) leave dead ends.
-        self.live = _coreachable(nfa, final) if nfa.has_empty_set else [True] * len(nfa.out)
+        self.live = _coreachable(nfa, final) if nfa.has_empty_set else b"\x01" * nfa.n
         if not self.live[start]:
             raise InvalidConstraintError(f"regex {_short(pattern)} matches no string")
         self._closure: dict[int, _Key] = {}
@@ -371,20 +384,21 @@ class _SubsetBuilder:
         """Live epsilon closure of ``s``, restricted to states with byte edges or final."""
         c = self._closure.get(s)
         if c is None:
-            eps, edges, final = self.nfa.out_eps, self.nfa.out, self.final
-            if not eps[s]:
-                c = (s,) if edges[s] or s == final else ()
+            nfa, final = self.nfa, self.final
+            eps_off, eps_dst, off = nfa.eps_off, nfa.eps_dst, nfa.off
+            if eps_off[s] == eps_off[s + 1]:
+                c = (s,) if off[s] < off[s + 1] or s == final else ()
             else:
                 live = self.live
                 seen = {s}
                 stack = [s]
                 while stack:
                     x = stack.pop()
-                    for y in eps[x]:
+                    for y in eps_dst[eps_off[x] : eps_off[x + 1]]:
                         if y not in seen and live[y]:
                             seen.add(y)
                             stack.append(y)
-                c = tuple(sorted(x for x in seen if edges[x] or x == final))
+                c = tuple(sorted(x for x in seen if off[x] < off[x + 1] or x == final))
             self._closure[s] = c
         return c
 
@@ -400,9 +414,10 @@ class _SubsetBuilder:
         edges: list[_Seg] = []
         ordered = True  # sorted by first class, and disjoint
         if len(subset) == 1:
-            cls, live, closures = self._cls, self.live, self._closure
+            cls, live, closures, nfa = self._cls, self.live, self._closure, self.nfa
             last = -1
-            for lo, hi, t in self.nfa.out[subset[0]]:
+            k0, k1 = nfa.off[subset[0]], nfa.off[subset[0] + 1]
+            for lo, hi, t in zip(nfa.lo[k0:k1], nfa.hi[k0:k1], nfa.dst[k0:k1], strict=True):
                 if live[t]:
                     c = closures.get(t)
                     a = cls[lo]

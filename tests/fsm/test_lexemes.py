@@ -151,10 +151,7 @@ def test_lexeme_sets_are_shared_by_constraints(vocab: Vocabulary) -> None:
 
 def test_nfa_is_out_of_the_collectors_reach() -> None:
     builder = _build(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,40}"', 20_000)
-    for _ in range(3):  # one level of nested tuples leaves the collector per collection
-        gc.collect()
-    nfa = builder.nfa
-    assert not nfa.edges
-    assert not nfa.eps
-    assert not gc.is_tracked(nfa.out)
-    assert not gc.is_tracked(nfa.out_eps)
+    nfa = builder.nfa  # flat int arrays: no object per state or edge for a collection to scan
+    assert nfa.n > 40
+    for part in (nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst, builder.live):
+        assert all(isinstance(r, type) for r in gc.get_referents(part))

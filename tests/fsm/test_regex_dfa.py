@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
 import re
@@ -226,6 +227,24 @@ def test_lazy_state_limit() -> None:
         lazy.fullmatch(text)
 
 
+def test_lazy_dfa_leaves_no_objects_for_the_collector() -> None:
+    # the subsets are tuples of ints and the NFA flat arrays: after a collection or two, a
+    # lazy DFA of hundreds of states adds only a handful of objects a collection must scan
+    member = r'"k{i}": ("([^"\\]|\\.){{0,8}}"|-?[0-9]+|true|false)'
+    pattern = r"\{(" + "|".join(member.format(i=i) for i in range(40)) + r")\}"
+    compile_regex_auto(pattern, eager_nfa_limit=0)  # the per-process caches of set templates
+    gc.collect()
+    before = len(gc.get_objects())
+    lazy = compile_regex_auto(pattern, eager_nfa_limit=0)
+    for i in range(40):
+        assert lazy.fullmatch(f'{{"k{i}": "x\\"é€😀"}}'.encode())
+        assert lazy.fullmatch(f'{{"k{i}": -{i}}}'.encode())
+    assert lazy.n_states > 300
+    for _ in range(3):
+        gc.collect()
+    assert len(gc.get_objects()) - before < 50
+
+
 def test_large_eager_dfa_is_exact_without_minimisation() -> None:
     pattern = r"(x|y)*x(x|y){10}z?"  # 2,048+ subset states: above the minimisation limit
     dfa = compile_regex(pattern)
@@ -264,9 +283,9 @@ def test_shared_utf8_suffixes_keep_the_language(cls: str) -> None:
 def test_shared_suffixes_shrink_the_template_and_keep_the_size_count() -> None:
     from outlines_like.fsm.regex_dfa import _build, _set_template
 
-    n, edges, _, n_trie = _set_template(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
+    n, edges, n_trie = _set_template(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
     assert n < n_trie
     assert {src for src, *_ in edges} | {dst for *_, dst in edges} == set(range(n))
     # size limits and the eager/lazy choice still count the unshared trie
     builder = _build(r'"[^"\\]{0,3}"', 10_000)
-    assert builder.nfa.size > len(builder.nfa.edges)
+    assert builder.nfa.size > builder.nfa.n

@@ -365,6 +365,9 @@ class _SubsetBuilder:
         self.pattern = pattern
         self.classes, self.k = _byte_classes(nfa)
         self._cls: list[int] = self.classes.tolist()  # plain ints index faster
+        # the first and last class of each byte edge
+        self._efirst = _ints(self.classes[np.frombuffer(nfa.lo, np.int32)])
+        self._elast = _ints(self.classes[np.frombuffer(nfa.hi, np.int32)])
         # class c is the bytes cstart[c] .. cstart[c + 1] - 1 (classes are cut at range ends)
         self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
         # Every fragment of a regex without an empty set matches something, so every state
@@ -414,16 +417,17 @@ class _SubsetBuilder:
         edges: list[_Seg] = []
         ordered = True  # sorted by first class, and disjoint
         if len(subset) == 1:
-            cls, live, closures, nfa = self._cls, self.live, self._closure, self.nfa
+            live, closures, off = self.live, self._closure, self.nfa.off
+            k0, k1 = off[subset[0]], off[subset[0] + 1]
             last = -1
-            k0, k1 = nfa.off[subset[0]], nfa.off[subset[0] + 1]
-            for lo, hi, t in zip(nfa.lo[k0:k1], nfa.hi[k0:k1], nfa.dst[k0:k1], strict=True):
+            for a, b, t in zip(
+                self._efirst[k0:k1], self._elast[k0:k1], self.nfa.dst[k0:k1], strict=True
+            ):
                 if live[t]:
                     c = closures.get(t)
-                    a = cls[lo]
                     ordered = ordered and a > last
-                    last = cls[hi]
-                    edges.append((a, last, self.closure(t) if c is None else c))
+                    last = b
+                    edges.append((a, b, self.closure(t) if c is None else c))
         else:
             for s in subset:
                 edges.extend(self.segments((s,)))

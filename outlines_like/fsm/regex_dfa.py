@@ -16,34 +16,26 @@ union per run, not per class), so the row of a DFA state of one NFA state, nearl
 of a JSON Schema's DFA, is a few lookups; a lazy DFA can tell where every UTF-8 character
 leads from a state without building the states inside characters.
 
-One cohesive algorithm (NFA, lazy and eager subset construction, byte classes, minimisation),
-kept in one module of some 800 lines.
+The NFA is built in :mod:`outlines_like.fsm._regex_nfa`, eager DFAs are minimised in
+:mod:`outlines_like.fsm._dfa_minimize`; this module holds the subset construction (eager and
+lazy) and the two DFA classes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import threading
-from array import array
 
 import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
+from outlines_like.fsm._dfa_minimize import merge_classes, minimize
 from outlines_like.fsm._regex_estimate import dfa_blowup, nfa_states
+from outlines_like.fsm._regex_nfa import MAX_NFA_STATES, NFA, ints, too_many_nfa_states
 from outlines_like.fsm.budget import check as _check
-from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
-from outlines_like.types._regex import (
-    Alt,
-    Anchor,
-    Atomic,
-    Chars,
-    Concat,
-    Node,
-    parse_regex,
-)
+from outlines_like.types._regex import parse_regex
 
 __all__ = [
     "DEFAULT_MAX_STATES",
@@ -56,7 +48,6 @@ __all__ = [
 
 DEFAULT_MAX_STATES = 20_000
 _MINIMIZE_LIMIT = 1_000
-_MAX_NFA_STATES = 400_000
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -109,208 +100,10 @@ class ByteDFA:
         return s >= 0 and bool(self.accepting[s])
 
 
-# --------------------------------------------------------------------------- NFA
-
-
-class _NFA:
-    """Thompson-style NFA over bytes: byte-range edges and epsilon edges.
-
-    Fragments are built *into* an existing start state and never add an edge into it, so
-    alternatives can share their start and literal runs become plain chains.
-
-    The edges go into flat int arrays (no object per state or edge: nothing for the garbage
-    collector to track or scan, however large the automaton), which :meth:`freeze` sorts by
-    source: the byte edges of state ``s`` are ``lo[k]..hi[k] -> dst[k]`` for ``k`` in
-    ``off[s] .. off[s + 1] - 1``, its epsilon edges ``eps_dst[k]`` for ``k`` in
-    ``eps_off[s] .. eps_off[s + 1] - 1``.
-    """
-
-    def __init__(self) -> None:
-        self.n = 0  # states
-        self.edge_list = array("i")  # while building: src, lo, hi, dst of each byte edge
-        self.eps_list = array("i")  # while building: src, dst of each epsilon edge
-        self.off = self.lo = self.hi = self.dst = self.eps_off = self.eps_dst = array("i")
-        self.has_empty_set = False
-        # states the set templates saved by sharing UTF-8 suffixes: size limits and the
-        # eager/lazy choice count them, so they decide as they did before the sharing
-        self.shared = 0
-
-    @property
-    def size(self) -> int:
-        """NFA states, counting set templates as unshared prefix tries."""
-        return self.n + self.shared
-
-    def new(self) -> int:
-        if self.n + self.shared >= _MAX_NFA_STATES:
-            raise ConstraintTooLargeError(
-                f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
-                "states (large counted repetitions?); use a grammar or smaller bounds",
-                limit="states",
-                where="regex NFA",
-            )
-        if not self.n & 1023:
-            _check("regex NFA")
-        self.n += 1
-        return self.n - 1
-
-    def build(self, node: Node) -> tuple[int, int]:
-        s = self.new()
-        return s, self.build_into(node, s)
-
-    def freeze(self) -> None:
-        """Sort the built edges by source into the CSR arrays."""
-        n = self.n
-        edges = np.frombuffer(self.edge_list, dtype=np.int32).reshape(-1, 4)
-        edges = edges[np.argsort(edges[:, 0], kind="stable")]
-        self.off = _ints(np.searchsorted(edges[:, 0], np.arange(n + 1)))
-        self.lo, self.hi, self.dst = _ints(edges[:, 1]), _ints(edges[:, 2]), _ints(edges[:, 3])
-        eps = np.frombuffer(self.eps_list, dtype=np.int32).reshape(-1, 2)
-        eps = eps[np.argsort(eps[:, 0], kind="stable")]
-        self.eps_off = _ints(np.searchsorted(eps[:, 0], np.arange(n + 1)))
-        self.eps_dst = _ints(eps[:, 1])
-        self.edge_list, self.eps_list = array("i"), array("i")
-
-    def build_into(self, node: Node, s: int) -> int:
-        """Add the paths of ``node`` leaving ``s``; return the end state."""
-        if isinstance(node, Chars):
-            return self.build_set(_encodable(node.ranges), s)
-        if isinstance(node, Concat):
-            for item in node.items:
-                s = self.build_into(item, s)
-            return s
-        eps = self.eps_list
-        if isinstance(node, Alt):
-            e = self.new()
-            for item in node.items:
-                eps.extend((self.build_into(item, s), e))
-            return e
-        if isinstance(node, (Anchor, Atomic)):  # stripped / refused by the reader
-            raise AssertionError(f"unexpected {node!r} in the NFA build")
-        sub, lo, hi = node.item, node.low, node.high  # lazy: same language
-        for _ in range(lo):
-            s = self.build_into(sub, s)
-        if hi is None:
-            loop = self.new()
-            eps.extend((s, loop))
-            eps.extend((self.build_into(sub, loop), loop))
-            return loop
-        if hi == lo:
-            return s
-        end = self.new()
-        for _ in range(hi - lo):
-            eps.extend((s, end))
-            s = self.build_into(sub, s)
-        eps.extend((s, end))
-        return end
-
-    def build_set(self, ranges: Ranges, s: int) -> int:
-        if not ranges:
-            self.has_empty_set = True
-            return self.new()
-        n_local, local_edges, n_trie = _set_template(ranges)
-        self.shared += n_trie - n_local
-        add = self.edge_list.extend
-        if n_local == 2:  # all ranges go straight to the end (ASCII, or one byte each)
-            e = self.new()
-            for _, lo, hi, _ in local_edges:
-                add((s, lo, hi, e))
-            return e
-        base = self.n - 1  # local state 0 is s; local k >= 1 is base + k
-        if base + self.shared + n_local > _MAX_NFA_STATES:
-            self.new()  # raises the size error
-        self.n += n_local - 1
-        for src, lo, hi, dst in local_edges:
-            add((s if src == 0 else base + src, lo, hi, base + dst))
-        return base + 1
-
-
-def _ints(a: npt.NDArray[np.integer]) -> array[int]:
-    """``a`` as a flat ``array('i')``: plain ints on indexing, untracked by the collector."""
-    return array("i", np.ascontiguousarray(a, dtype=np.int32).tobytes())
-
-
-@functools.lru_cache(maxsize=1024)
-def _encodable(ranges: Ranges) -> Ranges:
-    """``ranges`` less the surrogates (UTF-8 cannot encode them)."""
-    s_lo, s_hi = SURROGATES
-    if any(lo <= s_hi and hi >= s_lo for lo, hi in ranges):
-        return drop_surrogates(ranges)
-    return ranges
-
-
-@functools.lru_cache(maxsize=1024)
-def _set_template(ranges: Ranges) -> tuple[int, tuple[tuple[int, int, int, int], ...], int]:
-    """The NFA fragment of a character set.
-
-    Returns the local state count, the local edges (0 -> 1), and the state count of the
-    prefix trie before its suffixes were shared.
-    """
-    n = 2
-    out: list[tuple[int, int, int, int]] = []
-    trie: dict[tuple[int, int, int], int] = {}
-    for lo, hi in ranges:
-        for seq in utf8_byte_ranges(lo, hi):
-            cur = 0
-            for k, (blo, bhi) in enumerate(seq):
-                if k == len(seq) - 1:
-                    out.append((cur, blo, bhi, 1))
-                else:
-                    key = (cur, blo, bhi)
-                    nxt = trie.get(key)
-                    if nxt is None:
-                        nxt = n
-                        n += 1
-                        trie[key] = nxt
-                        out.append((cur, blo, bhi, nxt))
-                    cur = nxt
-    n_trie = n
-    n, out = _share_suffixes(out)
-    return n, tuple(out), n_trie
-
-
-def _share_suffixes(
-    edges: list[tuple[int, int, int, int]],
-) -> tuple[int, list[tuple[int, int, int, int]]]:
-    """Merge the trie nodes of a set template that accept the same byte suffixes.
-
-    The prefix trie of a set's UTF-8 sequences keeps one node per lead-byte range even where
-    the rest is the same (``E1-EC`` and ``EE-EF`` both need two continuation bytes); merging
-    nodes with equal outgoing edges (bottom-up) leaves the language as it is and gives the
-    lazy DFA fewer states inside characters. Local state 0 is the start, 1 the end.
-    """
-    out_of: dict[int, list[tuple[int, int, int]]] = {}
-    for src, lo, hi, dst in edges:
-        out_of.setdefault(src, []).append((lo, hi, dst))
-    canon: dict[int, int] = {1: 1}
-    rep_of: dict[tuple[tuple[int, int, int], ...], int] = {}
-
-    def resolve(node: int) -> int:  # depth <= 4: one level per UTF-8 byte
-        known = canon.get(node)
-        if known is not None:
-            return known
-        sig = tuple(sorted((lo, hi, resolve(d)) for lo, hi, d in out_of.get(node, [])))
-        rep = rep_of.setdefault(sig, node)
-        canon[node] = rep
-        return rep
-
-    number: dict[int, int] = {0: 0, 1: 1}
-    merged: list[tuple[int, int, int, int]] = []
-    todo = [0]
-    while todo:
-        node = todo.pop()
-        for lo, hi, dst in out_of.get(node, []):
-            rep = resolve(dst)
-            if rep not in number:
-                number[rep] = len(number)
-                todo.append(rep)
-            merged.append((number[node], lo, hi, number[rep]))
-    return len(number), merged
-
-
 # --------------------------------------------------------------------------- DFA
 
 
-def _coreachable(nfa: _NFA, final: int) -> bytes:
+def _coreachable(nfa: NFA, final: int) -> bytes:
     """NFA states from which ``final`` can be reached (``1`` bytes)."""
     n = nfa.n
     off, eps_off = np.frombuffer(nfa.off, np.int32), np.frombuffer(nfa.eps_off, np.int32)
@@ -333,7 +126,7 @@ def _coreachable(nfa: _NFA, final: int) -> bytes:
     return bytes(ok)
 
 
-def _byte_classes(nfa: _NFA) -> tuple[npt.NDArray[np.int32], int]:
+def _byte_classes(nfa: NFA) -> tuple[npt.NDArray[np.int32], int]:
     marks = np.zeros(257, dtype=np.int32)
     marks[0] = 1
     marks[np.frombuffer(nfa.lo, np.int32)] = 1
@@ -358,7 +151,7 @@ class _SubsetBuilder:
     DFA state of one NFA state (nearly every state of a JSON Schema's DFA) is a lookup.
     """
 
-    def __init__(self, nfa: _NFA, start: int, final: int, max_states: int, pattern: str) -> None:
+    def __init__(self, nfa: NFA, start: int, final: int, max_states: int, pattern: str) -> None:
         self.nfa = nfa
         self.final = final
         self.max_states = max_states
@@ -366,8 +159,8 @@ class _SubsetBuilder:
         self.classes, self.k = _byte_classes(nfa)
         self._cls: list[int] = self.classes.tolist()  # plain ints index faster
         # the first and last class of each byte edge
-        self._efirst = _ints(self.classes[np.frombuffer(nfa.lo, np.int32)])
-        self._elast = _ints(self.classes[np.frombuffer(nfa.hi, np.int32)])
+        self._efirst = ints(self.classes[np.frombuffer(nfa.lo, np.int32)])
+        self._elast = ints(self.classes[np.frombuffer(nfa.hi, np.int32)])
         # class c is the bytes cstart[c] .. cstart[c + 1] - 1 (classes are cut at range ends)
         self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
         # Every fragment of a regex without an empty set matches something, so every state
@@ -546,119 +339,12 @@ def _short(pattern: str) -> str:
     return repr(pattern) if len(pattern) <= 80 else repr(pattern[:77] + "...")
 
 
-def _splitmix64(n: int, seed: int = 0x5EED) -> npt.NDArray[np.uint64]:
-    """``n`` odd pseudo-random 64-bit multipliers (fixed: hashing is deterministic)."""
-    out = []
-    x = seed
-    mask = (1 << 64) - 1
-    for _ in range(n):
-        x = (x + 0x9E3779B97F4A7C15) & mask
-        z = x
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-        out.append((z ^ (z >> 31)) | 1)
-    return np.array(out, dtype=np.uint64)
-
-
-_MULTIPLIERS = _splitmix64(258)
-
-
-def _labels(keys: list[int] | list[bytes]) -> tuple[list[int], int]:
-    """Number ``keys`` by first occurrence (equal keys, equal numbers); return the count too."""
-    ids: dict[int | bytes, int] = {}
-    return [ids.setdefault(key, len(ids)) for key in keys], len(ids)
-
-
-def _rows(a: npt.NDArray[np.int64]) -> list[bytes]:
-    """The bytes of each row of ``a`` (exact, hashable keys)."""
-    raw = np.ascontiguousarray(a).tobytes()
-    w = len(raw) // a.shape[0] if a.shape[0] else 0
-    return [raw[i : i + w] for i in range(0, len(raw), w)] if w else [b""] * a.shape[0]
-
-
-def _refine(
-    table: npt.NDArray[np.int32], block: npt.NDArray[np.int64], hashed: bool
-) -> npt.NDArray[np.int64]:
-    """Moore partition refinement to a fixed point, vectorised over states.
-
-    Blocks are numbered by their first state. ``hashed`` compares 64-bit hashes of the
-    signatures instead of whole rows (faster); the caller checks the result exactly.
-    """
-    mult = _MULTIPLIERS[: table.shape[1] + 1]
-    n_blocks = int(block.max()) + 1
-    while True:
-        succ = np.append(block, -1)[table]
-        if hashed:
-            h = block.astype(np.uint64) * mult[0] + (succ + 1).astype(np.uint64) @ mult[1:]
-            labels, m = _labels(h.tolist())
-        else:
-            labels, m = _labels(_rows(np.concatenate([block[:, None], succ], axis=1)))
-        if m == n_blocks:
-            return block
-        block, n_blocks = np.array(labels, dtype=np.int64), m
-
-
-def _is_congruence(table: npt.NDArray[np.int32], block: npt.NDArray[np.int64]) -> bool:
-    """Whether states in one block have identical (block, successor blocks) rows."""
-    n_blocks = int(block.max()) + 1
-    rep = np.zeros(n_blocks, dtype=np.int64)
-    rep[block[::-1]] = np.arange(block.shape[0])[::-1]
-    ext = np.append(block, -1)
-    sig = ext[table]
-    return bool((sig == sig[rep[block]]).all())
-
-
-def _minimize(
-    table: npt.NDArray[np.int32], accepting: npt.NDArray[np.bool_], start: int
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], int]:
-    """Merge equivalent states (Moore refinement, hashed, checked exactly)."""
-    n = table.shape[0]
-    if n <= 1:
-        return table, accepting, start
-    initial = accepting.astype(np.int64)
-    if initial.min() == initial.max():
-        initial = np.zeros(n, dtype=np.int64)
-    block = _refine(table, initial, hashed=True)
-    if not _is_congruence(table, block):  # a hash collision merged two states: redo exactly
-        block = _refine(table, initial, hashed=False)
-    n_blocks = int(block.max()) + 1
-    if n_blocks == n:
-        return table, accepting, start
-    rep = np.zeros(n_blocks, dtype=np.int64)
-    rep[block[::-1]] = np.arange(n)[::-1]
-    ext = np.append(block, -1)
-    new_table = ext[table[rep]].astype(np.int32)
-    new_acc = accepting[rep]
-    return new_table, new_acc, int(block[start])
-
-
-def _merge_classes(
-    table: npt.NDArray[np.int32], classes: npt.NDArray[np.int32]
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-    """Merge byte classes with identical columns (numbered by first class, in byte order)."""
-    if table.shape[0] == 0:
-        return table, classes
-    labels, m = _labels(_rows(table.T))
-    if m == table.shape[1]:
-        return table, classes
-    first = [0] * m
-    for c in range(len(labels) - 1, -1, -1):
-        first[labels[c]] = c
-    new_cls = np.array(labels, dtype=np.int32)[classes]
-    return np.ascontiguousarray(table[:, first], dtype=np.int32), new_cls
-
-
 def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> _SubsetBuilder:
     if not isinstance(pattern, str):
         raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
     ast = parse_regex(pattern, strip_anchors=True)
-    if nfa_states(ast) > 2 * _MAX_NFA_STATES:  # refused before the states are built
-        raise ConstraintTooLargeError(
-            f"regex is too large: its automaton needs more than {_MAX_NFA_STATES} NFA "
-            "states (large counted repetitions?); use a grammar or smaller bounds",
-            limit="states",
-            where="regex NFA",
-        )
+    if nfa_states(ast) > 2 * MAX_NFA_STATES:  # refused before the states are built
+        raise too_many_nfa_states()
     if refuse_blowup:
         w = dfa_blowup(ast)
         if w >= 62 or 2**w > max_states:
@@ -669,7 +355,7 @@ def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> _Subse
                 limit="states",
                 where="regex DFA (estimate)",
             )
-    nfa = _NFA()
+    nfa = NFA()
     start, final = nfa.build(ast)
     nfa.freeze()
     return _SubsetBuilder(nfa, start, final, max_states, pattern)
@@ -707,8 +393,8 @@ def _eager(builder: _SubsetBuilder) -> ByteDFA:
         # Moore refinement costs (states x classes) per round and needs as many rounds as the
         # longest distinguishing path; above this size a non-minimal DFA (still exact) is
         # cheaper than minimising it (~100 ms for 2,000-state JSON Schema DFAs)
-        table, accepting, s0 = _minimize(table, accepting, 0)
-    table, classes = _merge_classes(table, builder.classes)
+        table, accepting, s0 = minimize(table, accepting, 0)
+    table, classes = merge_classes(table, builder.classes)
     return ByteDFA(
         start=s0,
         transitions=np.ascontiguousarray(table[:, classes], dtype=np.int32),
@@ -854,14 +540,14 @@ class LazyByteDFA:
         return s >= 0 and self._b.accepting[s]
 
 
-EAGER_NFA_LIMIT = 3000
+EAGERNFA_LIMIT = 3000
 
 
 def compile_regex_auto(
     pattern: str,
     *,
     max_states: int = DEFAULT_MAX_STATES,
-    eager_nfa_limit: int = EAGER_NFA_LIMIT,
+    eager_nfa_limit: int = EAGERNFA_LIMIT,
     refuse_blowup: bool = False,
 ) -> ByteDFA | LazyByteDFA:
     """Compile eagerly (minimal :class:`ByteDFA`) when the regex is small, else lazily.

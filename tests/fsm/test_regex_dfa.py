@@ -17,8 +17,8 @@ from outlines_like.fsm.regex_dfa import (
     LazyByteDFA,
     compile_regex,
     compile_regex_auto,
-    utf8_byte_ranges,
 )
+from outlines_like.types._charset import utf8_byte_ranges
 
 ACCEPT_REJECT = [
     # (pattern, accepted, rejected)
@@ -281,9 +281,10 @@ def test_shared_utf8_suffixes_keep_the_language(cls: str) -> None:
 
 
 def test_shared_suffixes_shrink_the_template_and_keep_the_size_count() -> None:
-    from outlines_like.fsm.regex_dfa import _build, _set_template
+    from outlines_like.fsm._regex_nfa import set_template
+    from outlines_like.fsm.regex_dfa import _build
 
-    n, edges, n_trie = _set_template(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
+    n, edges, n_trie = set_template(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
     assert n < n_trie
     assert {src for src, *_ in edges} | {dst for *_, dst in edges} == set(range(n))
     # size limits and the eager/lazy choice still count the unshared trie

@@ -1,0 +1,218 @@
+"""Regex tree -> byte-level Thompson NFA, in flat int arrays (UTF-8 sets as shared tries)."""
+
+from __future__ import annotations
+
+import functools
+from array import array
+
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.errors import ConstraintTooLargeError
+from outlines_like.fsm.budget import check as _check
+from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
+from outlines_like.types._regex import Alt, Anchor, Atomic, Chars, Concat, Node
+
+__all__ = ["MAX_NFA_STATES", "NFA", "ints", "set_template", "too_many_nfa_states"]
+
+MAX_NFA_STATES = 400_000
+
+
+def too_many_nfa_states() -> ConstraintTooLargeError:
+    """The error of a regex whose NFA needs more than :data:`MAX_NFA_STATES` states."""
+    return ConstraintTooLargeError(
+        f"regex is too large: its automaton needs more than {MAX_NFA_STATES} NFA "
+        "states (large counted repetitions?); use a grammar or smaller bounds",
+        limit="states",
+        where="regex NFA",
+    )
+
+
+class NFA:
+    """Thompson-style NFA over bytes: byte-range edges and epsilon edges.
+
+    Fragments are built *into* an existing start state and never add an edge into it, so
+    alternatives can share their start and literal runs become plain chains.
+
+    The edges go into flat int arrays (no object per state or edge: nothing for the garbage
+    collector to track or scan, however large the automaton), which :meth:`freeze` sorts by
+    source: the byte edges of state ``s`` are ``lo[k]..hi[k] -> dst[k]`` for ``k`` in
+    ``off[s] .. off[s + 1] - 1``, its epsilon edges ``eps_dst[k]`` for ``k`` in
+    ``eps_off[s] .. eps_off[s + 1] - 1``.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0  # states
+        self.edge_list = array("i")  # while building: src, lo, hi, dst of each byte edge
+        self.eps_list = array("i")  # while building: src, dst of each epsilon edge
+        self.off = self.lo = self.hi = self.dst = self.eps_off = self.eps_dst = array("i")
+        self.has_empty_set = False
+        # states the set templates saved by sharing UTF-8 suffixes: size limits and the
+        # eager/lazy choice count them, so they decide as they did before the sharing
+        self.shared = 0
+
+    @property
+    def size(self) -> int:
+        """NFA states, counting set templates as unshared prefix tries."""
+        return self.n + self.shared
+
+    def new(self) -> int:
+        if self.n + self.shared >= MAX_NFA_STATES:
+            raise too_many_nfa_states()
+        if not self.n & 1023:
+            _check("regex NFA")
+        self.n += 1
+        return self.n - 1
+
+    def build(self, node: Node) -> tuple[int, int]:
+        s = self.new()
+        return s, self.build_into(node, s)
+
+    def freeze(self) -> None:
+        """Sort the built edges by source into the CSR arrays."""
+        n = self.n
+        edges = np.frombuffer(self.edge_list, dtype=np.int32).reshape(-1, 4)
+        edges = edges[np.argsort(edges[:, 0], kind="stable")]
+        self.off = ints(np.searchsorted(edges[:, 0], np.arange(n + 1)))
+        self.lo, self.hi, self.dst = ints(edges[:, 1]), ints(edges[:, 2]), ints(edges[:, 3])
+        eps = np.frombuffer(self.eps_list, dtype=np.int32).reshape(-1, 2)
+        eps = eps[np.argsort(eps[:, 0], kind="stable")]
+        self.eps_off = ints(np.searchsorted(eps[:, 0], np.arange(n + 1)))
+        self.eps_dst = ints(eps[:, 1])
+        self.edge_list, self.eps_list = array("i"), array("i")
+
+    def build_into(self, node: Node, s: int) -> int:
+        """Add the paths of ``node`` leaving ``s``; return the end state."""
+        if isinstance(node, Chars):
+            return self.build_set(_encodable(node.ranges), s)
+        if isinstance(node, Concat):
+            for item in node.items:
+                s = self.build_into(item, s)
+            return s
+        eps = self.eps_list
+        if isinstance(node, Alt):
+            e = self.new()
+            for item in node.items:
+                eps.extend((self.build_into(item, s), e))
+            return e
+        if isinstance(node, (Anchor, Atomic)):  # stripped / refused by the reader
+            raise AssertionError(f"unexpected {node!r} in the NFA build")
+        sub, lo, hi = node.item, node.low, node.high  # lazy: same language
+        for _ in range(lo):
+            s = self.build_into(sub, s)
+        if hi is None:
+            loop = self.new()
+            eps.extend((s, loop))
+            eps.extend((self.build_into(sub, loop), loop))
+            return loop
+        if hi == lo:
+            return s
+        end = self.new()
+        for _ in range(hi - lo):
+            eps.extend((s, end))
+            s = self.build_into(sub, s)
+        eps.extend((s, end))
+        return end
+
+    def build_set(self, ranges: Ranges, s: int) -> int:
+        if not ranges:
+            self.has_empty_set = True
+            return self.new()
+        n_local, local_edges, n_trie = set_template(ranges)
+        self.shared += n_trie - n_local
+        add = self.edge_list.extend
+        if n_local == 2:  # all ranges go straight to the end (ASCII, or one byte each)
+            e = self.new()
+            for _, lo, hi, _ in local_edges:
+                add((s, lo, hi, e))
+            return e
+        base = self.n - 1  # local state 0 is s; local k >= 1 is base + k
+        if base + self.shared + n_local > MAX_NFA_STATES:
+            self.new()  # raises the size error
+        self.n += n_local - 1
+        for src, lo, hi, dst in local_edges:
+            add((s if src == 0 else base + src, lo, hi, base + dst))
+        return base + 1
+
+
+def ints(a: npt.NDArray[np.integer]) -> array[int]:
+    """``a`` as a flat ``array('i')``: plain ints on indexing, untracked by the collector."""
+    return array("i", np.ascontiguousarray(a, dtype=np.int32).tobytes())
+
+
+@functools.lru_cache(maxsize=1024)
+def _encodable(ranges: Ranges) -> Ranges:
+    """``ranges`` less the surrogates (UTF-8 cannot encode them)."""
+    s_lo, s_hi = SURROGATES
+    if any(lo <= s_hi and hi >= s_lo for lo, hi in ranges):
+        return drop_surrogates(ranges)
+    return ranges
+
+
+@functools.lru_cache(maxsize=1024)
+def set_template(ranges: Ranges) -> tuple[int, tuple[tuple[int, int, int, int], ...], int]:
+    """The NFA fragment of a character set.
+
+    Returns the local state count, the local edges (0 -> 1), and the state count of the
+    prefix trie before its suffixes were shared.
+    """
+    n = 2
+    out: list[tuple[int, int, int, int]] = []
+    trie: dict[tuple[int, int, int], int] = {}
+    for lo, hi in ranges:
+        for seq in utf8_byte_ranges(lo, hi):
+            cur = 0
+            for k, (blo, bhi) in enumerate(seq):
+                if k == len(seq) - 1:
+                    out.append((cur, blo, bhi, 1))
+                else:
+                    key = (cur, blo, bhi)
+                    nxt = trie.get(key)
+                    if nxt is None:
+                        nxt = n
+                        n += 1
+                        trie[key] = nxt
+                        out.append((cur, blo, bhi, nxt))
+                    cur = nxt
+    n_trie = n
+    n, out = _share_suffixes(out)
+    return n, tuple(out), n_trie
+
+
+def _share_suffixes(
+    edges: list[tuple[int, int, int, int]],
+) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """Merge the trie nodes of a set template that accept the same byte suffixes.
+
+    The prefix trie of a set's UTF-8 sequences keeps one node per lead-byte range even where
+    the rest is the same (``E1-EC`` and ``EE-EF`` both need two continuation bytes); merging
+    nodes with equal outgoing edges (bottom-up) leaves the language as it is and gives the
+    lazy DFA fewer states inside characters. Local state 0 is the start, 1 the end.
+    """
+    out_of: dict[int, list[tuple[int, int, int]]] = {}
+    for src, lo, hi, dst in edges:
+        out_of.setdefault(src, []).append((lo, hi, dst))
+    canon: dict[int, int] = {1: 1}
+    rep_of: dict[tuple[tuple[int, int, int], ...], int] = {}
+
+    def resolve(node: int) -> int:  # depth <= 4: one level per UTF-8 byte
+        known = canon.get(node)
+        if known is not None:
+            return known
+        sig = tuple(sorted((lo, hi, resolve(d)) for lo, hi, d in out_of.get(node, [])))
+        rep = rep_of.setdefault(sig, node)
+        canon[node] = rep
+        return rep
+
+    number: dict[int, int] = {0: 0, 1: 1}
+    merged: list[tuple[int, int, int, int]] = []
+    todo = [0]
+    while todo:
+        node = todo.pop()
+        for lo, hi, dst in out_of.get(node, []):
+            rep = resolve(dst)
+            if rep not in number:
+                number[rep] = len(number)
+                todo.append(rep)
+            merged.append((number[node], lo, hi, number[rep]))
+    return len(number), merged

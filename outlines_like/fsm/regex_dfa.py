@@ -212,6 +212,16 @@ class _SubsetBuilder:
         if len(subset) == 1:
             live, closures, off = self.live, self._closure, self.nfa.off
             k0, k1 = off[subset[0]], off[subset[0] + 1]
+            if k1 == k0 + 1:  # one byte edge: most states of literal text
+                t = self.nfa.dst[k0]
+                c = closures.get(t)
+                runs = (
+                    ((self._efirst[k0], self._elast[k0], self.closure(t) if c is None else c),)
+                    if live[t]
+                    else ()
+                )
+                self._runs[subset] = runs
+                return runs
             last = -1
             for a, b, t in zip(
                 self._efirst[k0:k1], self._elast[k0:k1], self.nfa.dst[k0:k1], strict=True

@@ -86,6 +86,11 @@ class OutlinesLikeEngine:
             # per-vocabulary tables and hash, as the anchors build theirs in setup
             prepare_vocabulary(v)
             self._vocabs[vocab.name] = v
+            # as `outlines-like serve` does once loaded: the long-lived heap (vocabulary
+            # tables, numba's modules) out of the collector's reach (server/memory.py)
+            from outlines_like.server.memory import freeze_heap
+
+            freeze_heap()
 
     def compile(self, kind: str, spec: str, vocab: Any) -> Any:
         from outlines_like.errors import UnsupportedConstraintError

@@ -17,7 +17,8 @@ from typing import Any
 
 from outlines_like.server.app import create_app
 from outlines_like.server.config import ServerConfig
-from outlines_like.server.memory import Trimmer, tune_malloc
+from outlines_like.server.loading import load_service
+from outlines_like.server.memory import Trimmer, freeze_heap, tune_malloc
 from outlines_like.server.service import GenerationService
 
 __all__ = ["ServerThread", "serve"]
@@ -43,7 +44,17 @@ def serve(
     # ... and its allocator: freed memory goes back to the system (see server/memory.py)
     tune_malloc()
     Trimmer().start()
-    uvicorn.run(create_app(config=config), host=host, port=port, log_level=log_level)
+    # the model and the vocabulary's tables are loaded before the app starts, so that the
+    # long-lived heap can be frozen out of the collector's reach (see server/memory.py)
+    from outlines_like.fsm.index import prepare_vocabulary
+
+    service = load_service(config)
+    prepare_vocabulary(service.vocabulary)
+    freeze_heap()
+    try:
+        uvicorn.run(create_app(service, config), host=host, port=port, log_level=log_level)
+    finally:
+        service.stop()
 
 
 class ServerThread:

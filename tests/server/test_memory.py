@@ -33,3 +33,23 @@ def test_trim_and_the_trimmer_run() -> None:
     trimmer.stop()
     trimmer._thread.join(timeout=5)
     assert not trimmer._thread.is_alive()
+
+
+def test_freeze_heap_takes_the_live_objects_out_of_the_collectors_reach() -> None:
+    script = textwrap.dedent(
+        """
+        import gc
+        from outlines_like.server.memory import freeze_heap
+
+        table = [[i] for i in range(50_000)]  # long-lived, tracked containers
+        before = len(gc.get_objects())
+        frozen = freeze_heap()
+        assert frozen == gc.get_freeze_count() >= 50_000, (frozen, before)
+        assert len(gc.get_objects()) < before - 50_000  # the collector no longer sees them
+        assert table[-1] == [49_999]  # and they are still alive
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

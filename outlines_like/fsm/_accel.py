@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -32,12 +33,14 @@ __all__ = [
     "enabled",
     "set_enabled",
     "walk_list",
+    "walk_matcher",
     "walk_trie",
     "warm_up",
 ]
 
 I32 = npt.NDArray[np.int32]
 U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
 
 ENV_VAR = "OUTLINES_LIKE_ACCEL"
 _OFF = ("0", "false", "off", "no")
@@ -250,3 +253,61 @@ def walk_list(
             trans = np.ascontiguousarray(lazy.transitions)
             again = pend_item[:n]
             begin, end, ids, start = pend_begin[:n], end[again], ids[again], pend_state[:n]
+
+
+class MatcherStops(NamedTuple):
+    """What :func:`walk_matcher` found besides the end states (indices into its items).
+
+    Attributes:
+        stuck: Items that met a row not built yet, ...
+        stuck_pos: ... the byte position they stopped at ...
+        stuck_state: ... and the state whose row is missing.
+        deep: Items whose next byte needs the stack's bottom, ...
+        deep_pos: ... that byte's position ...
+        deep_state: ... and the state before it.
+    """
+
+    stuck: I32
+    stuck_pos: I64
+    stuck_state: I32
+    deep: I32
+    deep_pos: I64
+    deep_state: I32
+
+
+def walk_matcher(
+    trans: I32, buf: npt.NDArray[np.uint8], pos: I64, end: I64, states: I32
+) -> tuple[I32, MatcherStops]:
+    """Walk ``buf[pos[q]:end[q]]`` from ``states[q]`` through a grammar's matcher DFA.
+
+    ``trans`` is its flat table (0: sink, 1: needs the stack's bottom, -2: row not built).
+    Returns each item's end state (0: dead or needs the bottom, -1: stuck at an unbuilt row)
+    and the items that stopped early (see :class:`MatcherStops`); the caller builds the
+    missing rows and walks the stuck items again from where they stopped.
+    """
+    kernels = _load()
+    assert kernels is not None
+    n = int(pos.shape[0])
+    out = np.empty(n, dtype=np.int32)
+    stuck, stuck_pos, stuck_state = (
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int32),
+    )
+    deep, deep_pos, deep_state = (
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int32),
+    )
+    n_stuck, n_deep = kernels.matcher_walk(
+        trans, buf, pos, end, states, n, out,
+        stuck, stuck_pos, stuck_state, deep, deep_pos, deep_state,
+    )  # fmt: skip
+    return out, MatcherStops(
+        stuck[:n_stuck],
+        stuck_pos[:n_stuck],
+        stuck_state[:n_stuck],
+        deep[:n_deep],
+        deep_pos[:n_deep],
+        deep_state[:n_deep],
+    )

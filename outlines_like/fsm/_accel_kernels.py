@@ -20,7 +20,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["build_trie", "list_walk", "trie_walk"]
+__all__ = ["build_trie", "list_walk", "matcher_walk", "trie_walk"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -192,6 +192,58 @@ def _list_walk(
     return n_pend
 
 
+def _matcher_walk(
+    trans: I32,
+    buf: U8,
+    pos: I64,
+    end: I64,
+    state: I32,
+    n_items: int,
+    out_state: I32,
+    pend_item: I32,
+    pend_pos: I64,
+    pend_state: I32,
+    deep_item: I32,
+    deep_pos: I64,
+    deep_state: I32,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Walk byte strings through the grammar's matcher DFA, each from its own state.
+
+    ``trans`` is the flat ``int32[n_states * 256]`` table: ``0`` the sink, ``1`` the state
+    that needs the stack's bottom, ``UNKNOWN`` a row not built yet. Item ``q`` is
+    ``buf[pos[q]:end[q]]`` from ``state[q]``; ``out_state[q]`` receives the state it ends in
+    (0: dead). An item whose next byte leads to state 1 is recorded in ``deep_*`` (item, byte
+    position, state before it) and ends in 0; one that meets an unbuilt row is recorded in
+    ``pend_*`` (to resume there) and gets ``-1``. Returns the two counts.
+    """
+    n_pend = 0
+    n_deep = 0
+    for q in range(n_items):
+        s = state[q]
+        p = pos[q]
+        e = end[q]
+        while p < e and s > 0:
+            nxt = trans[s * 256 + buf[p]]
+            if nxt == _UNKNOWN:
+                pend_item[n_pend] = q
+                pend_pos[n_pend] = p
+                pend_state[n_pend] = s
+                n_pend += 1
+                s = -1
+                break
+            if nxt == 1:
+                deep_item[n_deep] = q
+                deep_pos[n_deep] = p
+                deep_state[n_deep] = s
+                n_deep += 1
+                s = 0
+                break
+            s = nxt
+            p += 1
+        out_state[q] = s
+    return n_pend, n_deep
+
+
 # Explicit signatures: the kernels are compiled (or loaded from the cache) once, at import, and
 # an argument of another type or layout is refused rather than compiled again in a mask.
 _C1 = numba.types.Array
@@ -229,4 +281,20 @@ trie_walk: Callable[..., int] = _jit(
 )
 list_walk: Callable[..., int] = _jit(
     _list_walk, _trans, _u8, _i64, _i64, _i32, _i32, numba.int64, _u32, _i32, _i64, _i32
+)
+matcher_walk: Callable[..., tuple[int, int]] = _jit(
+    _matcher_walk,
+    _i32,
+    _u8,
+    _i64,
+    _i64,
+    _i32,
+    numba.int64,
+    _i32,
+    _i32,
+    _i64,
+    _i32,
+    _i32,
+    _i64,
+    _i32,
 )

@@ -75,8 +75,9 @@ def byte_table(vocab: Vocabulary) -> ByteTable:
     starts = np.zeros(len(tokens), dtype=np.int64)
     if len(tokens) > 1:
         np.cumsum(lengths[:-1], out=starts[1:])
-    # one spare byte so that a gather at the end of the buffer never goes out of range
-    buf = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8)
+    # one spare byte so that a gather at the end of the buffer never goes out of range (a
+    # copy: the compiled walk takes writable arrays only)
+    buf = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8).copy()
     walk_lengths = lengths.copy()
     if vocab.special_token_ids:
         walk_lengths[np.fromiter(vocab.special_token_ids, dtype=np.int64)] = 0

@@ -32,6 +32,7 @@ __all__ = [
     "available",
     "enabled",
     "set_enabled",
+    "walk_lexer",
     "walk_list",
     "walk_matcher",
     "walk_trie",
@@ -311,3 +312,41 @@ def walk_matcher(
         deep_pos[:n_deep],
         deep_state[:n_deep],
     )
+
+
+def walk_lexer(
+    trie: TokenTrie, trans: I32, accepting: npt.NDArray[np.bool_], start: int
+) -> tuple[I32, I32, I32, I32, I32]:
+    """Walk every token of ``trie`` through a lexer DFA from ``start`` (the grammar masker's walk).
+
+    ``trans`` is the DFA's flat ``int32[n_states * 256]`` table (``-1`` dead). Returns
+    ``(end_tok, end_state, stop_tok, stop_off, stop_state)``: the tokens whose every byte is
+    live and the state each ends in; the tokens with a dead byte after an accepting state,
+    that byte's offset and the state before it (stops after other states are not reported).
+    Tokens with the same bytes as another are reported like it.
+    """
+    kernels = _load()
+    assert kernels is not None
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    flags = np.ascontiguousarray(accepting, dtype=np.bool_).view(np.uint8)
+    n = trie.n_nodes
+    end_tok, end_state = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    stop_tok, stop_off = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    stop_state = np.empty(n, dtype=np.int32)
+    stack = np.empty(trie.stack_size, dtype=np.int32)
+    n_end, n_stop = kernels.lexer_trie_walk(
+        trans, flags, start, trie.byte, trie.depth, trie.skip, trie.node_tok, trie.sentinel,
+        stack, end_tok, end_state, stop_tok, stop_off, stop_state,
+    )  # fmt: skip
+    ends = [end_tok[:n_end], end_state[:n_end]]
+    stops = [stop_tok[:n_stop], stop_off[:n_stop], stop_state[:n_stop]]
+    if trie.dup_of.shape[0]:
+        for found in (ends, stops):
+            slot = np.full(trie.sentinel, -1, dtype=np.int64)
+            slot[found[0]] = np.arange(found[0].shape[0])
+            at = slot[trie.dup_of[:, 0]]
+            hit = at >= 0
+            if hit.any():
+                extra = [trie.dup_of[hit, 1], *(col[at[hit]] for col in found[1:])]
+                found[:] = [np.concatenate([a, b]) for a, b in zip(found, extra, strict=True)]
+    return ends[0], ends[1], stops[0], stops[1], stops[2]

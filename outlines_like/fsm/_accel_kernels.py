@@ -20,7 +20,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["build_trie", "list_walk", "matcher_walk", "trie_walk"]
+__all__ = ["build_trie", "lexer_trie_walk", "list_walk", "matcher_walk", "trie_walk"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -244,6 +244,61 @@ def _matcher_walk(
     return n_pend, n_deep
 
 
+def _lexer_trie_walk(
+    trans: I32,
+    accepting: U8,
+    start: int,
+    byte: U8,
+    depth: I32,
+    skip: I32,
+    node_tok: I32,
+    sentinel: int,
+    stack: I32,
+    end_tok: I32,
+    end_state: I32,
+    stop_tok: I32,
+    stop_off: I32,
+    stop_state: I32,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Walk the whole trie through a lexer DFA from ``start``: where each token ends or stops.
+
+    ``trans`` is the flat ``int32[n_states * 256]`` table (``-1`` dead). A token whose every
+    byte is live goes to ``end_tok``/``end_state`` with the state it ends in. Where a byte dies
+    after an accepting state (the lexeme may end there), every token of that node's subtree
+    goes to ``stop_*``: the byte's offset in the token and the state before it; after a state
+    that does not accept, the subtree is skipped. Returns the two counts.
+    """
+    n_end = 0
+    n_stop = 0
+    stack[0] = start
+    n_nodes = byte.shape[0]
+    i = 1
+    while i < n_nodes:
+        d = depth[i]
+        parent = stack[d - 1]
+        s = trans[parent * 256 + byte[i]]
+        if s < 0:
+            hi = skip[i]
+            if accepting[parent]:
+                for j in range(i, hi):
+                    t = node_tok[j]
+                    if t != sentinel:
+                        stop_tok[n_stop] = t
+                        stop_off[n_stop] = d - 1
+                        stop_state[n_stop] = parent
+                        n_stop += 1
+            i = hi
+            continue
+        stack[d] = s
+        t = node_tok[i]
+        if t != sentinel:
+            end_tok[n_end] = t
+            end_state[n_end] = s
+            n_end += 1
+        i += 1
+    return n_end, n_stop
+
+
 # Explicit signatures: the kernels are compiled (or loaded from the cache) once, at import, and
 # an argument of another type or layout is refused rather than compiled again in a mask.
 _C1 = numba.types.Array
@@ -297,4 +352,7 @@ matcher_walk: Callable[..., tuple[int, int]] = _jit(
     _i32,
     _i64,
     _i32,
+)
+lexer_trie_walk: Callable[..., tuple[int, int]] = _jit(
+    _lexer_trie_walk, _i32, _u8, numba.int64, _u8, *[_i32] * 3, numba.int64, *[_i32] * 6
 )

@@ -100,6 +100,7 @@ from outlines_like.fsm._grammar_walk import (
 from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
+from outlines_like.fsm.index import token_trie
 from outlines_like.types import CFG
 
 if TYPE_CHECKING:
@@ -291,11 +292,12 @@ class _Lexed:
         table: ByteTable,
         ids: npt.NDArray[np.integer[Any]] | None = None,
         offsets: npt.NDArray[np.int32] | None = None,
+        trie: _accel.TokenTrie | None = None,
     ) -> _Lexed:
         """Walk tokens ``ids`` (default: all) from ``offsets`` (default: 0) in state ``lex``."""
         if ids is None:
             ids = table.text_ids  # as is: the walk knows it
-        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
+        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting, trie=trie)
         end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
         end_ids = ids[res.end_items]
         for state in _distinct(res.end_states):
@@ -930,6 +932,7 @@ class CompiledGrammar(Compiled):
                 )
             self._dfas.set(i, dfa)
         self._table = byte_table(vocab)
+        self._trie = token_trie(vocab) if _accel.enabled() else None  # compiled lexer walks
         self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
         self._eos_set = frozenset(vocab.eos_token_ids)
         self._classes: list[tuple[int, ...]] = []
@@ -1263,10 +1266,15 @@ class CompiledGrammar(Compiled):
             context = self._contexts[cid]
             order = sub_dfa(context.rows, lex)
             if order is None:  # a large lexer context (many literals): its own walk
-                found = _Lexed.walked(context, lex, self._table)
+                found = _Lexed.walked(context, lex, self._table, trie=self._trie)
             else:  # a small one (inside a string, a number ...): shared by the vocabulary
                 shared = lexeme_walk(
-                    self._vocab, self._table, context.transitions, context.accepting, order
+                    self._vocab,
+                    self._table,
+                    context.transitions,
+                    context.accepting,
+                    order,
+                    self._trie,
                 )
                 found = _Lexed.shared(shared, order, context, self._table)
             self._static[(cid, lex)] = found

@@ -1,10 +1,11 @@
-"""The grammar path's compiled matcher-DFA walk (the ``accel`` extra) against its numpy walk.
+"""The grammar path's compiled walks (the ``accel`` extra) against its numpy walks.
 
 Both walks of :class:`~outlines_like.fsm.grammar._MatcherDFA` must give the same outputs: which
 tokens end in which matcher state (compared by the state's ``(configuration, lexer state)``,
 not its id, which depends on the order rows were built), and which are set aside at which byte
-because their step needs the stack's bottom. The masks of whole walks must match too. Tests
-that need numba are skipped without it.
+because their step needs the stack's bottom. The lexer walks of the whole vocabulary (a trie
+walk) must report the same tokens as the numpy walk, and the masks of whole walks must match
+too. Tests that need numba are skipped without it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_walk import byte_table
+from outlines_like.fsm._grammar_walk import byte_table, walk
 from outlines_like.fsm.grammar import CompiledGrammar, _MatcherDFA, compile_grammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG
@@ -154,6 +155,39 @@ def test_matcher_walk_equal(grammar: str, text: bytes) -> None:
             )
             results.append(outcome(dfa, walked, pending))
         assert results[0] == results[1]
+
+
+@needs_numba
+@pytest.mark.usefixtures("accel_on")
+@pytest.mark.parametrize(("grammar", "text"), CASES)
+def test_lexer_walk_equal(grammar: str, text: bytes) -> None:
+    """The whole vocabulary through every lexer context from every state: the trie walk reports
+    the same tokens ending in the same states, and stopping at the same byte and state."""
+    vocab = make_vocab()
+    compiled = compile_grammar(CFG(grammar), vocab)
+    masks(compiled, greedy(vocab, text))
+    trie = compiled._trie
+    assert trie is not None
+    assert trie.dup_of.shape[0]  # tokens with the same bytes as another
+    table = byte_table(vocab)
+    ids = table.text_ids
+    for context in compiled._contexts:
+        for lex in range(context.n_states):
+            found = []
+            for with_trie in (trie, None):
+                res = walk(
+                    table, context.flat, lex, ids, accepting=context.accepting, trie=with_trie
+                )
+                ends = zip(ids[res.end_items].tolist(), res.end_states.tolist(), strict=True)
+                stops = zip(
+                    ids[res.stop_items].tolist(),
+                    res.stop_offsets.tolist(),
+                    res.stop_states.tolist(),
+                    strict=True,
+                )
+                found.append((sorted(ends), sorted(stops)))
+                assert len(res.end_items) == len(set(res.end_items.tolist()))
+            assert found[0] == found[1]
 
 
 @needs_numba

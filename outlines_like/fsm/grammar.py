@@ -94,6 +94,7 @@ from outlines_like.fsm._grammar_walk import (
     _distinct,
     byte_table,
     lexeme_walk,
+    rest_order,
     sub_dfa,
     walk,
 )
@@ -310,7 +311,7 @@ class _Lexed:
         for klass in _distinct(classes):
             sel = classes == klass
             cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
-            order = np.argsort(cls_offsets - table.lengths[cls_ids], kind="stable")
+            order = rest_order(cls_offsets - table.lengths[cls_ids])
             groups[klass] = (
                 cls_ids[order].astype(np.int32),
                 cls_offsets[order].astype(np.int32),
@@ -333,7 +334,7 @@ class _Lexed:
                 continue
             ids = np.concatenate([p[0] for p in parts])
             offsets = np.concatenate([p[1] for p in parts])
-            order_ = np.argsort(offsets - table.lengths[ids], kind="stable")
+            order_ = rest_order(offsets - table.lengths[ids])
             groups[klass] = (ids[order_], offsets[order_])
         return cls(end_rows, groups)
 
@@ -718,7 +719,7 @@ class _RowWalk:
                 np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
             )
             if len(parts) > 1:
-                order = np.argsort(offsets - table.lengths[ids], kind="stable")
+                order = rest_order(offsets - table.lengths[ids])
                 ids, offsets, starts = ids[order], offsets[order], starts[order]
             pending: list[tuple[int, int, int]] = []
             dfa = owner._dfa

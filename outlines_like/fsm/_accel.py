@@ -33,6 +33,7 @@ __all__ = [
     "enabled",
     "set_enabled",
     "walk_lexer",
+    "walk_lexer_list",
     "walk_list",
     "walk_matcher",
     "walk_trie",
@@ -350,3 +351,37 @@ def walk_lexer(
                 extra = [trie.dup_of[hit, 1], *(col[at[hit]] for col in found[1:])]
                 found[:] = [np.concatenate([a, b]) for a, b in zip(found, extra, strict=True)]
     return ends[0], ends[1], stops[0], stops[1], stops[2]
+
+
+def walk_lexer_list(
+    trans: I32,
+    accepting: npt.NDArray[np.bool_],
+    start: int,
+    buf: npt.NDArray[np.uint8],
+    begin: I64,
+    end: I64,
+) -> tuple[I32, I32, I32, I64, I32]:
+    """Walk ``buf[begin[q]:end[q]]`` through a lexer DFA from ``start`` (a list of items).
+
+    Returns ``(end_item, end_state, stop_item, stop_pos, stop_state)``: the items whose every
+    byte is live and the state each ends in; the items with a dead byte after an accepting
+    state, that byte's position in ``buf`` and the state before it.
+    """
+    kernels = _load()
+    assert kernels is not None
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    flags = np.ascontiguousarray(accepting, dtype=np.bool_).view(np.uint8)
+    n = int(begin.shape[0])
+    end_item, end_state = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    stop_item, stop_pos = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int64)
+    stop_state = np.empty(n, dtype=np.int32)
+    n_end, n_stop = kernels.lexer_list_walk(
+        trans, flags, start, buf, begin, end, end_item, end_state, stop_item, stop_pos, stop_state
+    )
+    return (
+        end_item[:n_end],
+        end_state[:n_end],
+        stop_item[:n_stop],
+        stop_pos[:n_stop],
+        stop_state[:n_stop],
+    )

@@ -20,7 +20,14 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["build_trie", "lexer_trie_walk", "list_walk", "matcher_walk", "trie_walk"]
+__all__ = [
+    "build_trie",
+    "lexer_list_walk",
+    "lexer_trie_walk",
+    "list_walk",
+    "matcher_walk",
+    "trie_walk",
+]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -299,6 +306,50 @@ def _lexer_trie_walk(
     return n_end, n_stop
 
 
+def _lexer_list_walk(
+    trans: I32,
+    accepting: U8,
+    start: int,
+    buf: U8,
+    begin: I64,
+    end: I64,
+    end_item: I32,
+    end_state: I32,
+    stop_item: I32,
+    stop_pos: I64,
+    stop_state: I32,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Walk byte strings ``buf[begin[q]:end[q]]`` through a lexer DFA, all from ``start``.
+
+    ``trans`` is the flat ``int32[n_states * 256]`` table (``-1`` dead). An item whose every
+    byte is live goes to ``end_*`` with the state it ends in; one with a dead byte after an
+    accepting state goes to ``stop_*`` with that byte's position and the state before it (the
+    others are dropped). Returns the two counts.
+    """
+    n_end = 0
+    n_stop = 0
+    for q in range(begin.shape[0]):
+        s = start
+        p = begin[q]
+        e = end[q]
+        while p < e:
+            nxt = trans[s * 256 + buf[p]]
+            if nxt < 0:
+                break
+            s = nxt
+            p += 1
+        if p == e:
+            end_item[n_end] = q
+            end_state[n_end] = s
+            n_end += 1
+        elif accepting[s]:
+            stop_item[n_stop] = q
+            stop_pos[n_stop] = p
+            stop_state[n_stop] = s
+            n_stop += 1
+    return n_end, n_stop
+
+
 # Explicit signatures: the kernels are compiled (or loaded from the cache) once, at import, and
 # an argument of another type or layout is refused rather than compiled again in a mask.
 _C1 = numba.types.Array
@@ -355,4 +406,7 @@ matcher_walk: Callable[..., tuple[int, int]] = _jit(
 )
 lexer_trie_walk: Callable[..., tuple[int, int]] = _jit(
     _lexer_trie_walk, _i32, _u8, numba.int64, _u8, *[_i32] * 3, numba.int64, *[_i32] * 6
+)
+lexer_list_walk: Callable[..., tuple[int, int]] = _jit(
+    _lexer_list_walk, _i32, _u8, numba.int64, _u8, _i64, _i64, _i32, _i32, _i32, _i64, _i32
 )

@@ -156,9 +156,10 @@ def walk(
             left end in ``start``.
         accepting: When given, only stops in an accepting state are reported (the others are
             of no use to the caller and cost time on the whole vocabulary).
-        trie: The vocabulary's token trie (the ``accel`` extra): a walk of the whole
-            vocabulary (``ids`` is ``table.text_ids``, no offsets, ``accepting`` given) is
-            then one compiled trie walk (same items, not in the same order).
+        trie: The vocabulary's token trie (the ``accel`` extra), with ``accepting``: a walk
+            of the whole vocabulary (``ids`` is ``table.text_ids``, no offsets) is then one
+            compiled trie walk, any other one a compiled loop over the items (same items, not
+            in the same order).
 
     Returns:
         The items split into those that consumed all their bytes and those that stopped.
@@ -172,6 +173,19 @@ def walk(
             end_state.astype(np.int64),
             table.text_pos[stop_tok],
             stop_off.astype(np.int64),
+            stop_state.astype(np.int64),
+        )
+    if trie is not None and accepting is not None:  # a list of items: a compiled loop
+        starts = table.starts[ids]
+        begin = starts if offsets is None else starts + offsets
+        end_item, end_state, stop_item, stop_pos, stop_state = _accel.walk_lexer_list(
+            flat_transitions, accepting, start, table.buf, begin, starts + table.lengths[ids]
+        )
+        return WalkResult(
+            end_item.astype(np.int64),
+            end_state.astype(np.int64),
+            stop_item.astype(np.int64),
+            stop_pos - starts[stop_item],
             stop_state.astype(np.int64),
         )
     end_items: list[IntArray] = []

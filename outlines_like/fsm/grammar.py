@@ -1287,7 +1287,8 @@ class CompiledGrammar(Compiled):
         if found is None:
             ids, offsets = lexed.groups[cls]
             if offsets.any():
-                found = _Lexed.walked(self._contexts[cid], 0, self._table, ids, offsets)
+                context = self._contexts[cid]
+                found = _Lexed.walked(context, 0, self._table, ids, offsets, self._trie)
             else:  # tokens that start a lexeme at their first byte: the start state's walk
                 start = self._static_lexed(cid, 0)
                 if len(ids) == len(self._table.text_ids):

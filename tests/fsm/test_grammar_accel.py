@@ -161,8 +161,9 @@ def test_matcher_walk_equal(grammar: str, text: bytes) -> None:
 @pytest.mark.usefixtures("accel_on")
 @pytest.mark.parametrize(("grammar", "text"), CASES)
 def test_lexer_walk_equal(grammar: str, text: bytes) -> None:
-    """The whole vocabulary through every lexer context from every state: the trie walk reports
-    the same tokens ending in the same states, and stopping at the same byte and state."""
+    """Every lexer context from every state: the compiled walks (the whole vocabulary on the
+    trie, a list of items from offsets in a loop) report the same items ending in the same
+    states, and stopping at the same byte and state, as the numpy walk."""
     vocab = make_vocab()
     compiled = compile_grammar(CFG(grammar), vocab)
     masks(compiled, greedy(vocab, text))
@@ -170,24 +171,32 @@ def test_lexer_walk_equal(grammar: str, text: bytes) -> None:
     assert trie is not None
     assert trie.dup_of.shape[0]  # tokens with the same bytes as another
     table = byte_table(vocab)
-    ids = table.text_ids
+    rng = np.random.default_rng(len(text))
+    subset = table.text_ids[::3]
+    lists = [
+        (table.text_ids, None),
+        (subset, None),
+        (subset, rng.integers(0, table.lengths[subset] + 1).astype(np.int32)),  # last byte too
+    ]
     for context in compiled._contexts:
         for lex in range(context.n_states):
-            found = []
-            for with_trie in (trie, None):
-                res = walk(
-                    table, context.flat, lex, ids, accepting=context.accepting, trie=with_trie
-                )
-                ends = zip(ids[res.end_items].tolist(), res.end_states.tolist(), strict=True)
-                stops = zip(
-                    ids[res.stop_items].tolist(),
-                    res.stop_offsets.tolist(),
-                    res.stop_states.tolist(),
-                    strict=True,
-                )
-                found.append((sorted(ends), sorted(stops)))
-                assert len(res.end_items) == len(set(res.end_items.tolist()))
-            assert found[0] == found[1]
+            for ids, offsets in lists:
+                found = []
+                for with_trie in (trie, None):
+                    res = walk(
+                        table, context.flat, lex, ids, offsets, accepting=context.accepting,
+                        trie=with_trie,
+                    )  # fmt: skip
+                    ends = zip(ids[res.end_items].tolist(), res.end_states.tolist(), strict=True)
+                    stops = zip(
+                        ids[res.stop_items].tolist(),
+                        res.stop_offsets.tolist(),
+                        res.stop_states.tolist(),
+                        strict=True,
+                    )
+                    found.append((sorted(ends), sorted(stops)))
+                    assert len(res.end_items) == len(set(res.end_items.tolist()))
+                assert found[0] == found[1]
 
 
 @needs_numba

@@ -4,12 +4,17 @@ The grammar masker needs more than "does this token survive the DFA": where a to
 fitting the current lexeme, the lexeme may end there and the rest of the token starts a new one.
 :func:`walk` therefore reports, for every item, either the state it ends in (all bytes consumed)
 or the offset of the first byte with no transition and the state just before it.
+
+With the ``accel`` extra (:mod:`outlines_like.fsm._accel`), the same walks run compiled, with
+the same outputs: the whole vocabulary as one walk of its token trie (a dead byte after an
+accepting state reports its subtree's tokens as stopped there), a list of items in a loop,
+and the matcher DFA's walk (:func:`matcher_walk`) item by item until a row not built yet.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +30,7 @@ __all__ = [
     "WalkResult",
     "byte_table",
     "lexeme_walk",
+    "matcher_walk",
     "pack",
     "rest_order",
     "sub_dfa",
@@ -411,4 +417,72 @@ def pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
     packed = np.packbits(bits, bitorder="little")
     out = np.zeros(-(-len(bits) // 32) * 4, dtype=np.uint8)
     out[: len(packed)] = packed
+    return out
+
+
+class MatcherRows(Protocol):
+    """The grammar's lazily built matcher DFA, as :func:`matcher_walk` uses it.
+
+    ``trans`` is its flat table (0: sink, 1: needs the stack's bottom, -2: row not built);
+    ``_expand`` builds a state's row; ``_walk_tail`` finishes items byte by byte in Python.
+    """
+
+    trans: npt.NDArray[np.int32]
+
+    def _expand(self, sid: int) -> None: ...
+
+    def _walk_tail(
+        self,
+        ids: npt.NDArray[np.int32],
+        positions: npt.NDArray[np.int64],
+        states: npt.NDArray[np.int64],
+        pending: list[tuple[int, int, int]],
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]: ...
+
+
+def matcher_walk(
+    dfa: MatcherRows,
+    table: ByteTable,
+    ids: npt.NDArray[np.int32],
+    pos: IntArray,
+    starts: IntArray,
+    pending: list[tuple[int, int, int]],
+    tail: int,
+) -> IntArray:
+    """The matcher DFA's walk in the compiled kernel (``accel``): each item's end state (0: dead).
+
+    Item ``i`` is token ``ids[i]`` from byte ``pos[i]`` of ``table.buf``, from ``starts[i]``.
+    Items stuck at an unbuilt row resume once its row is built; when ``tail`` or fewer are
+    left, those alone at theirs finish in ``dfa._walk_tail`` instead (a row costs more than a
+    few parser steps unless items share it, as in the numpy walk's tail). Items whose next
+    byte needs the stack's bottom go to ``pending`` as ``(token, offset, state before it)``.
+    """
+    out = np.zeros(len(ids), dtype=np.int64)
+    items = np.arange(len(ids), dtype=np.int64)
+    end = table.starts[ids] + table.lengths[ids]
+    states = starts.astype(np.int32)
+    while len(items):
+        ends, stops = _accel.walk_matcher(dfa.trans, table.buf, pos, end, states)
+        out[items] = ends
+        if len(stops.deep):
+            deep_ids = ids[items[stops.deep]]
+            offsets = stops.deep_pos - table.starts[deep_ids]
+            pending.extend(
+                zip(deep_ids.tolist(), offsets.tolist(), stops.deep_state.tolist(), strict=True)
+            )
+        items, pos, end = items[stops.stuck], stops.stuck_pos, end[stops.stuck]
+        states = stops.stuck_state
+        if not len(items):
+            break
+        # a row pays for items that share it; a lone item steps on in Python (few left)
+        counts = np.bincount(states)
+        alone = counts[states] == 1 if len(items) <= tail else None
+        if alone is not None and alone.any():
+            out[items[alone]] = dfa._walk_tail(
+                ids[items[alone]], pos[alone], states[alone].astype(np.int64), pending
+            )[1]
+            keep = ~alone
+            items, pos, end, states = items[keep], pos[keep], end[keep], states[keep]
+        for sid in _distinct(states.astype(np.int64)):
+            dfa._expand(sid)
     return out

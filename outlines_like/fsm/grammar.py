@@ -94,6 +94,7 @@ from outlines_like.fsm._grammar_walk import (
     _distinct,
     byte_table,
     lexeme_walk,
+    matcher_walk,
     rest_order,
     sub_dfa,
     walk,
@@ -545,7 +546,8 @@ class _MatcherDFA:
         """
         table = self._owner._table
         if self._accel:
-            return ids, self._walk_accel(ids, table.starts[ids] + offsets, starts, pending)
+            pos = table.starts[ids] + offsets
+            return ids, matcher_walk(self, table, ids, pos, starts, pending, _PYTHON_TAIL)
         buf = table.buf
         pos = table.starts[ids] + offsets
         neg_remaining = offsets - table.lengths[ids]
@@ -606,50 +608,6 @@ class _MatcherDFA:
         if not end_ids:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
         return np.concatenate(end_ids), np.concatenate(end_states)
-
-    def _walk_accel(
-        self,
-        ids: npt.NDArray[np.int32],
-        pos: npt.NDArray[np.int64],
-        starts: npt.NDArray[np.int64],
-        pending: list[tuple[int, int, int]],
-    ) -> npt.NDArray[np.int64]:
-        """:meth:`walk` in the compiled kernel: each item's end state (0: dead).
-
-        Items stuck at an unbuilt row resume once its row is built; when only a few are left,
-        those alone at theirs finish in :meth:`_walk_tail` instead (a row costs more than a
-        few parser steps unless items share it, as in the numpy walk's tail).
-        """
-        table = self._owner._table
-        out = np.zeros(len(ids), dtype=np.int64)
-        items = np.arange(len(ids), dtype=np.int64)
-        end = table.starts[ids] + table.lengths[ids]
-        states = starts.astype(np.int32)
-        while len(items):
-            ends, stops = _accel.walk_matcher(self.trans, table.buf, pos, end, states)
-            out[items] = ends
-            if len(stops.deep):
-                deep_ids = ids[items[stops.deep]]
-                offsets = stops.deep_pos - table.starts[deep_ids]
-                pending.extend(
-                    zip(deep_ids.tolist(), offsets.tolist(), stops.deep_state.tolist(), strict=True)
-                )
-            items, pos, end = items[stops.stuck], stops.stuck_pos, end[stops.stuck]
-            states = stops.stuck_state
-            if not len(items):
-                break
-            # a row pays for items that share it; a lone item steps on in Python (few left)
-            counts = np.bincount(states)
-            alone = counts[states] == 1 if len(items) <= _PYTHON_TAIL else None
-            if alone is not None and alone.any():
-                out[items[alone]] = self._walk_tail(
-                    ids[items[alone]], pos[alone], states[alone].astype(np.int64), pending
-                )[1]
-                keep = ~alone
-                items, pos, end, states = items[keep], pos[keep], end[keep], states[keep]
-            for sid in _distinct(states.astype(np.int64)):
-                self._expand(sid)
-        return out
 
 
 class _RowWalk:

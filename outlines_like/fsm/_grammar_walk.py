@@ -14,6 +14,7 @@ and the matcher DFA's walk (:func:`matcher_walk`) item by item until a row not b
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -424,20 +425,20 @@ class MatcherRows(Protocol):
     """The grammar's lazily built matcher DFA, as :func:`matcher_walk` uses it.
 
     ``trans`` is its flat table (0: sink, 1: needs the stack's bottom, -2: row not built);
-    ``_expand`` builds a state's row; ``_walk_tail`` finishes items byte by byte in Python.
+    ``_expand`` builds a state's row.
     """
 
     trans: npt.NDArray[np.int32]
 
     def _expand(self, sid: int) -> None: ...
 
-    def _walk_tail(
-        self,
-        ids: npt.NDArray[np.int32],
-        positions: npt.NDArray[np.int64],
-        states: npt.NDArray[np.int64],
-        pending: list[tuple[int, int, int]],
-    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]: ...
+
+#: Finishes items byte by byte in Python: ``(ids, positions, states, pending)`` to their ids
+#: and end states (the matcher DFA's ``_walk_tail``).
+TailWalk = Callable[
+    [npt.NDArray[np.int32], IntArray, IntArray, list[tuple[int, int, int]]],
+    tuple[npt.NDArray[np.int32], IntArray],
+]
 
 
 def matcher_walk(
@@ -448,12 +449,13 @@ def matcher_walk(
     starts: IntArray,
     pending: list[tuple[int, int, int]],
     tail: int,
+    finish: TailWalk,
 ) -> IntArray:
     """The matcher DFA's walk in the compiled kernel (``accel``): each item's end state (0: dead).
 
     Item ``i`` is token ``ids[i]`` from byte ``pos[i]`` of ``table.buf``, from ``starts[i]``.
     Items stuck at an unbuilt row resume once its row is built; when ``tail`` or fewer are
-    left, those alone at theirs finish in ``dfa._walk_tail`` instead (a row costs more than a
+    left, those alone at theirs go to ``finish`` instead (a row costs more than a
     few parser steps unless items share it, as in the numpy walk's tail). Items whose next
     byte needs the stack's bottom go to ``pending`` as ``(token, offset, state before it)``.
     """
@@ -478,7 +480,7 @@ def matcher_walk(
         counts = np.bincount(states)
         alone = counts[states] == 1 if len(items) <= tail else None
         if alone is not None and alone.any():
-            out[items[alone]] = dfa._walk_tail(
+            out[items[alone]] = finish(
                 ids[items[alone]], pos[alone], states[alone].astype(np.int64), pending
             )[1]
             keep = ~alone

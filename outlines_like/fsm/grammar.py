@@ -547,7 +547,8 @@ class _MatcherDFA:
         table = self._owner._table
         if self._accel:
             pos = table.starts[ids] + offsets
-            return ids, matcher_walk(self, table, ids, pos, starts, pending, _PYTHON_TAIL)
+            tail = self._walk_tail
+            return ids, matcher_walk(self, table, ids, pos, starts, pending, _PYTHON_TAIL, tail)
         buf = table.buf
         pos = table.starts[ids] + offsets
         neg_remaining = offsets - table.lengths[ids]

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -31,13 +32,17 @@ __all__ = [
     "available",
     "enabled",
     "set_enabled",
+    "walk_lexer",
+    "walk_lexer_list",
     "walk_list",
+    "walk_matcher",
     "walk_trie",
     "warm_up",
 ]
 
 I32 = npt.NDArray[np.int32]
 U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
 
 ENV_VAR = "OUTLINES_LIKE_ACCEL"
 _OFF = ("0", "false", "off", "no")
@@ -253,3 +258,133 @@ def walk_list(
             trans = np.ascontiguousarray(lazy.transitions)
             again = pend_item[:n]
             begin, end, ids, start = pend_begin[:n], end[again], ids[again], pend_state[:n]
+
+
+class MatcherStops(NamedTuple):
+    """What :func:`walk_matcher` found besides the end states (indices into its items).
+
+    Attributes:
+        stuck: Items that met a row not built yet, ...
+        stuck_pos: ... the byte position they stopped at ...
+        stuck_state: ... and the state whose row is missing.
+        deep: Items whose next byte needs the stack's bottom, ...
+        deep_pos: ... that byte's position ...
+        deep_state: ... and the state before it.
+    """
+
+    stuck: I32
+    stuck_pos: I64
+    stuck_state: I32
+    deep: I32
+    deep_pos: I64
+    deep_state: I32
+
+
+def walk_matcher(
+    trans: I32, buf: npt.NDArray[np.uint8], pos: I64, end: I64, states: I32
+) -> tuple[I32, MatcherStops]:
+    """Walk ``buf[pos[q]:end[q]]`` from ``states[q]`` through a grammar's matcher DFA.
+
+    ``trans`` is its flat table (0: sink, 1: needs the stack's bottom, -2: row not built).
+    Returns each item's end state (0: dead or needs the bottom, -1: stuck at an unbuilt row)
+    and the items that stopped early (see :class:`MatcherStops`); the caller builds the
+    missing rows and walks the stuck items again from where they stopped.
+    """
+    kernels = _load()
+    assert kernels is not None
+    n = int(pos.shape[0])
+    out = np.empty(n, dtype=np.int32)
+    stuck, stuck_pos, stuck_state = (
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int32),
+    )
+    deep, deep_pos, deep_state = (
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int32),
+    )
+    n_stuck, n_deep = kernels.matcher_walk(
+        trans, buf, pos, end, states, n, out,
+        stuck, stuck_pos, stuck_state, deep, deep_pos, deep_state,
+    )  # fmt: skip
+    return out, MatcherStops(
+        stuck[:n_stuck],
+        stuck_pos[:n_stuck],
+        stuck_state[:n_stuck],
+        deep[:n_deep],
+        deep_pos[:n_deep],
+        deep_state[:n_deep],
+    )
+
+
+def walk_lexer(
+    trie: TokenTrie, trans: I32, accepting: npt.NDArray[np.bool_], start: int
+) -> tuple[I32, I32, I32, I32, I32]:
+    """Walk every token of ``trie`` through a lexer DFA from ``start`` (the grammar masker's walk).
+
+    ``trans`` is the DFA's flat ``int32[n_states * 256]`` table (``-1`` dead). Returns
+    ``(end_tok, end_state, stop_tok, stop_off, stop_state)``: the tokens whose every byte is
+    live and the state each ends in; the tokens with a dead byte after an accepting state,
+    that byte's offset and the state before it (stops after other states are not reported).
+    Tokens with the same bytes as another are reported like it.
+    """
+    kernels = _load()
+    assert kernels is not None
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    flags = np.ascontiguousarray(accepting, dtype=np.bool_).view(np.uint8)
+    n = trie.n_nodes
+    end_tok, end_state = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    stop_tok, stop_off = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    stop_state = np.empty(n, dtype=np.int32)
+    stack = np.empty(trie.stack_size, dtype=np.int32)
+    n_end, n_stop = kernels.lexer_trie_walk(
+        trans, flags, start, trie.byte, trie.depth, trie.skip, trie.node_tok, trie.sentinel,
+        stack, end_tok, end_state, stop_tok, stop_off, stop_state,
+    )  # fmt: skip
+    ends = [end_tok[:n_end], end_state[:n_end]]
+    stops = [stop_tok[:n_stop], stop_off[:n_stop], stop_state[:n_stop]]
+    if trie.dup_of.shape[0]:
+        for found in (ends, stops):
+            slot = np.full(trie.sentinel, -1, dtype=np.int64)
+            slot[found[0]] = np.arange(found[0].shape[0])
+            at = slot[trie.dup_of[:, 0]]
+            hit = at >= 0
+            if hit.any():
+                extra = [trie.dup_of[hit, 1], *(col[at[hit]] for col in found[1:])]
+                found[:] = [np.concatenate([a, b]) for a, b in zip(found, extra, strict=True)]
+    return ends[0], ends[1], stops[0], stops[1], stops[2]
+
+
+def walk_lexer_list(
+    trans: I32,
+    accepting: npt.NDArray[np.bool_],
+    start: int,
+    buf: npt.NDArray[np.uint8],
+    begin: I64,
+    end: I64,
+) -> tuple[I32, I32, I32, I64, I32]:
+    """Walk ``buf[begin[q]:end[q]]`` through a lexer DFA from ``start`` (a list of items).
+
+    Returns ``(end_item, end_state, stop_item, stop_pos, stop_state)``: the items whose every
+    byte is live and the state each ends in; the items with a dead byte after an accepting
+    state, that byte's position in ``buf`` and the state before it.
+    """
+    kernels = _load()
+    assert kernels is not None
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    flags = np.ascontiguousarray(accepting, dtype=np.bool_).view(np.uint8)
+    n = int(begin.shape[0])
+    end_item, end_state = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    stop_item, stop_pos = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int64)
+    stop_state = np.empty(n, dtype=np.int32)
+    n_end, n_stop = kernels.lexer_list_walk(
+        trans, flags, start, buf, begin, end, end_item, end_state, stop_item, stop_pos, stop_state
+    )
+    return (
+        end_item[:n_end],
+        end_state[:n_end],
+        stop_item[:n_stop],
+        stop_pos[:n_stop],
+        stop_state[:n_stop],
+    )

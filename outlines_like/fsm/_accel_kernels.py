@@ -20,7 +20,14 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["build_trie", "list_walk", "trie_walk"]
+__all__ = [
+    "build_trie",
+    "lexer_list_walk",
+    "lexer_trie_walk",
+    "list_walk",
+    "matcher_walk",
+    "trie_walk",
+]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -192,6 +199,157 @@ def _list_walk(
     return n_pend
 
 
+def _matcher_walk(
+    trans: I32,
+    buf: U8,
+    pos: I64,
+    end: I64,
+    state: I32,
+    n_items: int,
+    out_state: I32,
+    pend_item: I32,
+    pend_pos: I64,
+    pend_state: I32,
+    deep_item: I32,
+    deep_pos: I64,
+    deep_state: I32,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Walk byte strings through the grammar's matcher DFA, each from its own state.
+
+    ``trans`` is the flat ``int32[n_states * 256]`` table: ``0`` the sink, ``1`` the state
+    that needs the stack's bottom, ``UNKNOWN`` a row not built yet. Item ``q`` is
+    ``buf[pos[q]:end[q]]`` from ``state[q]``; ``out_state[q]`` receives the state it ends in
+    (0: dead). An item whose next byte leads to state 1 is recorded in ``deep_*`` (item, byte
+    position, state before it) and ends in 0; one that meets an unbuilt row is recorded in
+    ``pend_*`` (to resume there) and gets ``-1``. Returns the two counts.
+    """
+    n_pend = 0
+    n_deep = 0
+    for q in range(n_items):
+        s = state[q]
+        p = pos[q]
+        e = end[q]
+        while p < e and s > 0:
+            nxt = trans[s * 256 + buf[p]]
+            if nxt == _UNKNOWN:
+                pend_item[n_pend] = q
+                pend_pos[n_pend] = p
+                pend_state[n_pend] = s
+                n_pend += 1
+                s = -1
+                break
+            if nxt == 1:
+                deep_item[n_deep] = q
+                deep_pos[n_deep] = p
+                deep_state[n_deep] = s
+                n_deep += 1
+                s = 0
+                break
+            s = nxt
+            p += 1
+        out_state[q] = s
+    return n_pend, n_deep
+
+
+def _lexer_trie_walk(
+    trans: I32,
+    accepting: U8,
+    start: int,
+    byte: U8,
+    depth: I32,
+    skip: I32,
+    node_tok: I32,
+    sentinel: int,
+    stack: I32,
+    end_tok: I32,
+    end_state: I32,
+    stop_tok: I32,
+    stop_off: I32,
+    stop_state: I32,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Walk the whole trie through a lexer DFA from ``start``: where each token ends or stops.
+
+    ``trans`` is the flat ``int32[n_states * 256]`` table (``-1`` dead). A token whose every
+    byte is live goes to ``end_tok``/``end_state`` with the state it ends in. Where a byte dies
+    after an accepting state (the lexeme may end there), every token of that node's subtree
+    goes to ``stop_*``: the byte's offset in the token and the state before it; after a state
+    that does not accept, the subtree is skipped. Returns the two counts.
+    """
+    n_end = 0
+    n_stop = 0
+    stack[0] = start
+    n_nodes = byte.shape[0]
+    i = 1
+    while i < n_nodes:
+        d = depth[i]
+        parent = stack[d - 1]
+        s = trans[parent * 256 + byte[i]]
+        if s < 0:
+            hi = skip[i]
+            if accepting[parent]:
+                for j in range(i, hi):
+                    t = node_tok[j]
+                    if t != sentinel:
+                        stop_tok[n_stop] = t
+                        stop_off[n_stop] = d - 1
+                        stop_state[n_stop] = parent
+                        n_stop += 1
+            i = hi
+            continue
+        stack[d] = s
+        t = node_tok[i]
+        if t != sentinel:
+            end_tok[n_end] = t
+            end_state[n_end] = s
+            n_end += 1
+        i += 1
+    return n_end, n_stop
+
+
+def _lexer_list_walk(
+    trans: I32,
+    accepting: U8,
+    start: int,
+    buf: U8,
+    begin: I64,
+    end: I64,
+    end_item: I32,
+    end_state: I32,
+    stop_item: I32,
+    stop_pos: I64,
+    stop_state: I32,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Walk byte strings ``buf[begin[q]:end[q]]`` through a lexer DFA, all from ``start``.
+
+    ``trans`` is the flat ``int32[n_states * 256]`` table (``-1`` dead). An item whose every
+    byte is live goes to ``end_*`` with the state it ends in; one with a dead byte after an
+    accepting state goes to ``stop_*`` with that byte's position and the state before it (the
+    others are dropped). Returns the two counts.
+    """
+    n_end = 0
+    n_stop = 0
+    for q in range(begin.shape[0]):
+        s = start
+        p = begin[q]
+        e = end[q]
+        while p < e:
+            nxt = trans[s * 256 + buf[p]]
+            if nxt < 0:
+                break
+            s = nxt
+            p += 1
+        if p == e:
+            end_item[n_end] = q
+            end_state[n_end] = s
+            n_end += 1
+        elif accepting[s]:
+            stop_item[n_stop] = q
+            stop_pos[n_stop] = p
+            stop_state[n_stop] = s
+            n_stop += 1
+    return n_end, n_stop
+
+
 # Explicit signatures: the kernels are compiled (or loaded from the cache) once, at import, and
 # an argument of another type or layout is refused rather than compiled again in a mask.
 _C1 = numba.types.Array
@@ -229,4 +387,26 @@ trie_walk: Callable[..., int] = _jit(
 )
 list_walk: Callable[..., int] = _jit(
     _list_walk, _trans, _u8, _i64, _i64, _i32, _i32, numba.int64, _u32, _i32, _i64, _i32
+)
+matcher_walk: Callable[..., tuple[int, int]] = _jit(
+    _matcher_walk,
+    _i32,
+    _u8,
+    _i64,
+    _i64,
+    _i32,
+    numba.int64,
+    _i32,
+    _i32,
+    _i64,
+    _i32,
+    _i32,
+    _i64,
+    _i32,
+)
+lexer_trie_walk: Callable[..., tuple[int, int]] = _jit(
+    _lexer_trie_walk, _i32, _u8, numba.int64, _u8, *[_i32] * 3, numba.int64, *[_i32] * 6
+)
+lexer_list_walk: Callable[..., tuple[int, int]] = _jit(
+    _lexer_list_walk, _i32, _u8, numba.int64, _u8, _i64, _i64, _i32, _i32, _i32, _i64, _i32
 )

@@ -4,15 +4,23 @@ The grammar masker needs more than "does this token survive the DFA": where a to
 fitting the current lexeme, the lexeme may end there and the rest of the token starts a new one.
 :func:`walk` therefore reports, for every item, either the state it ends in (all bytes consumed)
 or the offset of the first byte with no transition and the state just before it.
+
+With the ``accel`` extra (:mod:`outlines_like.fsm._accel`), the same walks run compiled, with
+the same outputs: the whole vocabulary as one walk of its token trie (a dead byte after an
+accepting state reports its subtree's tokens as stopped there), a list of items in a loop,
+and the matcher DFA's walk (:func:`matcher_walk`) item by item until a row not built yet.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from outlines_like.fsm import _accel
 
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
@@ -23,7 +31,9 @@ __all__ = [
     "WalkResult",
     "byte_table",
     "lexeme_walk",
+    "matcher_walk",
     "pack",
+    "rest_order",
     "sub_dfa",
     "walk",
 ]
@@ -53,6 +63,8 @@ class ByteTable:
             that a walk of all the text tokens tests them word by word, without a gather.
         text_first: The first byte of each text token: a walk of all the text tokens takes
             its first column from it, and gathers only for the tokens that survive it.
+        text_pos: The position of each token id in ``text_ids`` (-1 for the others): the
+            compiled walk reports tokens, :func:`walk` positions.
     """
 
     buf: npt.NDArray[np.uint8]
@@ -63,6 +75,7 @@ class ByteTable:
     byte_sets: npt.NDArray[np.uint64]
     text_byte_sets: npt.NDArray[np.uint64]
     text_first: npt.NDArray[np.uint8]
+    text_pos: IntArray
 
 
 def byte_table(vocab: Vocabulary) -> ByteTable:
@@ -75,8 +88,9 @@ def byte_table(vocab: Vocabulary) -> ByteTable:
     starts = np.zeros(len(tokens), dtype=np.int64)
     if len(tokens) > 1:
         np.cumsum(lengths[:-1], out=starts[1:])
-    # one spare byte so that a gather at the end of the buffer never goes out of range
-    buf = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8)
+    # one spare byte so that a gather at the end of the buffer never goes out of range (a
+    # copy: the compiled walk takes writable arrays only)
+    buf = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8).copy()
     walk_lengths = lengths.copy()
     if vocab.special_token_ids:
         walk_lengths[np.fromiter(vocab.special_token_ids, dtype=np.int64)] = 0
@@ -89,6 +103,8 @@ def byte_table(vocab: Vocabulary) -> ByteTable:
         byte_sets, (owner, data >> 6), np.left_shift(np.uint64(1), (data & 63).astype(np.uint64))
     )
     text_byte_sets = np.ascontiguousarray(byte_sets[ids].T)
+    text_pos = np.full(len(tokens), -1, dtype=np.int64)
+    text_pos[ids] = np.arange(len(ids), dtype=np.int64)
     table = ByteTable(
         buf,
         starts,
@@ -98,6 +114,7 @@ def byte_table(vocab: Vocabulary) -> ByteTable:
         byte_sets,
         text_byte_sets,
         buf[starts[ids]],
+        text_pos,
     )
     vocab._cache[_CACHE_KEY] = table
     return table
@@ -133,6 +150,7 @@ def walk(
     offsets: npt.NDArray[np.integer[Any]] | None = None,
     *,
     accepting: npt.NDArray[np.bool_] | None = None,
+    trie: _accel.TokenTrie | None = None,
 ) -> WalkResult:
     """Walk each token ``ids[i]`` from byte ``offsets[i]`` through a DFA, starting in ``start``.
 
@@ -145,10 +163,38 @@ def walk(
             left end in ``start``.
         accepting: When given, only stops in an accepting state are reported (the others are
             of no use to the caller and cost time on the whole vocabulary).
+        trie: The vocabulary's token trie (the ``accel`` extra), with ``accepting``: a walk
+            of the whole vocabulary (``ids`` is ``table.text_ids``, no offsets) is then one
+            compiled trie walk, any other one a compiled loop over the items (same items, not
+            in the same order).
 
     Returns:
         The items split into those that consumed all their bytes and those that stopped.
     """
+    if trie is not None and offsets is None and ids is table.text_ids and accepting is not None:
+        end_tok, end_state, stop_tok, stop_off, stop_state = _accel.walk_lexer(
+            trie, flat_transitions, accepting, start
+        )
+        return WalkResult(
+            table.text_pos[end_tok],
+            end_state.astype(np.int64),
+            table.text_pos[stop_tok],
+            stop_off.astype(np.int64),
+            stop_state.astype(np.int64),
+        )
+    if trie is not None and accepting is not None:  # a list of items: a compiled loop
+        starts = table.starts[ids]
+        begin = starts if offsets is None else starts + offsets
+        end_item, end_state, stop_item, stop_pos, stop_state = _accel.walk_lexer_list(
+            flat_transitions, accepting, start, table.buf, begin, starts + table.lengths[ids]
+        )
+        return WalkResult(
+            end_item.astype(np.int64),
+            end_state.astype(np.int64),
+            stop_item.astype(np.int64),
+            stop_pos - starts[stop_item],
+            stop_state.astype(np.int64),
+        )
     end_items: list[IntArray] = []
     end_states: list[IntArray] = []
     stop_items: list[IntArray] = []
@@ -309,6 +355,7 @@ def lexeme_walk(
     transitions: npt.NDArray[np.int32],
     accepting: npt.NDArray[np.bool_],
     order: list[int],
+    trie: _accel.TokenTrie | None = None,
 ) -> LexemeWalk:
     """The walk of every text token from ``order[0]`` through the sub-DFA on ``order``.
 
@@ -326,7 +373,7 @@ def lexeme_walk(
     if found is not None:
         return found
     ids = table.text_ids
-    res = walk(table, canon.reshape(-1), 0, ids, accepting=canon_accepting)
+    res = walk(table, canon.reshape(-1), 0, ids, accepting=canon_accepting, trie=trie)
     end_rows = []
     end_ids = ids[res.end_items]
     for state in _distinct(res.end_states):
@@ -338,13 +385,24 @@ def lexeme_walk(
     for state in _distinct(res.stop_states):
         sel = res.stop_states == state
         state_ids, offsets = stop_ids[sel], res.stop_offsets[sel]
-        rest = np.argsort(offsets - table.lengths[state_ids], kind="stable")
+        rest = rest_order(offsets - table.lengths[state_ids])
         stops.append((state, state_ids[rest].astype(np.int32), offsets[rest].astype(np.int32)))
     found = LexemeWalk(end_rows, stops)
     if len(cache) >= _MAX_LEXEME_WALKS:
         cache.pop(next(iter(cache)))
     cache[key] = found
     return found
+
+
+def rest_order(neg_rest: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.intp]:
+    """The stable order of items by ``offset - length`` (longest rest first).
+
+    The keys are small (minus a token's length at most): as int16 they sort by radix, in
+    linear time, where a compiled walk's items (trie order) would cost a merge sort.
+    """
+    if len(neg_rest) and int(neg_rest.min()) > -32768:
+        neg_rest = neg_rest.astype(np.int16)
+    return np.argsort(neg_rest, kind="stable")
 
 
 def _distinct(values: IntArray) -> list[int]:
@@ -360,4 +418,73 @@ def pack(bits: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
     packed = np.packbits(bits, bitorder="little")
     out = np.zeros(-(-len(bits) // 32) * 4, dtype=np.uint8)
     out[: len(packed)] = packed
+    return out
+
+
+class MatcherRows(Protocol):
+    """The grammar's lazily built matcher DFA, as :func:`matcher_walk` uses it.
+
+    ``trans`` is its flat table (0: sink, 1: needs the stack's bottom, -2: row not built);
+    ``_expand`` builds a state's row.
+    """
+
+    trans: npt.NDArray[np.int32]
+
+    def _expand(self, sid: int) -> None: ...
+
+
+#: Finishes items byte by byte in Python: ``(ids, positions, states, pending)`` to their ids
+#: and end states (the matcher DFA's ``_walk_tail``).
+TailWalk = Callable[
+    [npt.NDArray[np.int32], IntArray, IntArray, list[tuple[int, int, int]]],
+    tuple[npt.NDArray[np.int32], IntArray],
+]
+
+
+def matcher_walk(
+    dfa: MatcherRows,
+    table: ByteTable,
+    ids: npt.NDArray[np.int32],
+    pos: IntArray,
+    starts: IntArray,
+    pending: list[tuple[int, int, int]],
+    tail: int,
+    finish: TailWalk,
+) -> IntArray:
+    """The matcher DFA's walk in the compiled kernel (``accel``): each item's end state (0: dead).
+
+    Item ``i`` is token ``ids[i]`` from byte ``pos[i]`` of ``table.buf``, from ``starts[i]``.
+    Items stuck at an unbuilt row resume once its row is built; when ``tail`` or fewer are
+    left, those alone at theirs go to ``finish`` instead (a row costs more than a
+    few parser steps unless items share it, as in the numpy walk's tail). Items whose next
+    byte needs the stack's bottom go to ``pending`` as ``(token, offset, state before it)``.
+    """
+    out = np.zeros(len(ids), dtype=np.int64)
+    items = np.arange(len(ids), dtype=np.int64)
+    end = table.starts[ids] + table.lengths[ids]
+    states = starts.astype(np.int32)
+    while len(items):
+        ends, stops = _accel.walk_matcher(dfa.trans, table.buf, pos, end, states)
+        out[items] = ends
+        if len(stops.deep):
+            deep_ids = ids[items[stops.deep]]
+            offsets = stops.deep_pos - table.starts[deep_ids]
+            pending.extend(
+                zip(deep_ids.tolist(), offsets.tolist(), stops.deep_state.tolist(), strict=True)
+            )
+        items, pos, end = items[stops.stuck], stops.stuck_pos, end[stops.stuck]
+        states = stops.stuck_state
+        if not len(items):
+            break
+        # a row pays for items that share it; a lone item steps on in Python (few left)
+        counts = np.bincount(states)
+        alone = counts[states] == 1 if len(items) <= tail else None
+        if alone is not None and alone.any():
+            out[items[alone]] = finish(
+                ids[items[alone]], pos[alone], states[alone].astype(np.int64), pending
+            )[1]
+            keep = ~alone
+            items, pos, end, states = items[keep], pos[keep], end[keep], states[keep]
+        for sid in _distinct(states.astype(np.int64)):
+            dfa._expand(sid)
     return out

@@ -72,6 +72,7 @@ from outlines_like.errors import (
     InvalidConstraintError,
     UnsupportedConstraintError,
 )
+from outlines_like.fsm import _accel
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -93,12 +94,15 @@ from outlines_like.fsm._grammar_walk import (
     _distinct,
     byte_table,
     lexeme_walk,
+    matcher_walk,
+    rest_order,
     sub_dfa,
     walk,
 )
 from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
+from outlines_like.fsm.index import token_trie
 from outlines_like.types import CFG
 
 if TYPE_CHECKING:
@@ -290,11 +294,12 @@ class _Lexed:
         table: ByteTable,
         ids: npt.NDArray[np.integer[Any]] | None = None,
         offsets: npt.NDArray[np.int32] | None = None,
+        trie: _accel.TokenTrie | None = None,
     ) -> _Lexed:
         """Walk tokens ``ids`` (default: all) from ``offsets`` (default: 0) in state ``lex``."""
         if ids is None:
             ids = table.text_ids  # as is: the walk knows it
-        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting)
+        res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting, trie=trie)
         end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
         end_ids = ids[res.end_items]
         for state in _distinct(res.end_states):
@@ -307,7 +312,7 @@ class _Lexed:
         for klass in _distinct(classes):
             sel = classes == klass
             cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
-            order = np.argsort(cls_offsets - table.lengths[cls_ids], kind="stable")
+            order = rest_order(cls_offsets - table.lengths[cls_ids])
             groups[klass] = (
                 cls_ids[order].astype(np.int32),
                 cls_offsets[order].astype(np.int32),
@@ -330,7 +335,7 @@ class _Lexed:
                 continue
             ids = np.concatenate([p[0] for p in parts])
             offsets = np.concatenate([p[1] for p in parts])
-            order_ = np.argsort(offsets - table.lengths[ids], kind="stable")
+            order_ = rest_order(offsets - table.lengths[ids])
             groups[klass] = (ids[order_], offsets[order_])
         return cls(end_rows, groups)
 
@@ -361,6 +366,7 @@ class _MatcherDFA:
 
     def __init__(self, owner: CompiledGrammar) -> None:
         self._owner = owner
+        self._accel = _accel.enabled()  # walk in the compiled kernel (same results)
         self.clear()
 
     def clear(self) -> None:
@@ -539,6 +545,10 @@ class _MatcherDFA:
             to ``pending`` as ``(token, offset of that byte, state before it)``, not here.
         """
         table = self._owner._table
+        if self._accel:
+            pos = table.starts[ids] + offsets
+            tail = self._walk_tail
+            return ids, matcher_walk(self, table, ids, pos, starts, pending, _PYTHON_TAIL, tail)
         buf = table.buf
         pos = table.starts[ids] + offsets
         neg_remaining = offsets - table.lengths[ids]
@@ -668,7 +678,7 @@ class _RowWalk:
                 np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
             )
             if len(parts) > 1:
-                order = np.argsort(offsets - table.lengths[ids], kind="stable")
+                order = rest_order(offsets - table.lengths[ids])
                 ids, offsets, starts = ids[order], offsets[order], starts[order]
             pending: list[tuple[int, int, int]] = []
             dfa = owner._dfa
@@ -882,6 +892,7 @@ class CompiledGrammar(Compiled):
                 )
             self._dfas.set(i, dfa)
         self._table = byte_table(vocab)
+        self._trie = token_trie(vocab) if _accel.enabled() else None  # compiled lexer walks
         self._eos = np.asarray(vocab.eos_token_ids, dtype=np.int64)
         self._eos_set = frozenset(vocab.eos_token_ids)
         self._classes: list[tuple[int, ...]] = []
@@ -1215,10 +1226,15 @@ class CompiledGrammar(Compiled):
             context = self._contexts[cid]
             order = sub_dfa(context.rows, lex)
             if order is None:  # a large lexer context (many literals): its own walk
-                found = _Lexed.walked(context, lex, self._table)
+                found = _Lexed.walked(context, lex, self._table, trie=self._trie)
             else:  # a small one (inside a string, a number ...): shared by the vocabulary
                 shared = lexeme_walk(
-                    self._vocab, self._table, context.transitions, context.accepting, order
+                    self._vocab,
+                    self._table,
+                    context.transitions,
+                    context.accepting,
+                    order,
+                    self._trie,
                 )
                 found = _Lexed.shared(shared, order, context, self._table)
             self._static[(cid, lex)] = found
@@ -1230,7 +1246,8 @@ class CompiledGrammar(Compiled):
         if found is None:
             ids, offsets = lexed.groups[cls]
             if offsets.any():
-                found = _Lexed.walked(self._contexts[cid], 0, self._table, ids, offsets)
+                context = self._contexts[cid]
+                found = _Lexed.walked(context, 0, self._table, ids, offsets, self._trie)
             else:  # tokens that start a lexeme at their first byte: the start state's walk
                 start = self._static_lexed(cid, 0)
                 if len(ids) == len(self._table.text_ids):

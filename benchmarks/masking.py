@@ -201,7 +201,7 @@ def summarize(out_dir: Path, vocabs: list[str]) -> str:
 
 def _engine_names(data: dict[str, Any]) -> dict[str, str]:
     """Engine spec -> engine name, from the harness's ``setups``."""
-    return {spec: str(s.get("engine", spec)) for spec, s in data.get("setups", {}).items()}
+    return {spec: str((s or {}).get("engine", spec)) for spec, s in data.get("setups", {}).items()}
 
 
 def _rows_by_engine_case(data: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:

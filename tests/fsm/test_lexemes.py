@@ -155,3 +155,53 @@ def test_nfa_is_out_of_the_collectors_reach() -> None:
     assert nfa.n > 40
     for part in (nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst, builder.live):
         assert all(isinstance(r, type) for r in gc.get_referents(part))
+
+
+def _char_offset_reference(tok: bytes, k: int) -> int:
+    seen = 0
+    for i, b in enumerate(tok):
+        if b & 0xC0 != 0x80:
+            if seen == k:
+                return i
+            seen += 1
+    return len(tok)
+
+
+def _cut_reference(tok: bytes, in_set: np.ndarray) -> tuple[int, int]:
+    """(cut, characters before it): the first ASCII byte outside the set or invalid UTF-8."""
+    try:
+        tok.decode("utf-8")
+        valid = len(tok)
+    except UnicodeDecodeError as exc:
+        valid = exc.start
+    cut = next((i for i in range(valid) if tok[i] < 128 and not in_set[tok[i]]), valid)
+    return cut, sum(1 for b in tok[:cut] if b & 0xC0 != 0x80)
+
+
+def test_token_bytes_and_suffixes_equal_the_byte_by_byte_reading() -> None:
+    """The array-built layout reads every token as the plain per-byte definitions do."""
+    from outlines_like.fsm._lexemes import SuffixTable, TokenBytes
+
+    rng = np.random.default_rng(7)
+    pieces = [b"a", b"\"", b"\\", b" ", b"\n", "é".encode(), "€".encode(), "😀".encode(),
+              b"\x80", b"\xe2\x82", b"\xff", b"z9"]  # fmt: skip
+    tokens = tuple(
+        b"".join(pieces[j] for j in rng.integers(0, len(pieces), rng.integers(1, 7)))
+        for _ in range(3000)
+    )
+    layout = TokenBytes(tokens)
+    for k in (0, 1, 2, 5):
+        expected = [_char_offset_reference(t, k) for t in tokens]
+        assert layout.char_offsets(k).tolist() == expected
+    in_set = np.ones(128, dtype=bool)
+    in_set[[ord('"'), ord("\\"), ord("\n")]] = False
+    unfit = np.arange(len(tokens))[::3]
+    sfx = SuffixTable(layout, unfit, np.arange(len(tokens), dtype=np.int32), in_set)
+    got = {
+        int(p): (bytes(s), int(c))
+        for p, s, c in zip(sfx.orig_pos, sfx.tokens_by_pos, sfx.pre_chars, strict=True)
+    }
+    for p in unfit.tolist():
+        cut, chars = _cut_reference(tokens[p], in_set)
+        assert got[p] == (tokens[p][cut:], chars), tokens[p]
+    assert (np.diff(sfx.lengths) <= 0).all()  # the walk's layout: longest first

@@ -11,6 +11,7 @@ scanner order that matches the whole lexeme, retyped to an equal string terminal
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -44,6 +45,19 @@ class TerminalDFA:
     transitions: npt.NDArray[np.int32]
     accepting: npt.NDArray[np.bool_]
     start: int
+
+    @functools.cached_property
+    def _edges(self) -> dict[int, list[tuple[int, int]]]:
+        return {}
+
+    def edges(self, state: int) -> list[tuple[int, int]]:
+        """The ``(byte, next state)`` pairs of ``state``, memoised (lexer contexts read them)."""
+        out = self._edges.get(state)
+        if out is None:
+            row = self.transitions[state]
+            live = np.flatnonzero(row >= 0)
+            out = self._edges[state] = list(zip(live.tolist(), row[live].tolist(), strict=True))
+        return out
 
 
 def _with_dead_row(
@@ -188,6 +202,9 @@ class ContextDFA:
         return int(self.transitions.shape[0])
 
 
+_DEAD_ROW = np.full(256, -1, dtype=np.int32)
+
+
 def build_context(
     order: Sequence[int],
     unless: Mapping[int, Sequence[int]],
@@ -224,6 +241,7 @@ def build_context(
     n_live = len(live)
     comp_trans = [dfas[t].transitions for t in comps]
     comp_acc = [dfas[t].accepting for t in comps]
+    comp_dfas = [dfas[t] for t in comps]
     unless_pos = {
         live.index(t): [n_live + tracked.index(u) for u in targets]
         for t, targets in unless.items()
@@ -271,16 +289,15 @@ def build_context(
         k += 1
         if not k & 255:
             check("grammar lexer context")
-        row = np.full(256, -1, dtype=np.int32)
+        row = _DEAD_ROW.copy()
         rows.append(row)
         if not tup:  # nothing can be lexed here (the end of the input)
             continue
         if len(tup) == 1 and tup[0][0] < n_live and not by_priority:
             # one terminal left (a literal's tail, say): its own row, no product to take
             ((i, q),) = tup
-            own = comp_trans[i][q]
-            for byte in np.flatnonzero(own >= 0).tolist():
-                key1: tuple[Sparse, int | None] = (((i, int(own[byte])),), None)
+            for byte, target in comp_dfas[i].edges(q):
+                key1: tuple[Sparse, int | None] = (((i, target),), None)
                 sid = index.get(key1)
                 if sid is None:
                     sid = index[key1] = len(states)
@@ -313,19 +330,29 @@ def build_context(
     n = len(states)
     labels = [label(state) for state in states]
     winner = np.array([classify(lab) if lab else -1 for lab in labels], dtype=np.int64)
-    reach = np.zeros((n, len(dfas)), dtype=np.bool_)
-    for q, lab in enumerate(labels):
-        reach[q, list(lab)] = True
-    succ = [sorted(set(int(x) for x in r[r >= 0])) for r in rows]
+    # backward closure over terminal sets as int bitsets: states come in breadth-first order,
+    # so one pass from the last state settles every loop-free part; loops take a few more
+    bits = [sum(1 << t for t in set(lab)) for lab in labels]
+    succ = [set(r[r >= 0].tolist()) for r in rows]
     changed = True
-    while changed:  # backward closure; contexts have tens of states
+    while changed:
         changed = False
         for q in range(n - 1, -1, -1):
-            if succ[q]:
-                merged = reach[q] | reach[succ[q]].any(axis=0)
-                if not np.array_equal(merged, reach[q]):
-                    reach[q] = merged
-                    changed = True
+            merged = bits[q]
+            for x in succ[q]:
+                merged |= bits[x]
+            if merged != bits[q]:
+                bits[q] = merged
+                changed = True
+    n_terms = len(dfas)
+    reach = np.zeros((n, n_terms), dtype=np.bool_)
+    for q, b in enumerate(bits):
+        if b:
+            reach[q] = np.unpackbits(
+                np.frombuffer(b.to_bytes((n_terms + 7) // 8, "little"), dtype=np.uint8),
+                count=n_terms,
+                bitorder="little",
+            ).astype(np.bool_)
     return ContextDFA(
         terminals=tuple(order),
         transitions=transitions,

@@ -50,6 +50,9 @@ _DEEP: Any = _Deep()
 # dropped) instead of hanging: stacks kept per configuration, and stacks explored per feed.
 _MAX_STACKS = 64
 _MAX_EXPLORED = 512
+# A GLR stack's step is first explored on its top states only (the rest cut off as in a
+# truncated configuration), memoised per top: deep stacks (``((((`` runs) share their tops.
+_TOP_DEPTH = 8
 
 
 class _Automaton:
@@ -204,6 +207,7 @@ class GLRParser(_Automaton):
         self.actions: dict[int, dict[str, tuple[int, ...]]] = tables.all_actions()
         self.initial: Hashable = frozenset({(self.start,)})
         self._feed_stack: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
+        self._feed_top: dict[tuple[Stack, str], tuple[Stack, ...]] = {}
         self._shiftable: dict[Stack, frozenset[str]] = {}
 
     def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
@@ -246,6 +250,7 @@ class GLRParser(_Automaton):
         for memo in (
             self._feed,
             self._feed_stack,
+            self._feed_top,
             self._accepts_end,
             self._shiftable,
         ):
@@ -264,13 +269,23 @@ class GLRParser(_Automaton):
             return frozenset(n for n in names if self.feed(config, n) is not None)
         out: set[str] = set()
         for stack in stacks:
-            found = self._shiftable.get(stack)
+            # memoised per top (as _explore_top): a stack whose top alone decides shares it
+            key = stack if len(stack) <= _TOP_DEPTH + 1 else (BOTTOM, *stack[-_TOP_DEPTH:])
+            found = self._shiftable.get(key)
             if found is None:
-                found = self._shiftable[stack] = frozenset(
-                    n for n in self.actions[stack[-1]] if n in names and self._stack_feed(stack, n)
-                )
+                try:
+                    found = self._shiftable[key] = self._shiftable_stack(key, names)
+                except NeedsBottom:
+                    found = self._shiftable[key] = _DEEP
+            if found is _DEEP:
+                found = self._shiftable_stack(stack, names)
             out.update(found)
         return frozenset(out)
+
+    def _shiftable_stack(self, stack: Stack, names: frozenset[str]) -> frozenset[str]:
+        return frozenset(
+            n for n in self.actions[stack[-1]] if n in names and self._stack_feed(stack, n)
+        )
 
     def _stack_feed(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
         key = (stack, terminal)
@@ -280,11 +295,34 @@ class GLRParser(_Automaton):
                 raise NeedsBottom
             return found
         try:
-            found = self._feed_stack[key] = self._explore(stack, terminal)
+            found = self._feed_stack[key] = self._explore_top(stack, terminal)
         except NeedsBottom:
             self._feed_stack[key] = _DEEP
             raise
         return found
+
+    def _explore_top(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
+        """:meth:`_explore`, done on the stack's top :data:`_TOP_DEPTH` states where it can be.
+
+        The exploration of the truncated top either raises :class:`NeedsBottom` (then the whole
+        stack is explored) or does exactly what the whole stack's does, with the bottom left as
+        it is (the argument of the module docstring; the explored stacks correspond one to one,
+        in the same order, so the cap :data:`_MAX_EXPLORED` cuts at the same point).
+        """
+        if len(stack) <= _TOP_DEPTH + 1:
+            return self._explore(stack, terminal)
+        cut = len(stack) - _TOP_DEPTH
+        key = ((BOTTOM, *stack[cut:]), terminal)
+        found = self._feed_top.get(key)
+        if found is None:
+            try:
+                found = self._feed_top[key] = self._explore(key[0], terminal)
+            except NeedsBottom:
+                found = self._feed_top[key] = _DEEP
+        if found is _DEEP:
+            return self._explore(stack, terminal)
+        bottom = stack[:cut]
+        return tuple(bottom + s[1:] for s in found)
 
     def _explore(self, stack: Stack, terminal: str) -> tuple[Stack, ...]:
         results: list[Stack] = []

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -353,6 +353,16 @@ class _Lexed:
         return _Lexed([(s, r) for s, r in end_rows if r.any()], groups)
 
 
+def _distinct_targets(row: npt.NDArray[Any]) -> tuple[list[int], npt.NDArray[np.intp]]:
+    """The distinct targets (>= 0) of a row of 256, and per byte the index of its (-1: none)."""
+    values, inverse = np.unique(row, return_inverse=True)
+    index = inverse.reshape(-1).astype(np.intp)
+    if len(values) and values[0] < 0:  # -1 sorts first: map it to the last slot
+        values = values[1:]
+        index = np.where(index == 0, -1, index - 1)
+    return [int(v) for v in values], index
+
+
 class _MatcherDFA:
     """A lazily built DFA over whole matcher states ``(parser configuration, lexer state)``.
 
@@ -374,28 +384,46 @@ class _MatcherDFA:
         # state 0 is the sink: no transition leads anywhere else, and it is not viable
         # state 1 stands for "needs the bottom" (no row; walks set such items aside)
         self.states: list[tuple[Config, int]] = [((), -1), ((), -2)]
-        self._ids: dict[tuple[Config, int], int] = {}
+        self._ids: dict[Config, dict[int, int]] = {}
         self.trans = np.full(256 * 256, -2, dtype=np.int32)
         self.trans[:512] = 0
         # -1: not known yet; 0: not viable; 1: viable; 2: unknown without the stack's bottom
         self._viable = np.full(256, -1, dtype=np.int8)
         self._viable[:2] = 0
-        self._templates: dict[tuple[int, int, int], tuple[list[int], npt.NDArray[np.intp]]] = {}
+        self._templates: dict[
+            tuple[int, int, int], tuple[list[int], list[int], npt.NDArray[np.intp]]
+        ] = {}
 
     def state(self, config: Config, lex: int) -> int:
         """Return the id of a matcher state, creating it."""
-        key = (config, lex)
-        sid = self._ids.get(key)
-        if sid is None:
-            sid = self._ids[key] = len(self.states)
-            self.states.append(key)
-            if sid >= len(self._viable):
-                self._viable = np.concatenate([self._viable, np.full_like(self._viable, -1)])
-                grown = np.empty(len(self.trans) * 2, dtype=np.int32)
-                grown[: len(self.trans)] = self.trans
-                grown[len(self.trans) :] = -2
-                self.trans = grown
-        return sid
+        return self.states_of(config, (lex,))[0]
+
+    def states_of(self, config: Config, lexes: Iterable[int]) -> list[int]:
+        """Return the ids of the matcher states ``(config, lex)`` for each of ``lexes``.
+
+        States are found per configuration, then per lexer state: a deep configuration is
+        hashed once for a whole row, not once per target.
+        """
+        by_lex = self._ids.get(config)
+        if by_lex is None:
+            by_lex = self._ids[config] = {}
+        out = []
+        for lex in lexes:
+            sid = by_lex.get(lex)
+            if sid is None:
+                sid = by_lex[lex] = len(self.states)
+                self.states.append((config, lex))
+                if sid >= len(self._viable):
+                    self._grow()
+            out.append(sid)
+        return out
+
+    def _grow(self) -> None:
+        self._viable = np.concatenate([self._viable, np.full_like(self._viable, -1)])
+        grown = np.empty(len(self.trans) * 2, dtype=np.int32)
+        grown[: len(self.trans)] = self.trans
+        grown[len(self.trans) :] = -2
+        self.trans = grown
 
     def viable(
         self, states: npt.NDArray[np.int64]
@@ -423,22 +451,21 @@ class _MatcherDFA:
         owner = self._owner
         config, lex = self.states[sid]
         cid = owner._context_id(config)
-        values, index = self._template(cid, lex, -1)
-        targets = np.array([self.state(config, v) for v in values] + [0], dtype=np.int32)
-        out = targets[index]
         cls = int(owner._contexts[cid].winner[lex])
+        after: Config | None = None
+        deep = False
         if cls >= 0:
             try:
                 after = owner._after(config, cls)
-                next_cid = owner._context_id(after) if after is not None else -1
             except NeedsBottom:  # every byte that ends the lexeme needs the bottom
-                out = np.where(index >= 0, out, _DEEP_STATE).astype(np.int32)
-            else:
-                if after is not None:
-                    values, index = self._template(cid, lex, next_cid)
-                    targets = np.array([self.state(after, v) for v in values] + [0], dtype=np.int32)
-                    out = np.where(index >= 0, targets[index], out)
-        self.trans[sid * 256 : sid * 256 + 256] = out
+                deep = True
+        next_cid = owner._context_id(after) if after is not None else -1
+        extend, start, index = self._template(cid, lex, next_cid)
+        targets = self.states_of(config, extend)
+        if start and after is not None:
+            targets += self.states_of(after, start)
+        targets.append(_DEEP_STATE if deep else 0)
+        self.trans[sid * 256 : sid * 256 + 256] = np.array(targets, dtype=np.int32)[index]
 
     def _walk_tail(
         self,
@@ -503,26 +530,26 @@ class _MatcherDFA:
 
     def _template(
         self, cid: int, lex: int, next_cid: int
-    ) -> tuple[list[int], npt.NDArray[np.intp]]:
-        """Return the lexer states a row leads to, and per byte the index of its target.
+    ) -> tuple[list[int], list[int], npt.NDArray[np.intp]]:
+        """Return a row's template: the lexer states it leads to, and per byte its target.
 
-        ``next_cid < 0``: the bytes that extend the lexeme (to states of context ``cid``);
-        else the bytes that end it and start one in context ``next_cid``. Bytes of the other
-        kind index -1. Rows of all configurations with this context share the template.
+        The bytes that extend the lexeme lead to states of context ``cid`` (the first list);
+        with ``next_cid >= 0``, the bytes that end it and start one in context ``next_cid``
+        lead to states of that context (the second list). Per byte, the index of its target
+        in the two lists one after the other, or -1 (the last slot: the sink, or the deep
+        state). Rows of all configurations with these contexts share the template.
         """
         key = (cid, lex, next_cid)
         found = self._templates.get(key)
         if found is None:
             row = self._owner._contexts[cid].transitions[lex]
+            extend, index = _distinct_targets(row)
+            start: list[int] = []
             if next_cid >= 0:
                 first = self._owner._contexts[next_cid].transitions[0]
-                row = np.where(row >= 0, -1, first)
-            values, inverse = np.unique(row, return_inverse=True)
-            index = inverse.reshape(-1).astype(np.intp)
-            if len(values) and values[0] < 0:  # -1 sorts first: map it to the last slot
-                values = values[1:]
-                index = np.where(index == 0, -1, index - 1)
-            found = self._templates[key] = ([int(v) for v in values], index)
+                start, start_index = _distinct_targets(np.where(row >= 0, -1, first))
+                index = np.where(start_index >= 0, start_index + len(extend), index)
+            found = self._templates[key] = (extend, start, index)
         return found
 
     def walk(

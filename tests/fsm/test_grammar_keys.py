@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from outlines_like.fsm._grammar_parser import BOTTOM, NeedsBottom
+from outlines_like.fsm._grammar_parser import _TOP_DEPTH, BOTTOM, GLRParser, NeedsBottom
 from outlines_like.fsm.grammar import CompiledGrammar, _Partial
 from tests.fsm.test_grammar import EOS_ID, VOCAB
 from tests.fsm.test_grammar_properties import GRAMMARS
@@ -102,3 +102,36 @@ def test_truncated_steps_are_the_whole_steps_with_the_bottom_cut(name: str) -> N
             with contextlib.suppress(NeedsBottom):
                 assert parser.accepts_end(short) == parser.accepts_end(config)
     assert checked
+
+
+def test_glr_steps_explored_on_the_top_are_the_whole_steps() -> None:
+    """A deep stack's step, explored on its top states and memoised, is the whole exploration.
+
+    Random terminal walks (biased to nesting) reach stacks far deeper than the top explored.
+    """
+    grammar = CompiledGrammar(GRAMMARS["arith_ws_glr"][0], VOCAB)
+    parser = grammar._parser
+    assert isinstance(parser, GLRParser)
+    names = frozenset(grammar.terminal_names)
+    rng = random.Random("glr-top")
+    deep = 0
+    for _ in range(30):
+        config = parser.initial
+        for _ in range(60):
+            shiftable = parser.shiftable(config, names)
+            assert shiftable == frozenset(
+                n for n in names if any(parser._explore(s, n) for s in config)
+            )
+            for stack in config:
+                deep += len(stack) > 2 * _TOP_DEPTH
+                for terminal in sorted(shiftable):
+                    assert parser._stack_feed(stack, terminal) == parser._explore(stack, terminal)
+            if not shiftable:
+                break
+            options = sorted(shiftable)
+            nest = [n for n in options if n in ("LPAR", "MINUS")]
+            terminal = rng.choice(nest if nest and rng.random() < 0.6 else options)
+            after = parser.feed(config, terminal)
+            assert after is not None
+            config = after
+    assert deep

@@ -125,6 +125,11 @@ class TokenTrie:
         sentinel: A bit past the vocabulary's words (the walk's masks have one spare word).
         dup_of: ``int32[k, 2]``: ``(id, other id)`` of tokens with the same bytes as another
             (the trie holds one id per node; the other's bit and end state are copied).
+        slot_tok: ``int32[n_tokens]``: every token in trie order, those with the same bytes side
+            by side (so a subtree's tokens are one contiguous run: the lexer walk's stops).
+        slot_first: ``int32[n_nodes + 1]``: the first slot of each node's tokens (node ``i``
+            holds ``slot_tok[slot_first[i]:slot_first[i + 1]]``).
+        node_one: :attr:`node_tok`, with ``-1`` at the nodes of several tokens (see the slots).
         words: Packed words of a row (``ceil(V / 32)``).
         stack_size: The deepest node's depth plus one.
     """
@@ -152,6 +157,10 @@ class TokenTrie:
         again = np.flatnonzero(~first)
         self.dup_of: I32 = np.stack([node_tok[node_of[again]], sorted_ids[again]], axis=1)
         self.node_tok: I32 = node_tok
+        self.slot_tok: I32 = np.ascontiguousarray(sorted_ids)
+        self.slot_first: I32 = np.searchsorted(node_of, np.arange(n_nodes + 1)).astype(np.int32)
+        self.node_one: I32 = node_tok.copy()
+        self.node_one[np.flatnonzero(np.diff(self.slot_first) > 1)] = -1
         self.root_child: I32 = np.full(256, -1, dtype=np.int32)
         at_top = np.flatnonzero(self.depth == 1).astype(np.int32)
         self.root_child[self.byte[at_top]] = at_top
@@ -333,27 +342,22 @@ def walk_lexer(
     assert kernels is not None
     trans = np.ascontiguousarray(trans, dtype=np.int32)
     flags = np.ascontiguousarray(accepting, dtype=np.bool_).view(np.uint8)
-    n = trie.n_nodes
+    n = trie.slot_tok.shape[0]
     end_tok, end_state = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     stop_tok, stop_off = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     stop_state = np.empty(n, dtype=np.int32)
     stack = np.empty(trie.stack_size, dtype=np.int32)
     n_end, n_stop = kernels.lexer_trie_walk(
-        trans, flags, start, trie.byte, trie.depth, trie.skip, trie.node_tok, trie.sentinel,
-        stack, end_tok, end_state, stop_tok, stop_off, stop_state,
+        trans, flags, start, trie.byte, trie.depth, trie.skip, trie.node_one, trie.sentinel,
+        trie.slot_first, trie.slot_tok, stack, end_tok, end_state, stop_tok, stop_off, stop_state,
     )  # fmt: skip
-    ends = [end_tok[:n_end], end_state[:n_end]]
-    stops = [stop_tok[:n_stop], stop_off[:n_stop], stop_state[:n_stop]]
-    if trie.dup_of.shape[0]:
-        for found in (ends, stops):
-            slot = np.full(trie.sentinel, -1, dtype=np.int64)
-            slot[found[0]] = np.arange(found[0].shape[0])
-            at = slot[trie.dup_of[:, 0]]
-            hit = at >= 0
-            if hit.any():
-                extra = [trie.dup_of[hit, 1], *(col[at[hit]] for col in found[1:])]
-                found[:] = [np.concatenate([a, b]) for a, b in zip(found, extra, strict=True)]
-    return ends[0], ends[1], stops[0], stops[1], stops[2]
+    return (
+        end_tok[:n_end],
+        end_state[:n_end],
+        stop_tok[:n_stop],
+        stop_off[:n_stop],
+        stop_state[:n_stop],
+    )
 
 
 def walk_lexer_list(

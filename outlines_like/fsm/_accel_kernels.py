@@ -258,8 +258,10 @@ def _lexer_trie_walk(
     byte: U8,
     depth: I32,
     skip: I32,
-    node_tok: I32,
+    node_one: I32,
     sentinel: int,
+    slot_first: I32,
+    slot_tok: I32,
     stack: I32,
     end_tok: I32,
     end_state: I32,
@@ -269,11 +271,15 @@ def _lexer_trie_walk(
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """Walk the whole trie through a lexer DFA from ``start``: where each token ends or stops.
 
-    ``trans`` is the flat ``int32[n_states * 256]`` table (``-1`` dead). A token whose every
-    byte is live goes to ``end_tok``/``end_state`` with the state it ends in. Where a byte dies
-    after an accepting state (the lexeme may end there), every token of that node's subtree
-    goes to ``stop_*``: the byte's offset in the token and the state before it; after a state
-    that does not accept, the subtree is skipped. Returns the two counts.
+    ``trans`` is the flat ``int32[n_states * 256]`` table (``-1`` dead). The tokens of node
+    ``i`` are ``slot_tok[slot_first[i]:slot_first[i + 1]]`` (tokens in trie order, those with
+    the same bytes side by side), so a subtree's tokens are one run of slots, copied without
+    visiting its nodes; ``node_one[i]`` is node ``i``'s token when it has one only (``-1``
+    when several, ``sentinel`` when none). A token whose every byte is live goes to
+    ``end_tok``/``end_state`` with the state it ends in. Where a byte dies after an accepting
+    state (the lexeme may end there), every token of that node's subtree goes to ``stop_*``:
+    the byte's offset in the token and the state before it; after a state that does not
+    accept, the subtree is skipped. Returns the two counts.
     """
     n_end = 0
     n_stop = 0
@@ -287,21 +293,25 @@ def _lexer_trie_walk(
         if s < 0:
             hi = skip[i]
             if accepting[parent]:
-                for j in range(i, hi):
-                    t = node_tok[j]
-                    if t != sentinel:
-                        stop_tok[n_stop] = t
-                        stop_off[n_stop] = d - 1
-                        stop_state[n_stop] = parent
-                        n_stop += 1
+                for j in range(slot_first[i], slot_first[hi]):
+                    stop_tok[n_stop] = slot_tok[j]
+                    stop_off[n_stop] = d - 1
+                    stop_state[n_stop] = parent
+                    n_stop += 1
             i = hi
             continue
         stack[d] = s
-        t = node_tok[i]
+        t = node_one[i]
         if t != sentinel:
-            end_tok[n_end] = t
-            end_state[n_end] = s
-            n_end += 1
+            if t >= 0:
+                end_tok[n_end] = t
+                end_state[n_end] = s
+                n_end += 1
+            else:
+                for j in range(slot_first[i], slot_first[i + 1]):
+                    end_tok[n_end] = slot_tok[j]
+                    end_state[n_end] = s
+                    n_end += 1
         i += 1
     return n_end, n_stop
 
@@ -405,7 +415,7 @@ matcher_walk: Callable[..., tuple[int, int]] = _jit(
     _i32,
 )
 lexer_trie_walk: Callable[..., tuple[int, int]] = _jit(
-    _lexer_trie_walk, _i32, _u8, numba.int64, _u8, *[_i32] * 3, numba.int64, *[_i32] * 6
+    _lexer_trie_walk, _i32, _u8, numba.int64, _u8, *[_i32] * 3, numba.int64, *[_i32] * 8
 )
 lexer_list_walk: Callable[..., tuple[int, int]] = _jit(
     _lexer_list_walk, _i32, _u8, numba.int64, _u8, _i64, _i64, _i32, _i32, _i32, _i64, _i32

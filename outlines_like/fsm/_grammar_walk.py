@@ -42,6 +42,7 @@ _CACHE_KEY = "fsm.grammar.byte_table"
 _MIN_LOOP_BYTES = 8  # try the self-loop shortcut when this many bytes loop on the start state
 
 IntArray = npt.NDArray[np.int64]
+AnyInts = npt.NDArray[np.integer[Any]]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -373,18 +374,29 @@ def lexeme_walk(
     if found is not None:
         return found
     ids = table.text_ids
-    res = walk(table, canon.reshape(-1), 0, ids, accepting=canon_accepting, trie=trie)
+    flat = canon.reshape(-1)
+    end_ids: AnyInts
+    end_states: AnyInts
+    stop_ids: AnyInts
+    stop_offsets: AnyInts
+    stop_states: AnyInts
+    if trie is not None:  # token ids straight from the trie, no round trip through positions
+        end_ids, end_states, stop_ids, stop_offsets, stop_states = _accel.walk_lexer(
+            trie, flat, canon_accepting, 0
+        )
+    else:
+        res = walk(table, flat, 0, ids, accepting=canon_accepting)
+        end_ids, end_states = ids[res.end_items], res.end_states
+        stop_ids, stop_offsets, stop_states = ids[res.stop_items], res.stop_offsets, res.stop_states
     end_rows = []
-    end_ids = ids[res.end_items]
-    for state in _distinct(res.end_states):
+    for state in _distinct(end_states):
         bits = np.zeros(table.size, dtype=np.bool_)
-        bits[end_ids[res.end_states == state]] = True
+        bits[end_ids[end_states == state]] = True
         end_rows.append((state, pack(bits)))
     stops = []
-    stop_ids = ids[res.stop_items]
-    for state in _distinct(res.stop_states):
-        sel = res.stop_states == state
-        state_ids, offsets = stop_ids[sel], res.stop_offsets[sel]
+    for state in _distinct(stop_states):
+        sel = stop_states == state
+        state_ids, offsets = stop_ids[sel], stop_offsets[sel]
         rest = rest_order(offsets - table.lengths[state_ids])
         stops.append((state, state_ids[rest].astype(np.int32), offsets[rest].astype(np.int32)))
     found = LexemeWalk(end_rows, stops)
@@ -405,7 +417,7 @@ def rest_order(neg_rest: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.intp]:
     return np.argsort(neg_rest, kind="stable")
 
 
-def _distinct(values: IntArray) -> list[int]:
+def _distinct(values: AnyInts) -> list[int]:
     """The distinct values of an array of small non-negative ints (no sort)."""
     if not len(values):
         return []

@@ -189,6 +189,20 @@ def test_trie_layout() -> None:
     for word, tok in spelled.items():
         assert VOCAB.tokens[tok] == word
     assert trie.dup_of.tolist() == [[AB, AB_AGAIN]]
+    # the slots: every node's tokens (both ids of the repeated one) in trie order, so a
+    # subtree's tokens are the run of slots from its first node to the node past it
+    for i in range(trie.n_nodes):
+        own = trie.slot_tok[trie.slot_first[i] : trie.slot_first[i + 1]].tolist()
+        expected = [] if trie.node_tok[i] == trie.sentinel else [int(trie.node_tok[i])]
+        expected += [int(b) for a, b in trie.dup_of.tolist() if a == trie.node_tok[i]]
+        assert own == expected
+        assert trie.node_one[i] == (trie.node_tok[i] if len(own) <= 1 else -1)
+        inside = trie.slot_tok[trie.slot_first[i] : trie.slot_first[trie.skip[i]]].tolist()
+        below = trie.node_tok[i : trie.skip[i]]
+        assert set(inside) - set(trie.dup_of[:, 1].tolist()) == set(
+            below[below != trie.sentinel].tolist()
+        )
+    assert sorted(trie.slot_tok.tolist()) == sorted(int(t) for t in table.ids)
 
 
 PATTERNS = [

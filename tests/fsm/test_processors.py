@@ -219,30 +219,39 @@ def test_apply_token_bitmask_numpy_matches_torch(vocab: int) -> None:
     assert torch.isfinite(s_t).tolist() == expected
 
 
+@pytest.fixture(scope="module")
+def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Any]:
+    """``(transformers, tokenizer, model)`` of the tiny model, loaded once for this module."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    from outlines_like.server.tiny import build_tiny_model
+
+    transformers.utils.logging.disable_progress_bar()
+    path = str(build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache"))
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"
+    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    return transformers, tok, model
+
+
 @pytest.mark.torch
 @pytest.mark.parametrize(
     "pattern", [r"[a-z]{3}-[0-9]{2}", r"(yes|no|maybe)", r"\{\"n\":[0-9]\}", r"[0-9]{2,4}"]
 )
 def test_transformers_generate_with_the_real_masker(
-    tmp_path_factory: pytest.TempPathFactory, pattern: str
+    tiny_hf: tuple[Any, Any, Any], pattern: str
 ) -> None:
     import re
 
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import torch
 
     from outlines_like.fsm import Vocabulary, compile_constraint
-    from outlines_like.server.tiny import build_tiny_model
     from outlines_like.types import Regex
 
-    transformers.utils.logging.disable_progress_bar()
-    path = str(build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache"))
-    tok = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    transformers, tok, model = tiny_hf
     compiled = compile_constraint(Regex(pattern), Vocabulary.from_transformers(tok))
     proc = LogitsProcessor(compiled)
     prompts = ["hello", "the answer is a long prompt"]
-    tok.padding_side = "left"
     inputs = tok(prompts, return_tensors="pt", padding=True)
     torch.manual_seed(0)
     out = model.generate(
@@ -264,29 +273,23 @@ def test_transformers_generate_with_the_real_masker(
 @pytest.mark.torch
 @pytest.mark.parametrize("extra", [0, 4])
 def test_transformers_generate_closes_within_max_new_tokens(
-    tmp_path_factory: pytest.TempPathFactory, extra: int
+    tiny_hf: tuple[Any, Any, Any], extra: int
 ) -> None:
     """``LogitsProcessor(max_tokens=max_new_tokens)``: a long regex still ends complete."""
     import re
 
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import torch
 
     from outlines_like.fsm import Vocabulary, compile_constraint
     from outlines_like.fsm.closing import shortest_document_tokens
-    from outlines_like.server.tiny import build_tiny_model
     from outlines_like.types import Regex
 
+    transformers, tok, model = tiny_hf
     pattern = r"\[([a-z]+, )*[a-z]+\]"
-    transformers.utils.logging.disable_progress_bar()
-    path = str(build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-cache"))
-    tok = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModelForCausalLM.from_pretrained(path)
     compiled = compile_constraint(Regex(pattern), Vocabulary.from_transformers(tok))
     need = shortest_document_tokens(compiled)
     assert need is not None
     proc = LogitsProcessor(compiled, max_tokens=need + extra)
-    tok.padding_side = "left"
     inputs = tok(["hello", "a longer prompt"], return_tensors="pt", padding=True)
     torch.manual_seed(extra)
     out = model.generate(

@@ -12,6 +12,7 @@ is skipped with the reason, never passed silently.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -50,6 +51,21 @@ class Recorder:
             and request.url.path.endswith(self.path_suffix)
         ):
             self.bodies.append(json.loads(request.content))
+
+
+@contextlib.contextmanager
+def recorded_model(base_url: str, recorder: Recorder, api_key: str = "-") -> Iterator[Any]:
+    """``ol.from_server`` over an OpenAI client whose requests go through ``recorder``."""
+    import httpx2
+    import openai
+
+    import outlines_like as ol
+
+    http = httpx2.Client(event_hooks={"request": [recorder]}, timeout=120)
+    try:
+        yield ol.from_server(openai.OpenAI(base_url=base_url, api_key=api_key, http_client=http))
+    finally:
+        http.close()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
-import httpx2
 import openai
 import pydantic
 import pytest
@@ -20,7 +19,7 @@ import pytest
 import outlines_like as ol
 from outlines_like.errors import ParseError
 from outlines_like.messages import Completion, Usage
-from tests.integration.conftest import Recorder
+from tests.integration.conftest import Recorder, recorded_model
 
 if TYPE_CHECKING:
     from tests.integration.conftest import Server
@@ -54,10 +53,8 @@ def bodies() -> Recorder:
 
 @pytest.fixture
 def model(reference_server: Server, bodies: Recorder) -> Iterator[ol.Model]:
-    http = httpx2.Client(event_hooks={"request": [bodies]}, timeout=120)
-    client = openai.OpenAI(base_url=reference_server.base_url, api_key="-", http_client=http)
-    yield ol.from_server(client)
-    http.close()
+    with recorded_model(reference_server.base_url, bodies) as m:
+        yield m
 
 
 def _total(usages: list[Usage | None]) -> Usage:

@@ -9,7 +9,6 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
-import httpx2
 import jsonschema
 import openai
 import pydantic
@@ -18,7 +17,7 @@ import pytest
 import outlines_like as ol
 from outlines_like.errors import BadRequestError
 from outlines_like.types import CFG, JsonSchema, Regex
-from tests.integration.conftest import Recorder
+from tests.integration.conftest import Recorder, recorded_model
 
 if TYPE_CHECKING:
     from tests.integration.conftest import Server
@@ -53,10 +52,8 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 def model(server: Server, recorder: Recorder) -> Iterator[ol.Model]:
-    http = httpx2.Client(event_hooks={"request": [recorder]}, timeout=120)
-    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", http_client=http)
-    yield ol.from_server(client)
-    http.close()
+    with recorded_model(server.base_url, recorder, api_key="sk-test") as m:
+        yield m
 
 
 def test_detects_the_server(model: ol.Model, server: Server) -> None:

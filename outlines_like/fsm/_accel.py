@@ -176,14 +176,6 @@ class TokenTrie:
         return np.zeros(self.words + 1, dtype=np.uint32)
 
 
-def _distinct(states: I32) -> list[int]:
-    """The distinct values of ``states``, ascending (a set below ~1k: np.unique costs ~10 us)."""
-    if states.shape[0] <= 1024:
-        return sorted(set(states.tolist()))
-    out: list[int] = np.unique(states).tolist()
-    return out
-
-
 def walk_trie(
     trie: TokenTrie,
     trans: I32,
@@ -223,7 +215,7 @@ def walk_trie(
         )  # fmt: skip
         if n:
             assert lazy is not None
-            lazy.expand(_distinct(pend_state[:n]))
+            lazy.expand(pend_state[:n])
             trans = np.ascontiguousarray(lazy.transitions)
             nodes, states, pend_node, pend_state = pend_node, pend_state, nodes, states
     if trie.dup_of.shape[0]:
@@ -263,7 +255,7 @@ def walk_list(
         )
         if n:
             assert lazy is not None
-            lazy.expand(_distinct(pend_state[:n]))
+            lazy.expand(pend_state[:n])
             trans = np.ascontiguousarray(lazy.transitions)
             again = pend_item[:n]
             begin, end, ids, start = pend_begin[:n], end[again], ids[again], pend_state[:n]

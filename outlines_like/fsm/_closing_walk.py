@@ -122,7 +122,7 @@ class _RegexWalker:
             here = cur[:k]
             live = here >= 0
             if dfa.lazy:
-                dfa.expand(np.unique(here[live]))
+                dfa.expand(here[live])
             trans = dfa.transitions
             col = table.columns[j][pos[:k]]
             cur[:k] = np.where(live, trans[np.where(live, here, 0), col], -1)

@@ -442,7 +442,7 @@ def _walk_columns(
         if lazy is not None:
             unknown = np.flatnonzero(nxt == UNKNOWN)
             if unknown.shape[0]:
-                lazy.expand(_distinct(cur[unknown]))
+                lazy.expand(cur[unknown])
                 tflat = lazy.transitions.reshape(-1)
                 nxt[unknown] = tflat[cur[unknown] * 256 + col[unknown]]
         cur = nxt
@@ -457,14 +457,6 @@ def _walk_columns(
             # a few long tokens left: finish them byte by byte rather than column by column
             _finish_scalar(trans, table, pos, cur, j, lazy, done_pos, done_cur)
             break
-
-
-def _distinct(states: I32) -> list[int]:
-    """The distinct values of a few states (``np.unique`` costs more below some hundreds)."""
-    if states.shape[0] > 256:
-        out: list[int] = np.unique(states).tolist()
-        return out
-    return sorted(set(states.tolist()))
 
 
 _LOOP, _DEAD, _STOP = 0, 1, 2
@@ -486,7 +478,7 @@ def _pair_candidates(
     live = live[table.first_count[live] > 0]
     targets = row[live]
     if lazy is not None:
-        lazy.expand(_distinct(targets))
+        lazy.expand(targets)
         trans = lazy.transitions
     second_live = np.ones((live.shape[0], 257), dtype=bool)
     second_live[:, :256] = trans[targets] >= 0

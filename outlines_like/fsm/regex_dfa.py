@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -418,6 +419,14 @@ def _eager(builder: _SubsetBuilder) -> ByteDFA:
 UNKNOWN = -2  # a row of a lazy DFA that is not built yet
 
 
+def _distinct(states: npt.NDArray[Any]) -> list[int]:
+    """The distinct values of ``states``, ascending (``np.unique`` costs more below ~1k)."""
+    if states.shape[0] > 1024:
+        out: list[int] = np.unique(states).tolist()
+        return out
+    return sorted(set(states.tolist()))
+
+
 class LazyByteDFA:
     """A byte DFA built state by state, as walks reach the states (for very large regexes).
 
@@ -495,8 +504,12 @@ class LazyByteDFA:
         return self._b.accepting[state]
 
     def expand(self, states: npt.ArrayLike) -> None:
-        """Build the rows of ``states`` (no-op for rows already built)."""
-        todo = states if isinstance(states, list) else np.asarray(states, dtype=np.int64).tolist()
+        """Build the rows of ``states`` (no-op for rows already built).
+
+        A list is built in its order; an array (a walk's pending states, with repeats) in
+        ascending order of its distinct values.
+        """
+        todo = states if isinstance(states, list) else _distinct(np.asarray(states))
         done = self._views[1]
         if all(done[s] for s in todo):  # discovered states are in range
             return

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CharSets", "LexemeCache", "SuffixTable", "TokenBytes", "WalkList", "column_layout"]
+__all__ = [
+    "CharSets",
+    "LexemeCache",
+    "SuffixTable",
+    "TokenBytes",
+    "WalkList",
+    "column_layout",
+    "utf8_valid_prefixes",
+]
 
 I32 = npt.NDArray[np.int32]
 _MAX_SETS = 64  # byte sets kept per vocabulary (a JSON schema uses one or two)
@@ -57,9 +64,8 @@ class CharSets:
         n_chars: ``int32[n]``: characters of each token.
         ids: ``int32[n]``: token id at each position.
         vocab_size: ``V``.
-        tokens_by_pos: The text tokens by table position.
-        layout: Gives their bytes end to end (:class:`TokenBytes`, shared by the vocabulary's
-            byte sets); built here when not given.
+        layout: The tokens' bytes end to end (:class:`TokenBytes`, the vocabulary's, shared by
+            its byte sets).
 
     Attributes:
         fit_pos: Ascending table positions of the fitting tokens.
@@ -77,12 +83,10 @@ class CharSets:
         n_chars: I32,
         ids: I32,
         vocab_size: int,
-        tokens_by_pos: tuple[bytes, ...] = (),
-        layout: Callable[[], TokenBytes] | None = None,
+        layout: TokenBytes,
     ) -> None:
         self._in_set = in_set
-        self._tokens = tokens_by_pos
-        self._layout = layout
+        self.layout = layout
         self._ids = ids
         self._suffixes: SuffixTable | None = None
         out = np.packbits(~in_set, bitorder="little").view(np.uint64)
@@ -124,16 +128,9 @@ class CharSets:
         """The unfit tokens from the byte where they leave the lexeme (built once)."""
         sfx = self._suffixes
         if sfx is None:
-            sfx = SuffixTable(self.layout(), self.unfit_pos, self._ids, self._in_set)
+            sfx = SuffixTable(self.layout, self.unfit_pos, self._ids, self._in_set)
             self._suffixes = sfx
         return sfx
-
-    def layout(self) -> TokenBytes:
-        """The vocabulary's tokens end to end (shared by the byte sets of one vocabulary)."""
-        if self._layout is None:
-            own = TokenBytes(self._tokens)
-            self._layout = lambda: own
-        return self._layout()
 
     def tails(self, m: int, loop: bool, longer: bool) -> WalkList:
         """What the compiled walk walks from a chain ``c0 .. cm`` on ``O`` (built once per key).
@@ -158,7 +155,7 @@ class CharSets:
             if longer:
                 # each token from its character m on: a range of the vocabulary's bytes
                 pos = np.concatenate([self.fit_pos[self.fit_chars > m], sfx.orig_pos[pre > m]])
-                lay = self.layout()
+                lay = self.layout
                 shift = sfx.flat.shape[0]
                 flats.append(lay.flat)
                 begin.append(lay.offsets[pos] + lay.char_offsets(m)[pos] + shift)
@@ -176,36 +173,57 @@ class CharSets:
         return walk
 
 
+def utf8_valid_prefixes(tokens: tuple[bytes, ...] | list[bytes]) -> npt.NDArray[np.int64]:
+    """Per token, the length of its longest prefix that decodes as UTF-8 (its length if whole).
+
+    Where Python's decoder reports the first error: a token that starts inside a character,
+    or ends inside one, has a shorter valid prefix.
+    """
+    valid = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    for p, tok in enumerate(tokens):
+        if not tok.isascii():
+            try:
+                tok.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                valid[p] = exc.start
+    return valid
+
+
 class TokenBytes:
     """A vocabulary's text tokens end to end, with per-byte facts computed once, in arrays.
 
     Token ``p`` is ``flat[offsets[p]:offsets[p + 1]]``. A byte starts a character when it is
     not a UTF-8 continuation byte (``10xxxxxx``); ``valid[p]`` is the length of the longest
     prefix of token ``p`` that decodes as UTF-8 (where Python's decoder reports the first
-    error). Built in ~0.1 s for 128k tokens; every query is a few numpy passes, no loop over
-    tokens.
+    error). The vocabulary's :class:`~outlines_like.fsm.index.TokenTable` builds it from its own
+    arrays; every query is a few numpy passes, no loop over tokens.
     """
 
-    def __init__(self, tokens: tuple[bytes, ...]) -> None:
-        n = len(tokens)
-        self.lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
-        self.flat: npt.NDArray[np.uint8] = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
-        self.offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=self.offsets[1:])
+    def __init__(
+        self,
+        flat: npt.NDArray[np.uint8],
+        offsets: npt.NDArray[np.int64],
+        valid: npt.NDArray[np.int64],
+    ) -> None:
+        n = offsets.shape[0] - 1
+        self.flat = flat
+        self.offsets = offsets
+        self.lengths: npt.NDArray[np.int64] = np.diff(offsets)
+        self.valid = valid
         self.owner = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
-        self.starts = (self.flat & 0xC0) != 0x80
-        self.starts_before = np.zeros(self.flat.shape[0] + 1, dtype=np.int64)
+        self.starts = (flat & 0xC0) != 0x80
+        self.starts_before = np.zeros(flat.shape[0] + 1, dtype=np.int64)
         np.cumsum(self.starts, out=self.starts_before[1:])
-        self.valid = self.lengths.copy()
-        high = np.zeros(self.flat.shape[0] + 1, dtype=np.int64)  # non-ASCII bytes before
-        np.cumsum(self.flat >= 0x80, out=high[1:])
-        for p in np.flatnonzero(high[self.offsets[1:]] > high[self.offsets[:-1]]).tolist():
-            try:
-                tokens[p].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                self.valid[p] = exc.start
         self._char_offsets: dict[int, npt.NDArray[np.int64]] = {}
         self._start_at: npt.NDArray[np.intp] | None = None
+
+    @classmethod
+    def of(cls, tokens: tuple[bytes, ...]) -> TokenBytes:
+        """The layout of ``tokens``, in their order."""
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t in tokens], out=offsets[1:])
+        flat = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
+        return cls(flat, offsets, utf8_valid_prefixes(tokens))
 
     def char_offsets(self, k: int) -> npt.NDArray[np.int64]:
         """Per token, the byte where its character ``k`` (from 0) starts (its length if none)."""
@@ -261,28 +279,18 @@ class LexemeCache:
         n_chars: I32,
         ids: I32,
         vocab_size: int,
-        tokens_by_pos: tuple[bytes, ...],
+        layout: TokenBytes,
     ) -> None:
-        self._args = (complete, ascii_words, n_chars, ids, vocab_size, tokens_by_pos)
+        self._args = (complete, ascii_words, n_chars, ids, vocab_size, layout)
         self._sets: dict[bytes, CharSets] = {}
         self._lock = threading.Lock()
-        self._tokens = tokens_by_pos
-        self._layout: TokenBytes | None = None
-
-    def layout(self) -> TokenBytes:
-        """The vocabulary's tokens end to end, built on first use (~0.1 s), then shared."""
-        if self._layout is None:
-            self._layout = TokenBytes(self._tokens)
-        return self._layout
 
     def chars(self, o_key: bytes) -> CharSets:
         """The :class:`CharSets` of ``O`` (``o_key``: ``bool[128]`` as bytes), built once."""
         with self._lock:
             sets = self._sets.get(o_key)
             if sets is None:
-                sets = CharSets(
-                    np.frombuffer(o_key, dtype=np.bool_), *self._args, layout=self.layout
-                )
+                sets = CharSets(np.frombuffer(o_key, dtype=np.bool_), *self._args)
                 if len(self._sets) >= _MAX_SETS:
                     self._sets.pop(next(iter(self._sets)))
                 self._sets[o_key] = sets

@@ -44,7 +44,13 @@ import numpy.typing as npt
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm import _accel
 from outlines_like.fsm._grammar_walk import byte_table
-from outlines_like.fsm._lexemes import LexemeCache, SuffixTable, column_layout
+from outlines_like.fsm._lexemes import (
+    LexemeCache,
+    SuffixTable,
+    TokenBytes,
+    column_layout,
+    utf8_valid_prefixes,
+)
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
@@ -149,13 +155,8 @@ class TokenTable:
         self.bytesets = bytesets
         self.tail_any: npt.NDArray[np.bool_] = bytesets != 0
         # tokens made of whole, valid UTF-8 characters, and the ASCII bytes of each token
-        complete = np.zeros(n, dtype=bool)
-        for p, tok in enumerate(toks):
-            try:
-                tok.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            complete[p] = True
+        valid = utf8_valid_prefixes(toks)
+        complete = valid == self.lengths
         self.complete = complete
         self.n_complete = int(complete.sum())
         ascii_words = np.zeros((2, n), dtype=np.uint64)
@@ -176,8 +177,9 @@ class TokenTable:
         self.n_chars: I32 = n_chars
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
+        self.layout = TokenBytes(self.flat, self.offsets, valid)
         self.lexemes = LexemeCache(
-            complete, ascii_words, n_chars, self.ids, vocab.size, self.tokens_by_pos
+            complete, ascii_words, n_chars, self.ids, vocab.size, self.layout
         )
         self.eos_ids = np.array(vocab.eos_token_ids, dtype=np.int32)
 

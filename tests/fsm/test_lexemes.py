@@ -189,7 +189,7 @@ def test_token_bytes_and_suffixes_equal_the_byte_by_byte_reading() -> None:
         b"".join(pieces[j] for j in rng.integers(0, len(pieces), rng.integers(1, 7)))
         for _ in range(3000)
     )
-    layout = TokenBytes(tokens)
+    layout = TokenBytes.of(tokens)
     for k in (0, 1, 2, 5):
         expected = [_char_offset_reference(t, k) for t in tokens]
         assert layout.char_offsets(k).tolist() == expected

@@ -504,11 +504,7 @@ class LazyByteDFA:
         return self._b.accepting[state]
 
     def expand(self, states: npt.ArrayLike) -> None:
-        """Build the rows of ``states`` (no-op for rows already built).
-
-        A list is built in its order; an array (a walk's pending states, with repeats) in
-        ascending order of its distinct values.
-        """
+        """Build the rows of ``states``: a list in order, an array's distinct values ascending."""
         todo = states if isinstance(states, list) else _distinct(np.asarray(states))
         done = self._views[1]
         if all(done[s] for s in todo):  # discovered states are in range

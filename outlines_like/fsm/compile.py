@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import compile_grammar, compile_json_object
@@ -55,6 +56,7 @@ from outlines_like.fsm.regex_dfa import (
 )
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonObject, JsonSchema, to_regex, to_term
+from outlines_like.types.grammars import ebnf_to_lexeme_lark
 from outlines_like.types.json_schema_grammar import json_schema_path
 
 __all__ = [
@@ -294,6 +296,8 @@ def _compile(
         return FreeTextCompiled(vocab)
     elif isinstance(term, CFG):
         budget.check_grammar_size(len(term.definition), "the grammar")
+        if term.syntax == "ebnf":  # the grammar's regular parts as the masker's lexemes
+            term = CFG(ebnf_to_lexeme_lark(term.definition, contexts=lexer_contexts), "lark")
         compiled = compile_grammar(term, vocab, budget=budget)
     elif isinstance(term, JsonObject):
         compiled = compile_json_object(vocab, budget=budget)
@@ -301,6 +305,22 @@ def _compile(
         compiled = _regex(pattern, vocab, max_states, cache_dir, budget)
     compiled.matcher().fill_bitmask(np.zeros(vocab.mask_words, dtype=np.int32))
     return compiled
+
+
+def lexer_contexts(text: str) -> list[frozenset[str]] | None:
+    """The terminals the grammar masker's lexer knows in each LALR(1) state of plain-BNF ``text``.
+
+    None when the table has conflicts (the masker then runs GLR) or ``text`` is not plain BNF.
+    The same table :class:`~outlines_like.fsm.grammar.CompiledGrammar` builds for the text.
+    """
+    plain = read_plain(text)
+    if plain is None:
+        return None
+    tables = lalr_tables(plain.rules)
+    if tables.conflict:
+        return None
+    names = {t.name for t in plain.terminals}
+    return [frozenset(n for n in row if n in names) for row in tables.actions.values()]
 
 
 def _regex(

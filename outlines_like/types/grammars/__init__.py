@@ -37,6 +37,7 @@ from outlines_like.types.grammars._ebnf import (
 )
 from outlines_like.types.grammars._from_regex import regex_to_ebnf, regex_to_gbnf, regex_to_lark
 from outlines_like.types.grammars._lark import lark_to_ebnf, lark_to_gbnf, validate_lark
+from outlines_like.types.grammars._lexemes import ebnf_to_lexeme_lark
 
 if TYPE_CHECKING:
     from outlines_like.types._terms import CFG
@@ -45,6 +46,7 @@ __all__ = [
     "check_grammar",
     "ebnf_to_gbnf",
     "ebnf_to_lark",
+    "ebnf_to_lexeme_lark",
     "gbnf_to_ebnf",
     "lark_to_ebnf",
     "lark_to_gbnf",

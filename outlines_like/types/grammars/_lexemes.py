@@ -224,7 +224,10 @@ class _Build:
         self.rules = {name: substitute(body, table) for name, body in skeleton.rules.items()}
 
     def _name(self, hint: str) -> str:
-        base = "".join(c if c.isalnum() else "_" for c in hint.upper()).strip("_") or "T"
+        base = (
+            "".join(c if c.isascii() and c.isalnum() else "_" for c in hint.upper()).strip("_")
+            or "T"
+        )
         base = base if base[0].isalpha() else "T_" + base
         for n in itertools.count(1):
             candidate = base if n == 1 else f"{base}_{n}"
@@ -248,7 +251,7 @@ class _Build:
     def _hint(self, items: Sequence[Node]) -> str:
         if len(items) == 1 and isinstance(items[0], Ref):
             return items[0].name
-        if len(items) == 1 and isinstance(items[0], Lit) and items[0].text.isalnum():
+        if len(items) == 1 and isinstance(items[0], Lit) and items[0].text.isascii():
             return items[0].text
         return "T"
 

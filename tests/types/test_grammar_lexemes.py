@@ -392,3 +392,13 @@ def test_compile_constraint_uses_the_lexeme_grammar_and_cfg_lark_is_unchanged() 
     assert compiled.grammar == ebnf_to_lexeme_lark(cfg.definition, contexts=lexer_contexts)
     assert compiled.is_lalr
     assert cfg.lark == ebnf_to_lark(cfg.definition)  # what servers taking Lark get
+
+
+def test_a_lexer_sensitive_grammar_keeps_its_language_through_compile_constraint() -> None:
+    """`"ab" | [a-z]{3}` reads `abc` (the compact `CFG.lark` form, lexed, would not)."""
+    cfg = CFG('root ::= "ab" | [a-z] [a-z] [a-z]', "ebnf")
+    compiled = compile_constraint(cfg, VOCAB)
+    assert isinstance(compiled, CompiledGrammar)
+    assert [compiled.accepts_text(s) for s in (b"ab", b"abc", b"xyz")] == [True] * 3
+    assert [compiled.accepts_text(s) for s in (b"a", b"abcd", b"")] == [False] * 3
+    assert not CompiledGrammar(cfg.lark, VOCAB).accepts_text(b"abc")

@@ -20,8 +20,13 @@ source's terminals, as Lark's ``lexer="dynamic_complete"`` does. Lark's default 
 split greedily, so for grammars where greedy splitting rejects a string the converted
 grammar may accept it (see ``docs/grammars.md``).
 
+For the local masker, whose lexer is contextual and maximal-munch, ``ebnf_to_lexeme_lark``
+writes EBNF/GBNF with the grammar's regular parts as real terminals where a check proves the
+lexer then reads the same language, and one-character terminals elsewhere.
+
 Modules: ``_ir`` (the intermediate form), ``_from_regex``, ``_lark`` and ``_ebnf`` (readers),
-``_write`` (writers), ``_passes`` (rewrites and checks on the IR).
+``_write`` (writers), ``_passes`` (rewrites and checks on the IR), ``_lexemes`` (EBNF for the
+masker's lexer) and ``_automata`` (the checks it runs on the terminals).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from outlines_like.types._charset import complement
 from outlines_like.types.grammars._automata import unsafe_terminals
@@ -53,7 +53,14 @@ from outlines_like.types.grammars._ir import (
     rep,
     seq,
 )
-from outlines_like.types.grammars._passes import _atoms, _char_sets, prune, substitute
+from outlines_like.types.grammars._passes import (
+    _atoms,
+    _char_sets,
+    _refs,
+    prune,
+    substitute,
+)
+from outlines_like.types.grammars._passes import can_be_empty as nullable
 from outlines_like.types.grammars._write import _class_body, _lark_char, _rule_names
 
 Contexts = Callable[[str], "list[frozenset[str]] | None"]
@@ -70,27 +77,6 @@ def _size(node: Node) -> int:
     if isinstance(node, Rep):
         return 1 + _size(node.item)
     return 1
-
-
-def _refs(node: Node) -> Iterator[str]:
-    if isinstance(node, Ref):
-        yield node.name
-    elif isinstance(node, (Seq, Alt)):
-        for item in node.items:
-            yield from _refs(item)
-    elif isinstance(node, Rep):
-        yield from _refs(node.item)
-
-
-def nullable(node: Node) -> bool:
-    """Whether a rule-free node matches the empty string."""
-    if isinstance(node, Seq):
-        return all(nullable(i) for i in node.items)
-    if isinstance(node, Alt):
-        return any(nullable(i) for i in node.items)
-    if isinstance(node, Rep):
-        return node.low == 0 or nullable(node.item)
-    return False
 
 
 def non_empty(node: Node) -> Node:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.types._charset import complement, normalize
@@ -157,25 +157,26 @@ def remove_immediate_left_recursion(grammar: Grammar) -> Grammar:
     return Grammar(rules, grammar.start)
 
 
+def can_be_empty(node: Node, nullable: Collection[str] = ()) -> bool:
+    """Whether ``node`` matches the empty string, given the rules that can (``nullable``)."""
+    if isinstance(node, Ref):
+        return node.name in nullable
+    if isinstance(node, Seq):
+        return all(can_be_empty(i, nullable) for i in node.items)
+    if isinstance(node, Alt):
+        return any(can_be_empty(i, nullable) for i in node.items)
+    if isinstance(node, Rep):
+        return node.low == 0 or can_be_empty(node.item, nullable)
+    return False
+
+
 def _nullable(grammar: Grammar) -> set[str]:
     nullable: set[str] = set()
-
-    def can_be_empty(node: Node) -> bool:
-        if isinstance(node, Ref):
-            return node.name in nullable
-        if isinstance(node, Seq):
-            return all(can_be_empty(i) for i in node.items)
-        if isinstance(node, Alt):
-            return any(can_be_empty(i) for i in node.items)
-        if isinstance(node, Rep):
-            return node.low == 0 or can_be_empty(node.item)
-        return False
-
     changed = True
     while changed:
         changed = False
         for name, body in grammar.rules.items():
-            if name not in nullable and can_be_empty(body):
+            if name not in nullable and can_be_empty(body, nullable):
                 nullable.add(name)
                 changed = True
     return nullable

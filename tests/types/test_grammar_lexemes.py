@@ -61,7 +61,42 @@ ADVERSARIAL = {
     "bounded": 'root ::= ([a-c]{2,3} ";"){1,2} [a]{0,2} ("(" root ")")?',
 }
 
+# llama.cpp's grammars/c.gbnf: keywords that identifiers may start with (or be)
+C_GBNF = r"""
+root ::= (declaration)*
+declaration ::= dataType identifier "(" parameter? ")" "{" statement* "}"
+dataType  ::= "int" ws | "float" ws | "char" ws
+identifier ::= [a-zA-Z_] [a-zA-Z_0-9]*
+parameter ::= dataType identifier
+statement ::=
+    ( dataType identifier ws "=" ws expression ";" ) |
+    ( identifier ws "=" ws expression ";" ) |
+    ( identifier ws "(" argList? ")" ";" ) |
+    ( "return" ws expression ";" ) |
+    ( "while" "(" condition ")" "{" statement* "}" ) |
+    ( "for" "(" forInit ";" ws condition ";" ws forUpdate ")" "{" statement* "}" ) |
+    ( "if" "(" condition ")" "{" statement* "}" ("else" "{" statement* "}")? ) |
+    ( singleLineComment ) |
+    ( multiLineComment )
+forInit ::= dataType identifier ws "=" ws expression | identifier ws "=" ws expression
+forUpdate ::= identifier ws "=" ws expression
+condition ::= expression relationOperator expression
+relationOperator ::= ("<=" | "<" | "==" | "!=" | ">=" | ">")
+expression ::= term (("+" | "-") term)*
+term ::= factor(("*" | "/") factor)*
+factor ::= identifier | number | unaryTerm | funcCall | parenExpression
+unaryTerm ::= "-" factor
+funcCall ::= identifier "(" argList? ")"
+parenExpression ::= "(" ws expression ws ")"
+argList ::= expression ("," ws expression)*
+number ::= [0-9]+
+singleLineComment ::= "//" [^\n]* "\n"
+multiLineComment ::= "/*" ( [^*] | ("*" [^/]) )* "*/"
+ws ::= ([ \t\n]+)
+"""
+
 GRAMMARS: dict[str, str] = {
+    "c_gbnf": C_GBNF,
     **{n: BENCH[n] for n in ("arith_ebnf", "json_ebnf", "json_ebnf_star")},
     **{name: g for name, g, _, _ in EBNF_CORPUS if name not in BENCH},
     **{name: g for name, g, _, _ in LEXER_SENSITIVE},
@@ -402,3 +437,14 @@ def test_a_lexer_sensitive_grammar_keeps_its_language_through_compile_constraint
     assert [compiled.accepts_text(s) for s in (b"ab", b"abc", b"xyz")] == [True] * 3
     assert [compiled.accepts_text(s) for s in (b"a", b"abcd", b"")] == [False] * 3
     assert not CompiledGrammar(cfg.lark, VOCAB).accepts_text(b"abc")
+
+
+def test_identifiers_that_start_with_keywords() -> None:
+    """llama.cpp's C grammar: `returned` is a name (the compact form, lexed, took `return`)."""
+    cfg = CFG(C_GBNF, "ebnf")
+    compiled = compile_constraint(cfg, VOCAB)
+    assert isinstance(compiled, CompiledGrammar)
+    for text in (b"int f(){returned = 1;}", b"int f(){interval = 2;}", b"int f(){return f(1)+2;}"):
+        assert compiled.accepts_text(text), text
+    assert not compiled.accepts_text(b"int f(){return1;}")
+    assert not CompiledGrammar(cfg.lark, VOCAB).accepts_text(b"int f(){returned = 1;}")

@@ -235,7 +235,9 @@ def unsafe_terminals(
             only (LALR, so overlap is unsafe) or each of them (GLR, overlap is harmless).
 
     Returns:
-        Both terminals of every pair that fails, and every terminal too large to check.
+        The terminals to split: both of a pair that overlaps, the longer one (``u``) of a
+        pair where it extends ``t``'s text (a one-character terminal never extends one), and
+        every terminal too large to check. An empty set: the lexer reads the grammar exactly.
     """
     alphabet = Alphabet(terminals.values())
     dfas: dict[str, Dfa] = {}
@@ -261,6 +263,8 @@ def unsafe_terminals(
         if t in bad and u in bad:
             continue
         result = check_pair(dfas[t], dfas[u], alphabet)
-        if (exclusive and t != u and result.overlap) or (result.extends & after[t]):
+        if exclusive and t != u and result.overlap:
             bad.update((t, u))
+        elif result.extends & after[t]:
+            bad.add(u)  # the terminal read on past the end of t's text
     return bad

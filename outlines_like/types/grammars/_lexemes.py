@@ -68,6 +68,7 @@ Contexts = Callable[[str], "list[frozenset[str]] | None"]
 
 _MAX_INLINE = 4_000  # nodes a regular rule may grow to when inlined (else it stays a rule)
 _MAX_PRODUCT = 64  # alternatives a sequence may expand to before a group gets its own rule
+_MAX_CHOICE = 8  # ... where the group cannot be empty (an own rule then adds no empty reduction)
 _RUN = "\x00run"  # placeholder rule names for runs in the skeleton
 
 
@@ -325,7 +326,8 @@ class _Bnf:
             result: list[tuple[str, ...]] = [()]
             for item in node.items:
                 options = self.alts(item)
-                if len(result) * len(options) > _MAX_PRODUCT:
+                limit = _MAX_PRODUCT if () in options else _MAX_CHOICE
+                if len(result) * len(options) > limit:
                     options = [(self.symbol(item),)]
                 result = [a + b for a in result for b in options]
             return result

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from outlines_like.errors import InvalidConstraintError
 from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
@@ -310,12 +311,18 @@ def _compile(
 def lexer_contexts(text: str) -> list[frozenset[str]] | None:
     """The terminals the grammar masker's lexer knows in each LALR(1) state of plain-BNF ``text``.
 
-    None when the table has conflicts (the masker then runs GLR) or ``text`` is not plain BNF.
-    The same table :class:`~outlines_like.fsm.grammar.CompiledGrammar` builds for the text.
+    The same table :class:`~outlines_like.fsm.grammar.CompiledGrammar` builds for the text;
+    None when it has conflicts (the masker then runs GLR: a lexeme is every terminal it
+    matches).
+
+    Raises:
+        InvalidConstraintError: ``text`` is not plain BNF (a bug of the EBNF converter).
     """
     plain = read_plain(text)
     if plain is None:
-        return None
+        raise InvalidConstraintError(
+            "the EBNF grammar converted for the masker is not plain BNF; please report this"
+        )
     tables = lalr_tables(plain.rules)
     if tables.conflict:
         return None

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import compile_grammar, compile_json_object
@@ -85,10 +86,11 @@ _dfas: collections.OrderedDict[tuple[str, int], ByteDFA | LazyByteDFA] = collect
 
 
 def clear_caches() -> None:
-    """Empty the in-memory caches (DFAs and compiled constraints)."""
+    """Empty the in-memory caches (DFAs, grammar terminals' DFAs, compiled constraints)."""
     with _lock:
         _compiled.clear()
         _dfas.clear()
+    clear_terminal_dfas()
 
 
 def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:

@@ -35,6 +35,7 @@ by measured size (:mod:`outlines_like.types.json_schema_budget`).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Final
@@ -112,6 +113,7 @@ def _literal_text(regex: str) -> str | None:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def _lark_terminal(regex: str) -> str:
     """A Lark terminal definition: a string literal when ``regex`` is one, else ``/.../``.
 
@@ -494,16 +496,29 @@ class _GrammarConverter(_Converter):
 
     def prune(self, start: list[str]) -> None:
         """Drop alternatives no document completes, then rules the start cannot reach."""
+        # productive symbols by a worklist: an alternative is productive once its count of
+        # symbols not yet known productive reaches 0 (each use of a symbol counted)
         productive = set(self.terminals)
-        changed = True
-        while changed:
-            changed = False
-            for name, alternatives in self.rules.items():
-                if name not in productive and any(
-                    all(sym in productive for sym in alt) for alt in alternatives
-                ):
+        waiting: dict[str, list[tuple[str, int]]] = {}  # symbol -> (rule, alternative) uses
+        missing: dict[tuple[str, int], int] = {}
+        todo: list[str] = []
+        for name, alternatives in self.rules.items():
+            for i, alt in enumerate(alternatives):
+                count = 0
+                for sym in alt:
+                    if sym not in productive:
+                        count += 1
+                        waiting.setdefault(sym, []).append((name, i))
+                if count == 0 and name not in productive:
                     productive.add(name)
-                    changed = True
+                    todo.append(name)
+                missing[(name, i)] = count
+        while todo:
+            for name, i in waiting.pop(todo.pop(), ()):
+                missing[(name, i)] -= 1
+                if missing[(name, i)] == 0 and name not in productive:
+                    productive.add(name)
+                    todo.append(name)
         if not all(sym in productive for sym in start):
             raise InvalidConstraintError("the JSON Schema accepts no document")
         for name in list(self.rules):

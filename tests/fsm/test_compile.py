@@ -21,8 +21,7 @@ from outlines_like.fsm import (
     clear_caches,
     compile_constraint,
 )
-from outlines_like.fsm.compile import CACHE_DIR_ENV, clear_caches, compile_regex_cached
-from outlines_like.fsm.matcher import RegexCompiled
+from outlines_like.fsm.compile import CACHE_DIR_ENV, compile_regex_cached
 from outlines_like.types import CFG, JsonSchema, Regex, integer
 
 # one token per printable ASCII byte, a few multi-byte tokens, EOS last

@@ -100,8 +100,9 @@ class TerminalDFAs:
 
     def __getitem__(self, terminal: int) -> TerminalDFA:
         dfa = self._dfas[terminal]
-        if dfa is None:
-            dfa = self._dfas[terminal] = literal_dfa(self._literals.pop(terminal))
+        if dfa is None:  # through the memo: grammars share member names and enum values
+            text = self._literals.pop(terminal).decode("utf-8")
+            dfa = self._dfas[terminal] = terminal_dfa("", "str", text, ())
         return dfa
 
     def set(self, terminal: int, dfa: TerminalDFA) -> None:
@@ -389,14 +390,11 @@ def build_context(
                 bits[q] = merged
                 changed = True
     n_terms = len(dfas)
-    reach = np.zeros((n, n_terms), dtype=np.bool_)
-    for q, b in enumerate(bits):
-        if b:
-            reach[q] = np.unpackbits(
-                np.frombuffer(b.to_bytes((n_terms + 7) // 8, "little"), dtype=np.uint8),
-                count=n_terms,
-                bitorder="little",
-            ).astype(np.bool_)
+    width = (n_terms + 7) // 8
+    packed = np.frombuffer(b"".join(b.to_bytes(width, "little") for b in bits), dtype=np.uint8)
+    reach = np.unpackbits(
+        packed.reshape(n, width), axis=1, count=n_terms, bitorder="little"
+    ).astype(np.bool_)
     return ContextDFA(
         terminals=tuple(order),
         transitions=transitions,

@@ -215,18 +215,15 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     term_bit: dict[int, int] = {}  # terminal symbol id -> bit index in lookahead sets
     term_names: list[str] = [END]
 
-    def symbol(name: str) -> int:
-        sid = sym_id.get(name)
-        if sid is None:
-            sid = sym_id[name] = len(names)
-            names.append(name)
-            term_bit[sid] = len(term_names)
-            term_names.append(name)
-        return sid
-
-    prods: list[tuple[int, tuple[int, ...]]] = [
-        (origins[o], tuple(symbol(s) for s in e)) for o, e in rules
-    ]
+    prods: list[tuple[int, tuple[int, ...]]] = []
+    for o, e in rules:
+        for name in e:
+            if name not in sym_id:  # a terminal, numbered as first met
+                tid = sym_id[name] = len(names)
+                names.append(name)
+                term_bit[tid] = len(term_names)
+                term_names.append(name)
+        prods.append((origins[o], tuple([sym_id[name] for name in e])))
     prods.append((root, (origins[start],)))
     root_prod = len(prods) - 1
     prods_of: list[list[int]] = [[] for _ in range(n_nt)]
@@ -243,11 +240,13 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
         item_prod.extend([p] * (len(rhs) + 1))
 
     nullable = [False] * n_nt
+    # only productions of nonterminals alone can make their origin nullable
+    candidates = [(lhs, rhs) for lhs, rhs in prods if all(s < n_nt for s in rhs)]
     changed = True
     while changed:
         changed = False
-        for lhs, rhs in prods:
-            if not nullable[lhs] and all(s < n_nt and nullable[s] for s in rhs):
+        for lhs, rhs in candidates:
+            if not nullable[lhs] and all(nullable[s] for s in rhs):
                 nullable[lhs] = changed = True
 
     # left corners: the nonterminals whose items a closure over A adds (A included)

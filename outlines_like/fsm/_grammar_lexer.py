@@ -10,8 +10,10 @@ scanner order that matches the whole lexeme, retyped to an equal string terminal
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +28,7 @@ __all__ = [
     "TerminalDFA",
     "TerminalDFAs",
     "build_context",
+    "clear_terminal_dfas",
     "literal_dfa",
     "terminal_dfa",
 ]
@@ -65,6 +68,7 @@ def _with_dead_row(
 ) -> TerminalDFA:
     trans = np.vstack([transitions, np.full((1, 256), -1, dtype=np.int32)]).astype(np.int32)
     acc = np.concatenate([accepting, np.zeros(1, dtype=np.bool_)])
+    trans.flags.writeable = acc.flags.writeable = False  # shared through the memo
     return TerminalDFA(trans, acc, start)
 
 
@@ -96,8 +100,9 @@ class TerminalDFAs:
 
     def __getitem__(self, terminal: int) -> TerminalDFA:
         dfa = self._dfas[terminal]
-        if dfa is None:
-            dfa = self._dfas[terminal] = literal_dfa(self._literals.pop(terminal))
+        if dfa is None:  # through the memo: grammars share member names and enum values
+            text = self._literals.pop(terminal).decode("utf-8")
+            dfa = self._dfas[terminal] = terminal_dfa("", "str", text, ())
         return dfa
 
     def set(self, terminal: int, dfa: TerminalDFA) -> None:
@@ -126,8 +131,21 @@ _LOOKAROUND_FREE = {
 }
 
 
+_MEMO_BYTES = 64 << 20
+"""Most bytes of transition tables the terminal DFA memo keeps (least recently used out)."""
+_memo: collections.OrderedDict[tuple[str, str, tuple[str, ...]], TerminalDFA] = (
+    collections.OrderedDict()
+)
+_memo_bytes = 0
+_memo_lock = threading.Lock()
+
+
 def terminal_dfa(name: str, kind: str, value: str, flags: Sequence[str]) -> TerminalDFA:
-    """Compile one Lark terminal to a byte DFA.
+    """Compile one Lark terminal to a byte DFA, or take it from the process's memo.
+
+    Grammars share most of their lexemes (a JSON Schema's grammars: the JSON string, numbers,
+    punctuation with its whitespace, ``format`` regexes), so the DFAs are memoised by
+    ``(kind, value, flags)`` (a DFA is immutable), up to :data:`_MEMO_BYTES` of tables.
 
     Args:
         name: The terminal's name (for error messages).
@@ -139,6 +157,33 @@ def terminal_dfa(name: str, kind: str, value: str, flags: Sequence[str]) -> Term
         UnsupportedConstraintError: A flag the byte DFA cannot express.
         InvalidConstraintError: The regex does not compile.
     """
+    key = (kind, value, tuple(flags))
+    with _memo_lock:
+        dfa = _memo.get(key)
+        if dfa is not None:
+            _memo.move_to_end(key)
+            return dfa
+    dfa = _terminal_dfa(name, kind, value, flags)
+    with _memo_lock:
+        global _memo_bytes
+        if key not in _memo:
+            _memo[key] = dfa
+            _memo_bytes += dfa.transitions.nbytes
+            while _memo_bytes > _MEMO_BYTES and len(_memo) > 1:
+                _memo_bytes -= _memo.popitem(last=False)[1].transitions.nbytes
+    return dfa
+
+
+def clear_terminal_dfas() -> None:
+    """Empty the memo of terminal DFAs."""
+    global _memo_bytes
+    with _memo_lock:
+        _memo.clear()
+        _memo_bytes = 0
+
+
+def _terminal_dfa(name: str, kind: str, value: str, flags: Sequence[str]) -> TerminalDFA:
+    """Build one terminal's DFA (see :func:`terminal_dfa`)."""
     flag_set = set(flags)
     if kind == "str":
         if not flag_set:
@@ -345,14 +390,11 @@ def build_context(
                 bits[q] = merged
                 changed = True
     n_terms = len(dfas)
-    reach = np.zeros((n, n_terms), dtype=np.bool_)
-    for q, b in enumerate(bits):
-        if b:
-            reach[q] = np.unpackbits(
-                np.frombuffer(b.to_bytes((n_terms + 7) // 8, "little"), dtype=np.uint8),
-                count=n_terms,
-                bitorder="little",
-            ).astype(np.bool_)
+    width = (n_terms + 7) // 8
+    packed = np.frombuffer(b"".join(b.to_bytes(width, "little") for b in bits), dtype=np.uint8)
+    reach = np.unpackbits(
+        packed.reshape(n, width), axis=1, count=n_terms, bitorder="little"
+    ).astype(np.bool_)
     return ContextDFA(
         terminals=tuple(order),
         transitions=transitions,

@@ -48,6 +48,10 @@ _TERM_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 _RULE_BODY = re.compile(r"(?:\s|\||[a-z][a-z0-9_]*\b|[A-Z][A-Z0-9_]*\b)*")
 _RULE_LINE = re.compile(r"([a-z][a-z0-9_]*)\s*:(.*)")
 _TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
+# Lark's pattern of a terminal's literal text, shared by every grammar that writes it: Lark
+# computes a regex pattern's width (with ``sre_parse``, ~0.1-1 ms) once per pattern object.
+_patterns: dict[str, Any] = {}
+_MAX_PATTERNS = 4096
 
 
 @contextlib.contextmanager
@@ -136,10 +140,15 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
         literal = (_STRING if kind == "STRING" else _REGEXP).match(body) if kind else None
         if literal is None or literal.end() != len(body):
             return None
-        try:
-            pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
-        except (GrammarError, AssertionError):
-            return None
+        pattern = _patterns.get(body)
+        if pattern is None:
+            try:
+                pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
+            except (GrammarError, AssertionError):
+                return None
+            if len(_patterns) >= _MAX_PATTERNS:
+                _patterns.clear()
+            _patterns[body] = pattern
         term_defs[name] = TerminalDef(name, pattern)
     if start not in rules:
         return None
@@ -206,18 +215,15 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     term_bit: dict[int, int] = {}  # terminal symbol id -> bit index in lookahead sets
     term_names: list[str] = [END]
 
-    def symbol(name: str) -> int:
-        sid = sym_id.get(name)
-        if sid is None:
-            sid = sym_id[name] = len(names)
-            names.append(name)
-            term_bit[sid] = len(term_names)
-            term_names.append(name)
-        return sid
-
-    prods: list[tuple[int, tuple[int, ...]]] = [
-        (origins[o], tuple(symbol(s) for s in e)) for o, e in rules
-    ]
+    prods: list[tuple[int, tuple[int, ...]]] = []
+    for o, e in rules:
+        for name in e:
+            if name not in sym_id:  # a terminal, numbered as first met
+                tid = sym_id[name] = len(names)
+                names.append(name)
+                term_bit[tid] = len(term_names)
+                term_names.append(name)
+        prods.append((origins[o], tuple([sym_id[name] for name in e])))
     prods.append((root, (origins[start],)))
     root_prod = len(prods) - 1
     prods_of: list[list[int]] = [[] for _ in range(n_nt)]
@@ -234,11 +240,13 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
         item_prod.extend([p] * (len(rhs) + 1))
 
     nullable = [False] * n_nt
+    # only productions of nonterminals alone can make their origin nullable
+    candidates = [(lhs, rhs) for lhs, rhs in prods if all(s < n_nt for s in rhs)]
     changed = True
     while changed:
         changed = False
-        for lhs, rhs in prods:
-            if not nullable[lhs] and all(s < n_nt and nullable[s] for s in rhs):
+        for lhs, rhs in candidates:
+            if not nullable[lhs] and all(nullable[s] for s in rhs):
                 nullable[lhs] = changed = True
 
     # left corners: the nonterminals whose items a closure over A adds (A included)
@@ -268,8 +276,10 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     state_of: dict[frozenset[int], int] = {}
     goto: list[dict[int, int]] = []
     reductions: list[list[int]] = []  # per state, the productions completed there
-    # the part of a closure that depends on the kernel's nonterminals only, cached by them
-    closed: dict[frozenset[int], tuple[dict[int, list[int]], list[int]]] = {}
+    # the part of a closure that depends on the kernel's nonterminals only, cached by them:
+    # its groups of items by symbol, its completed productions, and the states its groups
+    # lead to where the kernel adds no item to them
+    closed: dict[frozenset[int], tuple[dict[int, list[int]], list[int], dict[int, int]]] = {}
 
     root_kernel = frozenset((base[root_prod],))
     state_of[root_kernel] = start_state = 0
@@ -295,20 +305,38 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
                     else:
                         part[s] = [nxt]
                 part_done.extend(empty_of[a])
-            found = closed[wanted] = (part, part_done)
-        part, done = found
-        groups = {s: list(items) for s, items in part.items()}
-        done = list(done)
+            found = closed[wanted] = (part, part_done, {})
+        part, done, part_target = found
+        own: dict[int, list[int]] = {}  # the kernel's items by symbol after the dot
         for item in kernel:
             s = item_sym[item]
             if s < 0:
+                if done is found[1]:
+                    done = list(done)
                 done.append(item_prod[item])
-            elif s in groups:
-                groups[s].append(item + 1)
+            elif s in own:
+                own[s].append(item + 1)
             else:
-                groups[s] = [item + 1]
+                own[s] = [item + 1]
         targets: dict[int, int] = {}
-        for s, items in groups.items():
+        for s, items in part.items():
+            extra = own.pop(s, None)
+            if extra is None:
+                sid = part_target.get(s)
+                if sid is not None:
+                    targets[s] = sid
+                    continue
+                key = frozenset(items)
+            else:
+                key = frozenset(items + extra)
+            sid = state_of.get(key)
+            if sid is None:
+                sid = state_of[key] = len(kernels)
+                kernels.append(key)
+            if extra is None:
+                part_target[s] = sid
+            targets[s] = sid
+        for s, items in own.items():
             key = frozenset(items)
             sid = state_of.get(key)
             if sid is None:
@@ -321,27 +349,31 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     end_state = goto[start_state][origins[start]]
 
     # ---- lookaheads (DeRemer & Pennello): nonterminal transitions x = (state, A)
-    nt_index: dict[tuple[int, int], int] = {}
+    x_of: list[dict[int, int]] = []  # per state, its nonterminal transitions' x by A
     nt_trans: list[tuple[int, int]] = []
-    for s in range(n_states):
-        for a in goto[s]:
-            if a < n_nt:
-                nt_index[(s, a)] = len(nt_trans)
-                nt_trans.append((s, a))
-    n_x = len(nt_trans)
     term_bits = [0] * n_states
     for s in range(n_states):
+        xs: dict[int, int] = {}
         bits = 0
         for a in goto[s]:
-            if a >= n_nt:
+            if a < n_nt:
+                xs[a] = len(nt_trans)
+                nt_trans.append((s, a))
+            else:
                 bits |= 1 << term_bit[a]
+        x_of.append(xs)
         term_bits[s] = bits
+    n_x = len(nt_trans)
     direct = [term_bits[goto[s][a]] for s, a in nt_trans]
-    direct[nt_index[(start_state, origins[start])]] |= 1  # $END after the start symbol
-    reads: list[list[int]] = [
-        [nt_index[(t, c)] for c in goto[t] if c < n_nt and nullable[c]]
-        for t in (goto[s][a] for s, a in nt_trans)
-    ]
+    direct[x_of[start_state][origins[start]]] |= 1  # $END after the start symbol
+    reads_of: dict[int, list[int]] = {}  # by target state
+    reads: list[list[int]] = []
+    for s, a in nt_trans:
+        t = goto[s][a]
+        out = reads_of.get(t)
+        if out is None:
+            out = reads_of[t] = [x for c, x in x_of[t].items() if nullable[c]]
+        reads.append(out)
     # per production, from which position on the rest is nullable
     null_from: list[int] = []
     for _, rhs in prods:
@@ -357,10 +389,10 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
         for p in prods_of[a]:
             rhs = prods[p][1]
             here = p_state
-            tail = null_from[p]
+            tail = null_from[p] - 1
             for i, s in enumerate(rhs):
-                if s < n_nt and i + 1 >= tail:
-                    includes[nt_index[(here, s)]].append(x)
+                if s < n_nt and i >= tail:
+                    includes[x_of[here][s]].append(x)
                 here = goto[here][s]
             lookback.setdefault((here, p), []).append(x)
     read_sets = _digraph(n_x, reads, direct)
@@ -399,14 +431,17 @@ def _digraph(n: int, edges: list[list[int]], init: list[int]) -> list[int]:
     """
     result = list(init)
     depth = [0] * n
+    low = [0] * n
     done = n + 1  # depth of a node whose component is finished
     stack: list[int] = []
     for root in range(n):
         if depth[root]:
             continue
+        if not edges[root]:  # a component of its own, with nothing to merge
+            depth[root] = done
+            continue
         stack.append(root)
-        depth[root] = len(stack)
-        low = {root: len(stack)}
+        depth[root] = low[root] = len(stack)
         work: list[tuple[int, int]] = [(root, 0)]
         while work:
             x, i = work[-1]
@@ -415,11 +450,14 @@ def _digraph(n: int, edges: list[list[int]], init: list[int]) -> list[int]:
                 work[-1] = (x, i + 1)
                 y = out[i]
                 if not depth[y]:
-                    stack.append(y)
-                    depth[y] = low[y] = len(stack)
-                    work.append((y, 0))
-                    continue
-                if depth[y] != done and low[y] < low[x]:
+                    if not edges[y]:
+                        depth[y] = done
+                    else:
+                        stack.append(y)
+                        depth[y] = low[y] = len(stack)
+                        work.append((y, 0))
+                        continue
+                elif depth[y] != done and low[y] < low[x]:
                     low[x] = low[y]
                 result[x] |= result[y]
                 continue

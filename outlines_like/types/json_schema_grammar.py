@@ -42,7 +42,7 @@ from typing import Any, Final
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER
 from outlines_like.types.json_schema._driver import _Converter
-from outlines_like.types.json_schema._text import NUMBER, REGEX_SPECIALS, STRING, Rx, esc
+from outlines_like.types.json_schema._text import NUMBER, STRING, Rx, esc, lark_terminal
 from outlines_like.types.json_schema._text import alt as regex_alt
 from outlines_like.types.json_schema_budget import (
     RegexBudgetExceeded,
@@ -68,59 +68,6 @@ _Seq = list[str] | None
 
 
 # ------------------------------------------------------------------------- the grammar
-
-
-def _lark_regex(regex: str) -> str:
-    r"""Write ``regex`` as a Lark ``/.../`` literal that Lark reads back as the same regex.
-
-    Lark evaluates ``\xNN``, ``\uNNNN``, ``\n``... escapes into raw characters (harmless: the
-    regex builders escape only control characters that way) and keeps every other escape;
-    a raw ``/`` must be escaped and raw control characters written as escapes.
-    """
-    out: list[str] = []
-    i = 0
-    while i < len(regex):
-        c = regex[i]
-        if c == "\\" and i + 1 < len(regex):
-            out.append(regex[i : i + 2])
-            i += 2
-            continue
-        if c == "/":
-            out.append("\\/")
-        elif ord(c) < 0x20 or c == "\x7f":
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(c)
-        i += 1
-    return "/" + "".join(out) + "/"
-
-
-def _literal_text(regex: str) -> str | None:
-    """The text ``regex`` matches when it is a plain literal (only escaped metacharacters)."""
-    out: list[str] = []
-    i = 0
-    while i < len(regex):
-        c = regex[i]
-        if c == "\\" and i + 1 < len(regex) and regex[i + 1] in REGEX_SPECIALS:
-            out.append(regex[i + 1])
-            i += 2
-        elif c in REGEX_SPECIALS:
-            return None
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _lark_terminal(regex: str) -> str:
-    """A Lark terminal definition: a string literal when ``regex`` is one, else ``/.../``.
-
-    A literal's DFA is a chain of states, built without the regex compiler.
-    """
-    text = _literal_text(regex)
-    if text is None or any(ord(c) < 0x20 for c in text):
-        return _lark_regex(regex)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class _GrammarConverter(_Converter):
@@ -494,16 +441,29 @@ class _GrammarConverter(_Converter):
 
     def prune(self, start: list[str]) -> None:
         """Drop alternatives no document completes, then rules the start cannot reach."""
+        # productive symbols by a worklist: an alternative is productive once its count of
+        # symbols not yet known productive reaches 0 (each use of a symbol counted)
         productive = set(self.terminals)
-        changed = True
-        while changed:
-            changed = False
-            for name, alternatives in self.rules.items():
-                if name not in productive and any(
-                    all(sym in productive for sym in alt) for alt in alternatives
-                ):
+        waiting: dict[str, list[tuple[str, int]]] = {}  # symbol -> (rule, alternative) uses
+        missing: dict[tuple[str, int], int] = {}
+        todo: list[str] = []
+        for name, alternatives in self.rules.items():
+            for i, alt in enumerate(alternatives):
+                count = 0
+                for sym in alt:
+                    if sym not in productive:
+                        count += 1
+                        waiting.setdefault(sym, []).append((name, i))
+                if count == 0 and name not in productive:
                     productive.add(name)
-                    changed = True
+                    todo.append(name)
+                missing[(name, i)] = count
+        while todo:
+            for name, i in waiting.pop(todo.pop(), ()):
+                missing[(name, i)] -= 1
+                if missing[(name, i)] == 0 and name not in productive:
+                    productive.add(name)
+                    todo.append(name)
         if not all(sym in productive for sym in start):
             raise InvalidConstraintError("the JSON Schema accepts no document")
         for name in list(self.rules):
@@ -528,7 +488,7 @@ class _GrammarConverter(_Converter):
         for name, alternatives in self.rules.items():
             lines.append(f"{name}: " + " | ".join(" ".join(alt) for alt in alternatives))
         for name, regex in self.terminals.items():
-            lines.append(f"{name}: {_lark_terminal(regex)}")
+            lines.append(f"{name}: {lark_terminal(regex)}")
         return "\n".join(lines) + "\n"
 
 

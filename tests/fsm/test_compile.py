@@ -89,6 +89,31 @@ def test_json_schema_keeps_the_property_order(vocab: Vocabulary) -> None:
         walk(compiled, byte_ids('{"b":1,"a":2}'))
 
 
+def test_large_json_schema_regexes_are_built_lazily(vocab: Vocabulary) -> None:
+    """Past JSON_EAGER_NFA_LIMIT a schema's DFA is lazy; the same regex alone is eager."""
+    members = {f"m{i}": {"type": "string", "maxLength": 3} for i in range(6)}
+    schema = {"type": "object", "properties": members, "additionalProperties": False}
+    small = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    clear_caches()
+    compiled = compile_constraint(JsonSchema(schema), vocab)
+    assert isinstance(compiled, RegexCompiled)
+    assert compiled.dfa.lazy
+    alone = compile_constraint(Regex(compiled.pattern), vocab)
+    assert isinstance(alone, RegexCompiled)
+    assert not alone.dfa.lazy
+    text = '{"m0":"ab","m3":""}'
+    for c in (compiled, alone):
+        walk(c, byte_ids(text))
+    lazy, eager = compiled.matcher(), alone.matcher()
+    for tok in byte_ids(text):
+        np.testing.assert_array_equal(lazy.allowed_token_ids(), eager.allowed_token_ids())
+        lazy.advance(tok)
+        eager.advance(tok)
+    small_compiled = compile_constraint(JsonSchema(small), vocab)
+    assert isinstance(small_compiled, RegexCompiled)
+    assert not small_compiled.dfa.lazy
+
+
 def test_multi_byte_tokens_are_used(vocab: Vocabulary) -> None:
     compiled = compile_constraint(bool, vocab)
     m = compiled.matcher()

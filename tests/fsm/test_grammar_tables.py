@@ -118,6 +118,17 @@ def test_only_plain_bnf_is_read(text: str) -> None:
     assert read_plain(text) is None
 
 
+def test_grammars_share_the_patterns_of_their_literals() -> None:
+    """Lark's pattern of a terminal text is made once, whichever grammar writes it."""
+    first = read_plain('start: A B\nA: /[0-9]+/\nB: "b"')
+    second = read_plain("start: C\nC: /[0-9]+/")
+    assert first is not None
+    assert second is not None
+    assert second.terminals[0].pattern is first.terminals[0].pattern
+    assert [t.name for t in second.terminals] == ["C"]
+    assert first.terminals[0].pattern.min_width == 1
+
+
 def test_conflicts_are_reported() -> None:
     plain = read_plain("start: a | b\na: X\nb: X\nX: /x/")
     assert plain is not None

@@ -1,7 +1,8 @@
-"""Regex text helpers and the JSON lexeme regexes every pass writes with."""
+"""Regex text helpers, the JSON lexeme regexes every pass writes with, and their Lark spelling."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Final
 
@@ -109,3 +110,60 @@ def repeat(part: Rx, low: int, high: int | None) -> Rx:
     if (low, high) == (0, 1):
         return body + "?"
     return f"{body}{{{low},{high}}}"
+
+
+# ------------------------------------------------------------------ as Lark terminals
+
+
+def lark_regex(regex: str) -> str:
+    r"""Write ``regex`` as a Lark ``/.../`` literal that Lark reads back as the same regex.
+
+    Lark evaluates ``\xNN``, ``\uNNNN``, ``\n``... escapes into raw characters (harmless: the
+    regex builders escape only control characters that way) and keeps every other escape;
+    a raw ``/`` must be escaped and raw control characters written as escapes.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex):
+            out.append(regex[i : i + 2])
+            i += 2
+            continue
+        if c == "/":
+            out.append("\\/")
+        elif ord(c) < 0x20 or c == "\x7f":
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+        i += 1
+    return "/" + "".join(out) + "/"
+
+
+def literal_text(regex: str) -> str | None:
+    """The text ``regex`` matches when it is a plain literal (only escaped metacharacters)."""
+    out: list[str] = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex) and regex[i + 1] in REGEX_SPECIALS:
+            out.append(regex[i + 1])
+            i += 2
+        elif c in REGEX_SPECIALS:
+            return None
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def lark_terminal(regex: str) -> str:
+    """A Lark terminal definition: a string literal when ``regex`` is one, else ``/.../``.
+
+    A literal's DFA is a chain of states, built without the regex compiler.
+    """
+    text = literal_text(regex)
+    if text is None or any(ord(c) < 0x20 for c in text):
+        return lark_regex(regex)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -29,15 +29,18 @@ from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import byte_classes, live_states, too_many_states
 from outlines_like.fsm.budget import check as _check
 
-__all__ = ["KernelSubsetBuilder"]
+__all__ = ["KernelSubsetBuilder", "TrieArrays"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
 # meta: counters and the status of the last call
-_N, _POOL, _CLO, _STAMP, _STATUS = 0, 1, 2, 3, 4
-_OK, _GROW_STATES, _GROW_POOL, _GROW_CLO, _GROW_HASH, _TOO_MANY, _GROW_ROWS = 0, 1, 2, 3, 4, 5, 6
+_N, _POOL, _CLO, _STAMP, _STATUS, _BUILT = 0, 1, 2, 3, 4, 5
+_OK, _GROW_STATES, _GROW_POOL, _GROW_CLO, _GROW_HASH, _TOO_MANY, _GROW_ROWS, _PAUSE = range(8)
+# the budget's clock is read after every _CHECK_ROWS rows built, and a kernel pauses for it
+# after _PAUSE_ROWS rows in one call
+_CHECK_ROWS, _PAUSE_ROWS = 64, 4096
 # lay: sizes, then where each static array starts in nfa32 (and ends: the next one's start),
 # then where each scratch array starts in scr
 _LN, _LE, _LFINAL, _LK = 0, 1, 2, 3
@@ -367,6 +370,11 @@ def _row(
     for x in range(pos, rows.shape[1]):
         rows[s, x] = -1
     done[s] = 1
+    built = meta[_BUILT] + 1
+    meta[_BUILT] = built
+    if built >= _PAUSE_ROWS:
+        meta[_STATUS] = _PAUSE  # the row is built: calling again goes on after it
+        return False
     return True
 
 
@@ -451,6 +459,114 @@ def _expand_all(
             return i
         i += 1
     return i
+
+
+def _trie_paths(
+    nfa: I32,
+    lay: I64,
+    clo_idx: I64,
+    clo_pool: I32,
+    set_off: I64,
+    set_pool: I32,
+    set_hash: I64,
+    acc: U8,
+    htab: I32,
+    meta: I64,
+    scr: I32,
+    byte: U8,
+    depth: I32,
+    skip: I32,
+    root_child: I32,
+    stack: I32,
+    state: int,
+    rows: I32,
+    done: U8,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """Build every row a token trie's walk from ``state`` reads (the trie of ``_accel``).
+
+    The walk's own order (depth first, a dead byte skips its subtree), minus its mask: so the
+    walk then finds every row it reads built, in one pass instead of a round per depth of
+    new states. ``False`` when it stopped: ``meta[_STATUS]`` is ``_GROW_ROWS`` (a state past
+    ``rows``) or what :func:`_row` says; calling it again goes on.
+    """
+    meta[_STATUS] = _OK
+    if state >= rows.shape[0]:
+        meta[_STATUS] = _GROW_ROWS
+        return False
+    if not done[state] and not _row(
+        state, nfa, lay, clo_idx, clo_pool, set_off, set_pool, set_hash, acc, htab, meta,
+        scr, rows, done, max_states,
+    ):  # fmt: skip
+        return False
+    stack[0] = state
+    for b in range(256):
+        c = root_child[b]
+        if c < 0 or rows[state, b] < 0:
+            continue
+        i = c
+        hi = skip[c]
+        while i < hi:
+            d = depth[i]
+            parent = stack[d - 1]
+            if parent >= rows.shape[0]:
+                meta[_STATUS] = _GROW_ROWS
+                return False
+            if not done[parent] and not _row(
+                parent, nfa, lay, clo_idx, clo_pool, set_off, set_pool, set_hash, acc, htab,
+                meta, scr, rows, done, max_states,
+            ):  # fmt: skip
+                return False
+            s = rows[parent, byte[i]]
+            if s < 0:
+                i = skip[i]
+                continue
+            stack[d] = s
+            i += 1
+    return True
+
+
+def _item_paths(
+    nfa: I32,
+    lay: I64,
+    clo_idx: I64,
+    clo_pool: I32,
+    set_off: I64,
+    set_pool: I32,
+    set_hash: I64,
+    acc: U8,
+    htab: I32,
+    meta: I64,
+    scr: I32,
+    flat: U8,
+    begin: I64,
+    end: I64,
+    starts: I32,
+    rows: I32,
+    done: U8,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """Build every row the walk of the byte strings ``flat[begin[q]:end[q]]`` reads.
+
+    Item ``q`` from ``starts[q]``, each up to its first dead byte. ``False`` when it stopped
+    (see :func:`_trie_paths`).
+    """
+    meta[_STATUS] = _OK
+    for q in range(begin.shape[0]):
+        s = starts[q]
+        for p in range(begin[q], end[q]):
+            if s >= rows.shape[0]:
+                meta[_STATUS] = _GROW_ROWS
+                return False
+            if not done[s] and not _row(
+                s, nfa, lay, clo_idx, clo_pool, set_off, set_pool, set_hash, acc, htab, meta,
+                scr, rows, done, max_states,
+            ):  # fmt: skip
+                return False
+            s = rows[s, flat[p]]
+            if s < 0:
+                break
+    return True
 
 
 def _utf8_target(
@@ -585,6 +701,13 @@ expand_all_kernel = _jit(_expand_all, *_STORE, numba.int64, numba.int64, _rows, 
 utf8_kernel = _jit(_utf8_target, *_STORE, numba.int64, _i32, _i32, _i32, numba.int64)
 rehash_kernel = _jit(_rehash, _i64, _i64, numba.int64, _i32)
 start_kernel = _jit(_start, *_STORE, numba.int64, numba.int64)
+trie_paths_kernel = _jit(
+    _trie_paths, *_STORE, _u8, _i32, _i32, _i32, _i32, numba.int64, _rows, _u8, numba.int64
+)
+item_paths_kernel = _jit(_item_paths, *_STORE, _u8, _i64, _i64, _i32, _rows, _u8, numba.int64)
+
+TrieArrays = tuple[U8, I32, I32, I32, I32]
+"""A token trie's ``(byte, depth, skip, root_child, stack)`` (see ``_accel.TokenTrie``)."""
 
 _CHUNK = 1024  # rows per call of the eager build (the budget is checked between calls)
 
@@ -656,6 +779,12 @@ class KernelSubsetBuilder:
             self._scr,
         )
 
+    def _checked(self) -> None:
+        """Check the budget's clock (raises past it) when enough rows were built since."""
+        if self._meta[_BUILT] >= _CHECK_ROWS:
+            self._meta[_BUILT] = 0
+            _check("regex DFA")
+
     def _grow(self) -> None:
         """Grow what the last kernel call ran out of (or raise past ``max_states``)."""
         status = int(self._meta[_STATUS])
@@ -663,6 +792,9 @@ class KernelSubsetBuilder:
         room = self.nfa.n + 1  # the largest set
         if status == _TOO_MANY:
             raise too_many_states(self.pattern, self.max_states)
+        if status == _PAUSE:
+            self._checked()
+            return
         if status == _GROW_STATES:
             cap = 2 * self._set_hash.shape[0]
             self._set_off = _resized(self._set_off, cap + 1)
@@ -704,11 +836,36 @@ class KernelSubsetBuilder:
         row. Raises past ``max_states`` at the state the pure builder raises at.
         """
         while True:
-            _check("regex DFA")
             order = np.empty_like(todo)
             if expand_kernel(*self._store(), todo, ascending, rows, done, self.max_states, order):
+                self._checked()
                 return
             self._grow()
+
+    def _paths(self, kernel: Callable[..., bool], *args: Any) -> bool:
+        """Run a path kernel to the end, growing arrays; ``False``: ``rows`` must grow first."""
+        while True:
+            if kernel(*self._store(), *args, self.max_states):
+                self._checked()
+                return True
+            if self._meta[_STATUS] == _GROW_ROWS:
+                return False
+            self._grow()
+
+    def trie_paths(self, trie: TrieArrays, state: int, rows: I32, done: U8) -> bool:
+        """Build the rows a token trie's walk from ``state`` reads (see :func:`_trie_paths`).
+
+        ``trie``: its ``(byte, depth, skip, root_child, stack)`` arrays. ``False`` when a
+        state falls past ``rows`` (grow it and call again).
+        """
+        return self._paths(trie_paths_kernel, *trie, state, rows, done)
+
+    def item_paths(self, flat: U8, begin: I64, end: I64, starts: I32, rows: I32, done: U8) -> bool:
+        """Build the rows the walk of byte strings reads (see :func:`_item_paths`).
+
+        ``False`` when a state falls past ``rows`` (grow it and call again).
+        """
+        return self._paths(item_paths_kernel, flat, begin, end, starts, rows, done)
 
     def class_table(self) -> I32:
         """Build every state (eagerly): ``int32[n_states, k]``, the class-indexed rows."""
@@ -716,13 +873,13 @@ class KernelSubsetBuilder:
         done = np.zeros(64, dtype=np.uint8)
         i = 0
         while i < self.n_states:
-            _check("regex DFA")
             i = int(expand_all_kernel(*self._store(), i, i + _CHUNK, rows, done, self.max_states))
             if self._meta[_STATUS] == _GROW_ROWS:
                 cap = 2 * rows.shape[0]
                 rows, done = _resized(rows, cap), _resized(done, cap)
             elif self._meta[_STATUS] != _OK:
                 self._grow()
+            self._checked()
         return rows[: self.n_states]
 
     def utf8_target(self, i: int, sequences: list[list[tuple[int, int]]]) -> int:

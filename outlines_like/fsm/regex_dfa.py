@@ -39,7 +39,7 @@ from outlines_like.fsm._subset import short as _short
 from outlines_like.types._regex import parse_regex
 
 if TYPE_CHECKING:
-    from outlines_like.fsm._accel_dfa import KernelSubsetBuilder
+    from outlines_like.fsm._accel_dfa import KernelSubsetBuilder, TrieArrays
 
     Builder: TypeAlias = SubsetBuilder | KernelSubsetBuilder
 
@@ -202,7 +202,8 @@ class LazyByteDFA:
         self.pattern = builder.pattern
         self.byte_classes = builder.classes
         self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
-        self._table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self._table = np.empty((64, 256), dtype=np.int32)
+        self._filled = 0  # rows set to UNKNOWN: those of the states discovered
         self._expanded = np.zeros(64, dtype=bool)
         self._views = (self._table.data, self._expanded.data)
         self._sync()
@@ -221,20 +222,27 @@ class LazyByteDFA:
         """Grow the tables to the states discovered, and refresh the views read without a lock.
 
         Rows are never unbuilt and growing copies them, so a reader holding an older view
-        still reads right answers.
+        still reads right answers. Rows past the states discovered are left unset (never read:
+        a state's row is :data:`UNKNOWN` from when it is discovered), so the pages of a
+        table's spare capacity are never touched.
         """
         n = self._b.n_states
         cap = self._table.shape[0]
         if n > cap:
             new_cap = max(n, cap * 2)
-            table = np.full((new_cap, 256), UNKNOWN, dtype=np.int32)
-            table[:cap] = self._table
+            table = np.empty((new_cap, 256), dtype=np.int32)
+            old = min(n, cap)  # the rows of states discovered: UNKNOWN or built
+            table[:old] = self._table[:old]
             expanded = np.zeros(new_cap, dtype=bool)
             expanded[:cap] = self._expanded
             self._table, self._expanded = table, expanded
             # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a
             # reader never pairs a new table's flags with an old table's rows
             self._views = (self._table.data, self._expanded.data)
+        if n > self._filled:  # rows built already (a compiled walk's states) stay
+            new = self._filled + np.flatnonzero(~self._expanded[self._filled : n])
+            self._table[new] = UNKNOWN
+            self._filled = n
         self._view = self._table[:n]
 
     @property
@@ -269,7 +277,7 @@ class LazyByteDFA:
             todo32 = np.ascontiguousarray(states, dtype=np.int32).reshape(-1)
             with self._lock:
                 b.fill_rows(todo32, ascending, self._table, self._expanded.view(np.uint8))
-                if b.n_states > self._table.shape[0]:
+                if b.n_states > self._filled:
                     self._sync()
             return
         todo = states if isinstance(states, list) else _distinct(np.asarray(states))
@@ -289,6 +297,8 @@ class LazyByteDFA:
                 for first, last, j in runs:  # the runs' bytes, one slice each
                     row[cstart[first] : cstart[last + 1]] = j
                 self._expanded[s] = True
+            if len(b.order) > self._filled:
+                self._sync()
 
     def utf8_target(self, state: int, sequences: list[list[tuple[int, int]]]) -> int:
         """The one state every byte sequence leads to from ``state``, else ``-1``.
@@ -298,9 +308,49 @@ class LazyByteDFA:
         """
         with self._lock:
             target = self._b.utf8_target(state, sequences)
-            if self._b.n_states > self._table.shape[0]:
+            if self._b.n_states > self._filled:
                 self._sync()
             return target
+
+    def build_trie_paths(self, trie: TrieArrays, state: int) -> bool:
+        """Build every row a token trie's walk from ``state`` reads, in one compiled pass.
+
+        ``trie``: the trie's ``(byte, depth, skip, root_child, stack)``. Returns ``False``
+        (and builds nothing) with the pure builder: the walk then builds rows as it meets
+        them. The same rows either way, so the same states (numbered in another order).
+        """
+        b = self._b
+        if isinstance(b, SubsetBuilder):
+            return False
+        with self._lock:
+            while not b.trie_paths(trie, state, self._table, self._expanded.view(np.uint8)):
+                self._sync()  # a state past the table
+            if b.n_states > self._filled:
+                self._sync()
+        return True
+
+    def build_item_paths(
+        self,
+        flat: npt.NDArray[np.uint8],
+        begin: npt.NDArray[np.int64],
+        end: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int32],
+    ) -> bool:
+        """Build every row the walk of ``flat[begin[q]:end[q]]`` from ``starts[q]`` reads.
+
+        As :meth:`build_trie_paths`, for a list of byte strings.
+        """
+        b = self._b
+        if isinstance(b, SubsetBuilder):
+            return False
+        with self._lock:
+            done = self._expanded.view(np.uint8)
+            while not b.item_paths(flat, begin, end, starts, self._table, done):
+                self._sync()
+                done = self._expanded.view(np.uint8)
+            if b.n_states > self._filled:
+                self._sync()
+        return True
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

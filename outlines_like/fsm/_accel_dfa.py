@@ -119,10 +119,18 @@ class KernelSubsetBuilder:
         self._htab = np.full(1024, -1, dtype=np.int32)
         self._meta = np.zeros(8, dtype=np.int64)
         self._sequences: tuple[object, I32, I32, I32] | None = None
+        self._st: Store | None = None
         while start_kernel(self._store(), start, max_states) < 0:
             self._grow()
 
     def _store(self) -> Store:
+        """The arrays the kernels take (one tuple, rebuilt after an array grows)."""
+        st = self._st
+        if st is None:
+            st = self._st = self._arrays()
+        return st
+
+    def _arrays(self) -> Store:
         return (
             self._nfa32,
             self._lay,
@@ -145,6 +153,7 @@ class KernelSubsetBuilder:
 
     def _grow(self) -> None:
         """Grow what the last kernel call ran out of (or raise past ``max_states``)."""
+        self._st = None
         status = int(self._meta[STATUS])
         n = int(self._meta[N])
         room = self.nfa.n + 1  # the largest set
@@ -266,7 +275,7 @@ class KernelSubsetBuilder:
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
-        state["_sequences"] = None  # compared by identity: rebuilt on first use
+        state["_sequences"] = state["_st"] = None  # rebuilt on first use
         return state
 
 

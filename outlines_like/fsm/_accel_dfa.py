@@ -55,7 +55,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     utf8_kernel,
 )
 from outlines_like.fsm._regex_nfa import NFA
-from outlines_like.fsm._subset import byte_classes, live_states, too_many_states
+from outlines_like.fsm._subset import SubsetBase, too_many_states
 from outlines_like.fsm.budget import check as _check
 
 __all__ = ["KernelSubsetBuilder", "TrieArrays"]
@@ -70,7 +70,7 @@ TrieArrays = tuple[U8, I32, I32, I32, I32]
 _CHUNK = 1024  # rows per call of the eager build (the budget is checked between calls)
 
 
-class KernelSubsetBuilder:
+class KernelSubsetBuilder(SubsetBase):
     """:class:`~outlines_like.fsm._subset.SubsetBuilder`'s construction, in compiled kernels.
 
     Same interface for :class:`~outlines_like.fsm.regex_dfa.LazyByteDFA` and the eager build,
@@ -80,14 +80,7 @@ class KernelSubsetBuilder:
     compiled = True
 
     def __init__(self, nfa: NFA, start: int, final: int, max_states: int, pattern: str) -> None:
-        self.nfa = nfa
-        self.final = final
-        self.max_states = max_states
-        self.pattern = pattern
-        self.classes, self.k = byte_classes(nfa)
-        cstart = np.flatnonzero(np.diff(self.classes, prepend=-1))
-        self.cstart: list[int] = [*cstart.tolist(), 256]
-        self.live = live_states(nfa, start, final, pattern)
+        super().__init__(nfa, start, final, max_states, pattern)
         lo, hi = np.frombuffer(nfa.lo, np.int32), np.frombuffer(nfa.hi, np.int32)
         parts: list[npt.NDArray[Any]] = [
             np.frombuffer(nfa.off, np.int32),

@@ -392,6 +392,15 @@ def _expand_all(
     return i
 
 
+@_inner
+def _ready(s: int, store: Store, rows: I32, done: U8, max_states: int) -> bool:  # pragma: no cover
+    """Build the row of ``s`` unless it is; ``False``: stopped (``GROW_ROWS``: past ``rows``)."""
+    if s >= rows.shape[0]:
+        store[9][STATUS] = GROW_ROWS
+        return False
+    return bool(done[s]) or _row(s, store, rows, done, max_states)
+
+
 def _trie_paths(
     store: Store,
     byte: U8,
@@ -411,12 +420,8 @@ def _trie_paths(
     new states. ``False`` when it stopped: ``meta[STATUS]`` is ``GROW_ROWS`` (a state past
     ``rows``) or what :func:`_row` says; calling it again goes on.
     """
-    meta = store[9]
-    meta[STATUS] = OK
-    if state >= rows.shape[0]:
-        meta[STATUS] = GROW_ROWS
-        return False
-    if not done[state] and not _row(state, store, rows, done, max_states):
+    store[9][STATUS] = OK
+    if not _ready(state, store, rows, done, max_states):
         return False
     stack[0] = state
     for b in range(256):
@@ -428,10 +433,7 @@ def _trie_paths(
         while i < hi:
             d = depth[i]
             parent = stack[d - 1]
-            if parent >= rows.shape[0]:
-                meta[STATUS] = GROW_ROWS
-                return False
-            if not done[parent] and not _row(parent, store, rows, done, max_states):
+            if not _ready(parent, store, rows, done, max_states):
                 return False
             s = rows[parent, byte[i]]
             if s < 0:
@@ -450,15 +452,11 @@ def _item_paths(
     Item ``q`` from ``starts[q]``, each up to its first dead byte. ``False`` when it stopped
     (see :func:`_trie_paths`).
     """
-    meta = store[9]
-    meta[STATUS] = OK
+    store[9][STATUS] = OK
     for q in range(begin.shape[0]):
         s = starts[q]
         for p in range(begin[q], end[q]):
-            if s >= rows.shape[0]:
-                meta[STATUS] = GROW_ROWS
-                return False
-            if not done[s] and not _row(s, store, rows, done, max_states):
+            if not _ready(s, store, rows, done, max_states):
                 return False
             s = rows[s, flat[p]]
             if s < 0:

@@ -22,6 +22,7 @@ from outlines_like.fsm._regex_nfa import NFA, ints
 from outlines_like.fsm.budget import check as _check
 
 __all__ = [
+    "SubsetBase",
     "SubsetBuilder",
     "byte_classes",
     "coreachable",
@@ -115,7 +116,31 @@ _Seg = tuple[int, int, _Key]
 """``(first class, last class, target set)`` of a run of byte classes."""
 
 
-class SubsetBuilder:
+class SubsetBase:
+    """What both builders (pure and compiled) know of their NFA before the first state.
+
+    Attributes:
+        nfa: The NFA (frozen).
+        final: Its final state.
+        max_states: The limit on DFA states.
+        pattern: The regex (error messages).
+        classes: ``int32[256]``, each byte's class; ``k`` classes.
+        cstart: Class ``c`` is the bytes ``cstart[c] .. cstart[c + 1] - 1`` (``k + 1`` ints).
+        live: ``1`` per NFA state that can reach ``final``.
+    """
+
+    def __init__(self, nfa: NFA, start: int, final: int, max_states: int, pattern: str) -> None:
+        self.nfa = nfa
+        self.final = final
+        self.max_states = max_states
+        self.pattern = pattern
+        self.classes, self.k = byte_classes(nfa)
+        # classes are cut at range ends
+        self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
+        self.live = live_states(nfa, start, final, pattern)
+
+
+class SubsetBuilder(SubsetBase):
     """Subset construction over byte classes, one DFA state at a time (eager or lazy).
 
     The NFA is pruned to the states that can reach the final state first, so every non-empty
@@ -128,18 +153,11 @@ class SubsetBuilder:
     compiled = False  # the pure builder (see :mod:`outlines_like.fsm._accel_dfa`)
 
     def __init__(self, nfa: NFA, start: int, final: int, max_states: int, pattern: str) -> None:
-        self.nfa = nfa
-        self.final = final
-        self.max_states = max_states
-        self.pattern = pattern
-        self.classes, self.k = byte_classes(nfa)
+        super().__init__(nfa, start, final, max_states, pattern)
         self._cls: list[int] = self.classes.tolist()  # plain ints index faster
         # the first and last class of each byte edge
         self._efirst = ints(self.classes[np.frombuffer(nfa.lo, np.int32)])
         self._elast = ints(self.classes[np.frombuffer(nfa.hi, np.int32)])
-        # class c is the bytes cstart[c] .. cstart[c + 1] - 1 (classes are cut at range ends)
-        self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
-        self.live = live_states(nfa, start, final, pattern)
         self._closure: dict[int, _Key] = {}
         self._runs: dict[_Key, tuple[_Seg, ...]] = {}
         self._uniform: dict[tuple[_Key, int, int], _Key | None] = {}

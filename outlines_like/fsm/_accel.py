@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm._lexemes import WalkList
+from outlines_like.fsm._subset import set_dfa_kernels
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 
 __all__ = [
@@ -103,9 +104,22 @@ def warm_up() -> float:
     them from there. Returns the seconds it took (0 when already done, or when it is off).
     """
     t0 = time.perf_counter()
-    if _kernels is not None or not enabled():
+    fresh = _kernels is None
+    if _dfa_kernels() is None:  # loads both kernel modules when the compiled walk is on
         return 0.0
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0 if fresh else 0.0
+
+
+def _dfa_kernels() -> ModuleType | None:
+    """The compiled subset construction (:mod:`._accel_dfa`) while the compiled walk is on."""
+    if not enabled():
+        return None
+    from outlines_like.fsm import _accel_dfa
+
+    return _accel_dfa
+
+
+set_dfa_kernels(_dfa_kernels)
 
 
 class TokenTrie:

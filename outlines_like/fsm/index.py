@@ -729,7 +729,10 @@ def _lexeme_walk(
         # the same walks, compiled: the unfit tokens from where they leave the lexeme and the
         # longer ones from cm, as one cached list per (O, chain shape)
         tails = sets.tails(m, loop, longer=not loop and not dead)
-        _accel.walk_list(trans, tails, np.array(chain, dtype=np.int32)[tails.start], lazy, out)
+        starts = np.array(chain, dtype=np.int32)[tails.start]
+        if lazy is not None:  # compiled: every row the walk reads, in one pass
+            lazy.build_item_paths(tails.flat, tails.begin, tails.end, starts)
+        _accel.walk_list(trans, tails, starts, lazy, out)
         return fit_mask, np.zeros(0, dtype=np.int32)
     tflat = trans.reshape(-1)
     done_pos: list[npt.NDArray[np.intp]] = []
@@ -987,6 +990,7 @@ class TokenIndex:
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
         self._char_memo: dict[Any, Any] = {}
         self._trie = token_trie(vocab) if _accel.enabled() else None
+        self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1076,6 +1080,9 @@ class TokenIndex:
                 if fast is not None:
                     fit_mask = fast[0]
             if fit_mask is None:
+                if self._lazy is not None:  # compiled: every row the walk reads, in one pass
+                    paths = (trie.byte, trie.depth, trie.skip, trie.root_child, self._stack)
+                    self._lazy.build_trie_paths(paths, s)
                 _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
             if self.dfa.is_accepting(s):
                 np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))

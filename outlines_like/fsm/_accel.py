@@ -105,6 +105,8 @@ def warm_up() -> float:
     t0 = time.perf_counter()
     if _kernels is not None or not enabled():
         return 0.0
+    from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar masker's kernel)
+
     return time.perf_counter() - t0
 
 

@@ -73,6 +73,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_kernel import LALRKernel, Pending
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -654,7 +655,7 @@ class _RowWalk:
         self.partial = partial
         self.todo: list[tuple[_Lexed, Config, int, int]] = []
         self.rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
-        self.parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
+        self.parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
 
     def node(self, lexed: _Lexed, here: Config, cid: int, depth: int) -> None:
         """Queue a walk of the tree (tokens in a lexeme of context ``cid``, at ``here``)."""
@@ -679,7 +680,7 @@ class _RowWalk:
         ):
             self.todo.append((owner._child(lexed, cls, next_cid), after, next_cid, depth + 1))
         else:
-            self.parts.append((ids, offsets, owner._dfa.state(after, 0)))
+            self.parts.append((ids, offsets, after, 0))
 
     def run(self) -> npt.NDArray[np.bool_]:
         """Walk everything queued; return the tokens allowed by the DFA part (unpacked)."""
@@ -698,17 +699,33 @@ class _RowWalk:
         table = owner._table
         allowed = np.zeros(table.size, dtype=np.bool_)
         parts = self.parts
-        if parts:  # one walk for all the groups: merged, longest rest first
+        kernel = owner._lalr_kernel()
+        if parts and kernel is not None:  # the compiled walk, the parser inside (LALR)
+            configs: dict[Config, int] = {}
+            cfg = [configs.setdefault(p[2], len(configs)) for p in parts]
+            sizes = [len(p[0]) for p in parts]
+            found, pending_items = kernel.walk(
+                table,
+                np.concatenate([p[0] for p in parts]),
+                np.concatenate([p[1] for p in parts]),
+                list(configs),
+                np.repeat(np.asarray(cfg, dtype=np.int32), sizes),
+                np.repeat(np.asarray([p[3] for p in parts], dtype=np.int32), sizes),
+            )
+            allowed[found] = True
+            partial.set_items(pending_items, table.lengths)
+        elif parts:  # one walk for all the groups: merged, longest rest first
             ids = np.concatenate([p[0] for p in parts])
             offsets = np.concatenate([p[1] for p in parts])
+            dfa = owner._dfa
             starts = np.repeat(
-                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
+                np.array([dfa.state(p[2], p[3]) for p in parts], dtype=np.int64),
+                [len(p[0]) for p in parts],
             )
             if len(parts) > 1:
                 order = rest_order(offsets - table.lengths[ids])
                 ids, offsets, starts = ids[order], offsets[order], starts[order]
             pending: list[tuple[int, int, int]] = []
-            dfa = owner._dfa
             end_ids, end_states = dfa.walk(ids, offsets, starts, pending)
             ok, deep = dfa.viable(end_states)
             allowed[end_ids[ok]] = True
@@ -721,7 +738,10 @@ class _RowWalk:
                         strict=True,
                     )
                 )
-            partial.set_items(pending, dfa)
+            states = dfa.states
+            partial.set_items(
+                [(t, o, *states[s]) for t, o, s in pending], table.lengths
+            )
         return allowed
 
     def pack(self, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
@@ -763,16 +783,14 @@ class _Partial:
         self.items: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
         self.children: dict[tuple[int, ...], _Partial] = {}
 
-    def set_items(self, pending: list[tuple[int, int, int]], dfa: _MatcherDFA) -> None:
-        """Keep the items a walk set aside, by the matcher state (not its id) they stopped in."""
-        by_state: dict[int, tuple[list[int], list[int]]] = {}
-        for token_id, offset, sid in pending:
-            found = by_state.setdefault(sid, ([], []))
+    def set_items(self, pending: list[Pending], lengths: npt.NDArray[np.int64]) -> None:
+        """Keep the items a walk set aside, by the matcher state they stopped in."""
+        by_state: dict[tuple[Config, int], tuple[list[int], list[int]]] = {}
+        for token_id, offset, config, lex in pending:
+            found = by_state.setdefault((config, lex), ([], []))
             found[0].append(token_id)
             found[1].append(offset)
-        lengths = dfa._owner._table.lengths
-        for sid, (id_list, offset_list) in by_state.items():
-            config, lex = dfa.states[sid]
+        for (config, lex), (id_list, offset_list) in by_state.items():
             ids = np.asarray(id_list, dtype=np.int32)
             offsets = np.asarray(offset_list, dtype=np.int32)
             order = np.argsort(offsets - lengths[ids], kind="stable")  # longest rest first
@@ -792,7 +810,6 @@ class _Partial:
         join = owner._parser.join
         deeper = _Partial(join(self.config, middle), self.lex)
         walk = _RowWalk(owner, deeper)
-        dfa = owner._dfa
         for lexed, cls, config, depth in self.groups:
             walk.group(lexed, cls, join(config, middle), depth)
         for ids, offsets, config, lex in self.items:
@@ -802,7 +819,7 @@ class _Partial:
             except NeedsBottom:  # (GLR) its lexer context needs more of the stack still
                 deeper.items.append((ids, offsets, joined, lex))
                 continue
-            walk.parts.append((ids, offsets, dfa.state(joined, lex)))
+            walk.parts.append((ids, offsets, joined, lex))
         allowed = walk.run()
         if self.eos:
             try:
@@ -939,6 +956,10 @@ class CompiledGrammar(Compiled):
         self._key_depths: tuple[int, ...] = _KEY_DEPTHS if self.is_lalr else ()
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
+        # LALR with the accel extra: the tokens past a lexeme's end walk in the compiled
+        # kernel, the parser inside it, instead of the matcher DFA (built on first use)
+        self._kernel: LALRKernel | None = None
+        self._use_kernel = self.is_lalr and _accel.enabled()
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
         self._lock = threading.RLock()
@@ -1050,6 +1071,20 @@ class CompiledGrammar(Compiled):
                 build_context(order, {}, self._dfas, self._classify, all_matches=True)
             )
         return cid
+
+    def _lalr_kernel(self) -> LALRKernel | None:
+        """The compiled walk past lexeme ends (LALR with the accel extra; built on first use)."""
+        if self._kernel is None and self._use_kernel:
+            assert isinstance(self._parser, LALRParser)
+            self._kernel = LALRKernel(
+                self._parser,
+                self._term_id,
+                self._ignore_ids,
+                self._contexts,
+                self._classes,
+                lambda state: self._context_id((state,)),
+            )
+        return self._kernel
 
     def _context(self, config: Config) -> ContextDFA:
         return self._contexts[self._context_id(config)]

@@ -39,6 +39,7 @@ PENDING = 2  # needs the stack's bottom (truncated configurations)
 STUCK = 3  # a lexer context not built yet (its LALR state in ``out_lex``)
 OVERFLOW = 4  # a scratch buffer was too small: grow it and walk the item again
 
+
 def _grammar_walk(
     first: I32,
     sym: I32,

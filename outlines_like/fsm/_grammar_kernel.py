@@ -148,22 +148,21 @@ class LALRKernel:
         stacks = [np.asarray(c, dtype=np.int32) for c in configs]
         cfg_first = np.zeros(len(stacks) + 1, dtype=np.int64)
         np.cumsum([len(s) for s in stacks], out=cfg_first[1:])
-        cfg_states = np.concatenate(stacks) if stacks else np.zeros(0, dtype=np.int32)
-        for s in stacks:  # the tops' contexts are needed first: build them now
-            self._context(int(s[-1]))
-        longest = max(len(s) for s in stacks)
+        cfg_states = np.concatenate(stacks) if len(stacks) > 1 else stacks[0]
+        longest = 0
+        for c in configs:  # the tops' contexts are needed first: build them now
+            self._context(c[-1])  # type: ignore[index]
+            longest = max(longest, len(c))  # type: ignore[arg-type]
         starts = table.starts[ids]
         pos = starts + offsets
         end = starts + table.lengths[ids]
-        items = np.arange(len(ids), dtype=np.int64)
         lex = np.ascontiguousarray(item_lex, dtype=np.int32)
         cfg = np.ascontiguousarray(item_cfg, dtype=np.int32)
         allowed: list[I32] = []
         pending: list[Pending] = []
-        out_room = 1024
-        while len(items):
+        while True:
             self._sync()
-            n = len(items)
+            n = len(ids)
             cap = longest + self._scratch
             tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
             status = np.empty(n, dtype=np.uint8)
@@ -171,31 +170,40 @@ class LALRKernel:
             out_lex = np.empty(n, dtype=np.int32)
             out_low = np.empty(n, dtype=np.int32)
             out_first = np.empty(n + 1, dtype=np.int64)
-            out_stack = np.empty(out_room, dtype=np.int32)
-            k.grammar_walk(
+            out_stack = np.empty(self._scratch, dtype=np.int32)
+            used = k.grammar_walk(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
                 self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
                 self.reach_term, cfg_first, cfg_states, table.buf, pos, end, cfg, lex,
                 tmp, tmp2, status, out_pos, out_lex, out_low, out_first, out_stack,
             )  # fmt: skip
-            allowed.append(ids[items[status == k.OK]])
-            for q in np.flatnonzero(status == k.PENDING).tolist():
-                token = int(ids[items[q]])
-                base = configs[int(cfg[q])]
-                stack: tuple[int, ...] = base[: int(out_low[q])]  # type: ignore[index]
-                stack += tuple(out_stack[out_first[q] : out_first[q + 1]].tolist())
-                offset = int(out_pos[q] - table.starts[token])
-                pending.append((token, offset, stack, int(out_lex[q])))
+            allowed.append(ids[status == k.OK])
+            pend = np.flatnonzero(status == k.PENDING)
+            if len(pend):
+                tokens = ids[pend]
+                flat = out_stack[:used].tolist()
+                for token, offset, c, low, a, b, lexeme in zip(
+                    tokens.tolist(),
+                    (out_pos[pend] - table.starts[tokens]).tolist(),
+                    cfg[pend].tolist(),
+                    out_low[pend].tolist(),
+                    out_first[pend].tolist(),
+                    out_first[pend + 1].tolist(),
+                    out_lex[pend].tolist(),
+                    strict=True,
+                ):
+                    stack: tuple[int, ...] = configs[c][:low]
+                    pending.append((token, offset, stack + tuple(flat[a:b]), lexeme))
+            again = status >= k.STUCK
+            if not again.any():
+                break
             stuck = status == k.STUCK
             for state in np.unique(out_lex[stuck]).tolist():
                 self._context(state)
-            over = status == k.OVERFLOW
-            if over.any():
-                self._scratch *= 2
-                out_room *= 2
-            again = stuck | over
-            items, pos, end, cfg, lex = items[again], pos[again], end[again], cfg[again], lex[again]
-        return np.concatenate(allowed) if allowed else np.zeros(0, dtype=np.int32), pending
+            if (status == k.OVERFLOW).any():
+                self._scratch = 2 * self._scratch + 64
+            ids, pos, end, cfg, lex = ids[again], pos[again], end[again], cfg[again], lex[again]
+        return np.concatenate(allowed) if len(allowed) > 1 else allowed[0], pending
 
     def _context(self, state: int) -> None:
         if self.ctx_of_state[state] < 0:

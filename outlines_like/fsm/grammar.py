@@ -739,9 +739,7 @@ class _RowWalk:
                     )
                 )
             states = dfa.states
-            partial.set_items(
-                [(t, o, *states[s]) for t, o, s in pending], table.lengths
-            )
+            partial.set_items([(t, o, *states[s]) for t, o, s in pending], table.lengths)
         return allowed
 
     def pack(self, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:

@@ -25,11 +25,12 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEAD", "NONE", "OK", "OVERFLOW", "PENDING", "STUCK", "grammar_walk"]
+__all__ = ["DEAD", "NONE", "OK", "OVERFLOW", "PENDING", "STUCK", "grammar_walk", "pack_rows"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
 
 NONE = -(2**31)  # no action
 # an item's outcome
@@ -249,6 +250,33 @@ def _grammar_walk(
     return used
 
 
+def _pack_rows(ids: I32, states: I32, words: int) -> tuple[I32, U32]:  # pragma: no cover
+    """The packed row (``words`` uint32) of the ``ids`` ending in each state, states ascending.
+
+    Returns the distinct states and their rows, one after the other.
+    """
+    n = ids.shape[0]
+    top = 0
+    for i in range(n):
+        if states[i] >= top:
+            top = states[i] + 1
+    slot = np.full(top, -1, dtype=np.int32)
+    for i in range(n):
+        slot[states[i]] = 0
+    present = np.empty(top, dtype=np.int32)
+    k = 0
+    for s in range(top):
+        if slot[s] == 0:
+            slot[s] = k
+            present[k] = s
+            k += 1
+    rows = np.zeros(k * words, dtype=np.uint32)
+    for i in range(n):
+        t = ids[i]
+        rows[slot[states[i]] * words + (t >> 5)] |= np.uint32(1) << np.uint32(t & 31)
+    return present[:k].copy(), rows
+
+
 _C1 = numba.types.Array
 _i32 = _C1(numba.int32, 1, "C")
 _u8 = _C1(numba.uint8, 1, "C")
@@ -281,3 +309,4 @@ grammar_walk: Callable[..., int] = _jit(
     _i64,
     _i32,
 )
+pack_rows: Callable[..., tuple[I32, U32]] = _jit(_pack_rows, _i32, _i32, numba.int64)

@@ -92,11 +92,12 @@ from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, read_plain
 from outlines_like.fsm._grammar_walk import (
     ByteTable,
     LexemeWalk,
-    _distinct,
     byte_table,
+    groups_by_key,
     lexeme_walk,
     matcher_walk,
     rest_order,
+    rows_by_state,
     sub_dfa,
     walk,
 )
@@ -301,24 +302,10 @@ class _Lexed:
         if ids is None:
             ids = table.text_ids  # as is: the walk knows it
         res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting, trie=trie)
-        end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
-        end_ids = ids[res.end_items]
-        for state in _distinct(res.end_states):
-            bits = np.zeros(table.size, dtype=np.bool_)
-            bits[end_ids[res.end_states == state]] = True
-            end_rows.append((state, _pack(bits)))
+        end_rows = rows_by_state(ids[res.end_items], res.end_states, table.size)
         classes = context.winner[res.stop_states]
-        stop_ids = ids[res.stop_items]
-        groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
-        for klass in _distinct(classes):
-            sel = classes == klass
-            cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
-            order = rest_order(cls_offsets - table.lengths[cls_ids])
-            groups[klass] = (
-                cls_ids[order].astype(np.int32),
-                cls_offsets[order].astype(np.int32),
-            )
-        return cls(end_rows, groups)
+        stops = groups_by_key(classes, ids[res.stop_items], res.stop_offsets, table.lengths)
+        return cls(end_rows, {klass: (k_ids, k_offsets) for klass, k_ids, k_offsets in stops})
 
     @classmethod
     def shared(

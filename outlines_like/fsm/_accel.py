@@ -50,6 +50,7 @@ _OFF = ("0", "false", "off", "no")
 _forced: bool | None = None
 _kernels: ModuleType | None = None
 _import_failed = False
+_grammar_loaded = False  # _accel_grammar imported (warm_up)
 _lock = threading.Lock()
 
 
@@ -102,11 +103,13 @@ def warm_up() -> float:
     The first process compiles them (seconds) and numba keeps them on disk; later ones read
     them from there. Returns the seconds it took (0 when already done, or when it is off).
     """
+    global _grammar_loaded
     t0 = time.perf_counter()
-    if _kernels is not None or not enabled():
+    if _grammar_loaded or not enabled():
         return 0.0
-    from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar masker's kernel)
+    from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar path's kernels)
 
+    _grammar_loaded = True
     return time.perf_counter() - t0
 
 

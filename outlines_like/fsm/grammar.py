@@ -22,7 +22,9 @@ How it works:
   string, a number), by every context, grammar and schema of the vocabulary; (2) the tokens that
   ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
-  token finishing any number of terminals (``%ignore`` ones included) is still one walk.
+  token finishing any number of terminals (``%ignore`` ones included) is still one walk. With
+  the ``accel`` extra, an LALR grammar's walk (2) runs instead in a compiled kernel with the
+  parser inside (:mod:`~outlines_like.fsm._grammar_kernel`): same decisions, no DFA rows.
 * Rows are computed for the top of the stack first (LALR): the configuration truncated to its
   top 1, 2, 4 ... states decides every token whose walk stays above the cut, once for every
   stack with that top (inside a JSON string at any depth, say); the tokens that reach below
@@ -945,6 +947,7 @@ class CompiledGrammar(Compiled):
         # kernel, the parser inside it, instead of the matcher DFA (built on first use)
         self._kernel: LALRKernel | None = None
         self._use_kernel = self.is_lalr and _accel.enabled()
+        _accel.warm_up()  # (the kernels load here, never in a mask; a no-op once done)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
         self._lock = threading.RLock()

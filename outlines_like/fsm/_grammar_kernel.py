@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
+    from outlines_like.fsm._accel import TokenTrie
     from outlines_like.fsm._grammar_lexer import ContextDFA
     from outlines_like.fsm._grammar_parser import LALRParser
     from outlines_like.fsm._grammar_walk import ByteTable
@@ -28,6 +29,7 @@ __all__ = ["LALRKernel", "Pending"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+U32 = npt.NDArray[np.uint32]
 
 #: An item set aside because its step needs the stack's bottom: ``(token, offset of the byte,
 #: configuration, lexer state)`` (offset = the token's length: its end state's viability).
@@ -95,6 +97,14 @@ class LALRKernel:
         self.reach_first: I32 = np.zeros(1, dtype=np.int32)
         self.reach_term: I32 = np.zeros(0, dtype=np.int32)
         self._scratch = _SCRATCH
+        self._no_trie = (
+            np.zeros(0, dtype=np.uint8),
+            *[np.zeros(0, dtype=np.int32)] * 3,
+            np.zeros(0, dtype=np.uint32),
+            *[np.zeros(0, dtype=np.int32)] * 2,
+            np.zeros(0, dtype=np.int8),
+        )
+        self._trie_arrays: tuple[Any, ...] | None = None
 
     def _sync(self) -> None:
         """Append the contexts built since the last call to the flat arrays."""
@@ -175,7 +185,7 @@ class LALRKernel:
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
                 self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
                 self.reach_term, cfg_first, cfg_states, table.buf, pos, end, cfg, lex,
-                tmp, tmp2, status, out_pos, out_lex, out_low, out_first, out_stack,
+                tmp, tmp2, status, out_pos, out_lex, out_low, out_first, out_stack, *self._no_trie,
             )  # fmt: skip
             allowed.append(ids[status == k.OK])
             pend = np.flatnonzero(status == k.PENDING)
@@ -204,6 +214,57 @@ class LALRKernel:
                 self._scratch = 2 * self._scratch + 64
             ids, pos, end, cfg, lex = ids[again], pos[again], end[again], cfg[again], lex[again]
         return np.concatenate(allowed) if len(allowed) > 1 else allowed[0], pending
+
+    def row(self, trie: TokenTrie, stack: tuple[int, ...], lex: int, budget: int) -> U32 | None:
+        """The row of a whole stack: every text token of ``trie`` walked from ``(stack, lex)``.
+
+        One depth-first walk of the trie in the kernel (a dead byte skips its subtree), the
+        parser inside; returns the mask's words (a spare one last), EOS not included, or None
+        when the walk would visit more than ``budget`` nodes (it stops there).
+        """
+        k = self._k
+        if self._trie_arrays is None:
+            tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
+            self._trie_arrays = (trie.byte, trie.depth, trie.skip, tok)
+        states = np.asarray(stack, dtype=np.int32)
+        cfg_first = np.array([0, len(states)], dtype=np.int64)
+        none64 = np.zeros(0, dtype=np.int64)
+        none32 = np.zeros(0, dtype=np.int32)
+        lexes = np.array([lex], dtype=np.int32)
+        limit = np.array([budget], dtype=np.int64)
+        status = np.zeros(1, dtype=np.uint8)
+        out_lex = np.zeros(1, dtype=np.int32)
+        saved = np.empty(6 * (trie.stack_size + 1), dtype=np.int32)
+        self._context(int(states[-1]))
+        while True:
+            self._sync()
+            cap = len(states) + self._scratch
+            tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
+            undo = np.empty(2 * self._scratch, dtype=np.int32)
+            memo = np.full(len(self.term_of), -1, dtype=np.int8)
+            mask = trie.new_mask()
+            k.grammar_walk(
+                self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
+                self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
+                self.reach_term, cfg_first, states, self._no_trie[0],
+                limit, none64, none32, lexes, tmp, tmp2, status, none64, out_lex, none32,
+                none64, none32, *self._trie_arrays, mask, undo, saved, memo,
+            )  # fmt: skip
+            if status[0] == k.OK:
+                break
+            if status[0] == k.OVER_BUDGET:
+                return None
+            if status[0] == k.STUCK:
+                self._context(int(out_lex[0]))
+            else:
+                self._scratch = 2 * self._scratch + 64
+        if trie.dup_of.shape[0]:
+            first, other = trie.dup_of[:, 0], trie.dup_of[:, 1]
+            on = ((mask[first >> 5] >> (first & 31).astype(np.uint32)) & 1).astype(bool)
+            np.bitwise_or.at(
+                mask, other[on] >> 5, np.uint32(1) << (other[on] & 31).astype(np.uint32)
+            )
+        return mask
 
     def _context(self, state: int) -> None:
         if self.ctx_of_state[state] < 0:

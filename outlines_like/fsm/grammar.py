@@ -826,6 +826,10 @@ class _Partial:
         return deeper
 
 
+# LALR with the accel extra: a row is one trie walk in the kernel while it visits fewer nodes
+# than this (~1 ms); past it (inside a string, all the tokens go on), that lexer state takes
+# the keyed rows and their shared lexical walks from then on
+_TRIE_BUDGET = 16_384
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
@@ -947,6 +951,8 @@ class CompiledGrammar(Compiled):
         # kernel, the parser inside it, instead of the matcher DFA (built on first use)
         self._kernel: LALRKernel | None = None
         self._use_kernel = self.is_lalr and _accel.enabled()
+        self._trie_over: set[tuple[int, int]] = set()  # lexer states whose trie walks run long
+        self._trie_rows = True  # tests set False to run the keyed rows (and the items' kernel)
         _accel.warm_up()  # (the kernels load here, never in a mask; a no-op once done)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
@@ -1227,7 +1233,27 @@ class CompiledGrammar(Compiled):
         return row
 
     def _compute_row(self, stack: Config, lex: int) -> Row:
-        """The row of a whole stack: partial rows from the top down, shared where they can be."""
+        """The row of a whole stack: partial rows from the top down, shared where they can be.
+
+        (LALR with the accel extra: one walk of the token trie in the kernel instead.)
+        """
+        kernel = self._lalr_kernel()
+        state_key = (self._context_id(stack), lex)
+        if (
+            kernel is not None
+            and self._trie is not None
+            and self._trie_rows
+            and state_key not in self._trie_over
+        ):
+            words = kernel.row(self._trie, cast("tuple[int, ...]", stack), lex, _TRIE_BUDGET)
+            if words is not None:
+                if self._eos_ok(stack, lex):
+                    eos = self._eos
+                    np.bitwise_or.at(words, eos >> 5, np.uint32(1) << (eos & 31).astype(np.uint32))
+                row: Row = words[:-1].view(np.int32)
+                row.flags.writeable = False
+                return row
+            self._trie_over.add(state_key)  # (inside a string, say): the shared walks cost less
         parser = self._parser
         levels: list[tuple[Config, tuple[int, ...]]] = []
         for depth in self._key_depths:

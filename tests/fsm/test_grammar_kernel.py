@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from outlines_like.fsm import _accel
+from outlines_like.fsm import grammar as grammar_module
 from outlines_like.fsm._grammar_kernel import LALRKernel, Pending
 from outlines_like.fsm.grammar import CompiledGrammar, _MatcherDFA, compile_grammar
 from outlines_like.types import CFG
@@ -132,15 +133,18 @@ def test_kernel_deep_stacks_and_small_scratch() -> None:
             _check(grammar, split[0], lex, rng)
 
 
+@pytest.mark.parametrize("trie_rows", [True, False])
 @pytest.mark.parametrize("name", LALR)
-def test_masks_with_and_without_the_kernel(name: str) -> None:
-    """Whole walks: masks with the kernel equal the pure path's, step by step."""
+def test_masks_with_and_without_the_kernel(name: str, trie_rows: bool) -> None:
+    """Whole walks: masks with the kernel (whole rows from trie walks, or the keyed rows with
+    the items' walk) equal the pure path's, step by step."""
     walks = _walks(CompiledGrammar(GRAMMARS[name][0], VOCAB), f"{name}-masks", walks=15)
     found = []
     for flag in (True, False):
         _accel.set_enabled(flag)
         grammar = CompiledGrammar(GRAMMARS[name][0], VOCAB)
         assert (grammar._lalr_kernel() is not None) is flag
+        grammar._trie_rows = trie_rows
         rows = []
         for tokens in walks:
             m = grammar.matcher()
@@ -158,3 +162,58 @@ def test_glr_keeps_the_matcher_dfa() -> None:
     grammar = compile_grammar(CFG(GRAMMARS["arith_ws_glr"][0]), VOCAB)
     assert not grammar.is_lalr
     assert grammar._lalr_kernel() is None
+
+
+@pytest.mark.parametrize("name", LALR)
+def test_trie_rows_equal_the_pure_rows(name: str) -> None:
+    """A whole row from one trie walk in the kernel is the pure path's row of the whole stack,
+    over random configurations (deep ones too), from every lexer state of their context.
+
+    Both grammars replay the same token walks (their LALR states may be numbered apart).
+    Lexer state 0 is a matcher state at the start only: a lexeme ends at the byte after it.
+    """
+    _accel.set_enabled(False)
+    pure = CompiledGrammar(GRAMMARS[name][0], VOCAB)
+    _accel.set_enabled(True)
+    fast = CompiledGrammar(GRAMMARS[name][0], VOCAB)
+    kernel = fast._lalr_kernel()
+    assert kernel is not None
+    assert fast._trie is not None
+    walks = _walks(fast, f"{name}-rows", walks=12)
+    checked = 0
+    for (config, lex), (same, same_lex) in list(
+        zip(_configs(fast, walks), _configs(pure, walks), strict=True)
+    )[:120]:
+        context = fast._contexts[fast._context_id(config)]
+        other = pure._contexts[pure._context_id(same)]
+        lexes = [(lex, same_lex)]
+        if np.array_equal(context.transitions, other.transitions):  # the same numbering
+            lexes += [(q, q) for q in range(1, context.n_states)]
+        for q, same_q in lexes:
+            words = kernel.row(fast._trie, config, q, 1 << 30)
+            assert words is not None
+            expected = pure._compute_row(same, same_q).view(np.uint32).copy()
+            if pure._eos_ok(same, same_q):  # the kernel's row leaves EOS to the caller
+                expected[EOS_ID >> 5] &= ~np.uint32(1 << (EOS_ID & 31))
+            np.testing.assert_array_equal(words[:-1], expected)
+            checked += 1
+            small = kernel.row(fast._trie, config, q, 1)  # past its budget: None
+            assert small is None or not small.any()
+    assert checked > 120
+
+
+def test_trie_walk_over_budget_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lexer state whose trie walks run past the budget takes the shared walks from then on."""
+    monkeypatch.setattr(grammar_module, "_TRIE_BUDGET", 40)  # (the test vocabulary is small)
+    grammar = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    _accel.set_enabled(False)
+    pure = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    matchers = [grammar.matcher(), pure.matcher()]  # (their LALR states may be numbered apart)
+    for token in greedy(b'{"abc'):
+        rows = [m.allowed_token_ids().tolist() for m in matchers]
+        assert rows[0] == rows[1]
+        for m in matchers:
+            m.advance(token)
+    m = matchers[0]
+    assert m.allowed_token_ids().tolist() == matchers[1].allowed_token_ids().tolist()
+    assert (grammar._context_id(m._stack), m._lex) in grammar._trie_over  # inside a string

@@ -228,6 +228,7 @@ def _grammar_walk(
                     break
             low2 = h
             h2 = h
+            symbol = term  # then, after a reduction, the rule's left side (a goto)
             while True:  # feed `term` on the overlay
                 i = h2 - 1
                 top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
@@ -237,17 +238,17 @@ def _grammar_walk(
                 while lo < hi:
                     mid = (lo + hi) >> 1
                     s = sym[mid]
-                    if s == term:
+                    if s == symbol:
                         action = val[mid]
                         break
-                    if s < term:
+                    if s < symbol:
                         lo = mid + 1
                     else:
                         hi = mid
                 if action == NONE:
                     code = 0
                     break
-                if action >= 0:
+                if symbol != term or action >= 0:  # a goto, or the terminal shifted: push
                     if h2 >= cap:
                         code = 3
                         break
@@ -255,8 +256,11 @@ def _grammar_walk(
                     if h2 < low2:
                         low2 = h2
                     h2 += 1
-                    code = 1
-                    break
+                    if symbol == term:
+                        code = 1
+                        break
+                    symbol = term
+                    continue
                 rule = ~action
                 size = rule_size[rule]
                 if size:
@@ -269,29 +273,7 @@ def _grammar_walk(
                     if top < 0:
                         code = 2
                         break
-                i = h2 - 1
-                top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
                 symbol = rule_goto[rule]
-                lo = first[top]
-                hi = first[top + 1]
-                goto = NONE
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    s = sym[mid]
-                    if s == symbol:
-                        goto = val[mid]
-                        break
-                    if s < symbol:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if h2 >= cap:
-                    code = 3
-                    break
-                tmp2[h2] = goto
-                if h2 < low2:
-                    low2 = h2
-                h2 += 1
             if code == 1 or code == 3:
                 break
             if code == 2:

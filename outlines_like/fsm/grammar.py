@@ -711,8 +711,9 @@ class _RowWalk:
                 np.array([dfa.state(p[2], p[3]) for p in parts], dtype=np.int64),
                 [len(p[0]) for p in parts],
             )
-            if len(parts) > 1:
-                order = rest_order(offsets - table.lengths[ids])
+            neg_rest = offsets - table.lengths[ids]
+            if len(ids) > 1 and (neg_rest[1:] < neg_rest[:-1]).any():  # (groups of any order)
+                order = rest_order(neg_rest)
                 ids, offsets, starts = ids[order], offsets[order], starts[order]
             pending: list[tuple[int, int, int]] = []
             end_ids, end_states = dfa.walk(ids, offsets, starts, pending)

@@ -9,6 +9,8 @@ per item), the new top state selects the next lexer context, and the byte starts
 lexeme there; at the token's end, the item is allowed when the lexeme can still become a
 terminal the parser takes. The rules are those of :class:`~outlines_like.fsm.grammar._MatcherDFA`
 (see ``CompiledGrammar._viable3`` and the parser module's docstring on truncated stacks).
+The same kernel walks a token trie instead of items (a whole row): the state at each node of
+the path is kept per depth, and an undo log restores the stack on the way back up.
 
 Layouts: the LALR table as CSR rows of sorted symbol ids (action ``>= 0`` shift, ``< 0`` reduce
 by rule ``~action``, :data:`NONE` absent); contexts' DFAs concatenated (state ``g`` of the

@@ -8,6 +8,8 @@ parser steps each. Both give the same decisions: :class:`LALRKernel` keeps the p
 and the contexts' DFAs as flat arrays, builds a lexer context the kernel met missing (the item
 is walked again), and hands back the items whose step needs the stack's bottom (truncated
 configurations) with the configuration and lexer state they stopped in, as the DFA walk does.
+The same kernel computes a whole row as one depth-first walk of the vocabulary's token trie
+from a whole stack (:meth:`LALRKernel.row`), llguidance's way: no lexical walk, no keyed rows.
 GLR grammars keep the DFA walk.
 """
 

@@ -24,7 +24,10 @@ How it works:
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
   token finishing any number of terminals (``%ignore`` ones included) is still one walk. With
   the ``accel`` extra, an LALR grammar's walk (2) runs instead in a compiled kernel with the
-  parser inside (:mod:`~outlines_like.fsm._grammar_kernel`): same decisions, no DFA rows.
+  parser inside (:mod:`~outlines_like.fsm._grammar_kernel`): same decisions, no DFA rows; and
+  a whole row is first tried as one walk of the token trie in that kernel (a dead byte skips
+  its subtree), within a budget of nodes: past it (inside a string, where every token goes
+  on), that lexer state takes the two walks above, whose lexical part the vocabulary shares.
 * Rows are computed for the top of the stack first (LALR): the configuration truncated to its
   top 1, 2, 4 ... states decides every token whose walk stays above the cut, once for every
   stack with that top (inside a JSON string at any depth, say); the tokens that reach below
@@ -831,6 +834,7 @@ class _Partial:
 # than this (~1 ms); past it (inside a string, all the tokens go on), that lexer state takes
 # the keyed rows and their shared lexical walks from then on
 _TRIE_BUDGET = 16_384
+_WIDE_LEXEME = 128  # ... and one that this many bytes extend takes them at once
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
@@ -1238,14 +1242,14 @@ class CompiledGrammar(Compiled):
 
         (LALR with the accel extra: one walk of the token trie in the kernel instead.)
         """
-        kernel = self._lalr_kernel()
-        state_key = (self._context_id(stack), lex)
-        if (
-            kernel is not None
-            and self._trie is not None
-            and self._trie_rows
-            and state_key not in self._trie_over
-        ):
+        kernel = self._lalr_kernel() if self._trie_rows else None
+        state_key = (self._context_id(stack), lex) if kernel is not None else (-1, lex)
+        if kernel is not None and state_key[1] and state_key not in self._trie_over:
+            # a lexeme most bytes extend (a string's inside): most tokens go on, past the budget
+            row_of = self._contexts[state_key[0]].transitions[lex]
+            if np.count_nonzero(row_of >= 0) > _WIDE_LEXEME:
+                self._trie_over.add(state_key)
+        if kernel is not None and self._trie is not None and state_key not in self._trie_over:
             words = kernel.row(self._trie, cast("tuple[int, ...]", stack), lex, _TRIE_BUDGET)
             if words is not None:
                 if self._eos_ok(stack, lex):

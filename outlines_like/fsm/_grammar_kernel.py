@@ -108,6 +108,15 @@ class LALRKernel:
         )
         self._trie_arrays: tuple[Any, ...] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
+        state = dict(self.__dict__)
+        state["_trie_arrays"] = None
+        state.update(_n_contexts=0, ctx_base=self.ctx_base[:0], trans=self.trans[:0])
+        state.update(term_of=self.term_of[:0], reach_first=self.reach_first[:1] * 0)
+        state.update(reach_term=self.reach_term[:0])
+        return state
+
     def _sync(self) -> None:
         """Append the contexts built since the last call to the flat arrays."""
         contexts = self._contexts

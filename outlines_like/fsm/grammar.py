@@ -1081,9 +1081,13 @@ class CompiledGrammar(Compiled):
                 self._ignore_ids,
                 self._contexts,
                 self._classes,
-                lambda state: self._context_id((state,)),
+                self._state_context,
             )
         return self._kernel
+
+    def _state_context(self, state: int) -> int:
+        """The lexer context of LALR state ``state`` (the kernel's; a method, so it pickles)."""
+        return self._context_id((state,))
 
     def _context(self, config: Config) -> ContextDFA:
         return self._contexts[self._context_id(config)]

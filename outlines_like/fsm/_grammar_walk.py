@@ -14,6 +14,7 @@ and the matcher DFA's walk (:func:`matcher_walk`) item by item until a row not b
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,10 +31,12 @@ __all__ = [
     "LexemeWalk",
     "WalkResult",
     "byte_table",
+    "groups_by_key",
     "lexeme_walk",
     "matcher_walk",
     "pack",
     "rest_order",
+    "rows_by_state",
     "sub_dfa",
     "walk",
 ]
@@ -388,17 +391,8 @@ def lexeme_walk(
         res = walk(table, flat, 0, ids, accepting=canon_accepting)
         end_ids, end_states = ids[res.end_items], res.end_states
         stop_ids, stop_offsets, stop_states = ids[res.stop_items], res.stop_offsets, res.stop_states
-    end_rows = []
-    for state in _distinct(end_states):
-        bits = np.zeros(table.size, dtype=np.bool_)
-        bits[end_ids[end_states == state]] = True
-        end_rows.append((state, pack(bits)))
-    stops = []
-    for state in _distinct(stop_states):
-        sel = stop_states == state
-        state_ids, offsets = stop_ids[sel], stop_offsets[sel]
-        rest = rest_order(offsets - table.lengths[state_ids])
-        stops.append((state, state_ids[rest].astype(np.int32), offsets[rest].astype(np.int32)))
+    end_rows = rows_by_state(end_ids, end_states, table.size)
+    stops = groups_by_key(stop_states, stop_ids, stop_offsets, table.lengths)
     found = LexemeWalk(end_rows, stops)
     if len(cache) >= _MAX_LEXEME_WALKS:
         cache.pop(next(iter(cache)))
@@ -415,6 +409,68 @@ def rest_order(neg_rest: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.intp]:
     if len(neg_rest) and int(neg_rest.min()) > -32768:
         neg_rest = neg_rest.astype(np.int16)
     return np.argsort(neg_rest, kind="stable")
+
+
+def rows_by_state(
+    ids: AnyInts, states: AnyInts, size: int
+) -> list[tuple[int, npt.NDArray[np.uint8]]]:
+    """Per distinct state (ascending), the packed row (:func:`pack`) of the ``ids`` ending there.
+
+    Compiled with the ``accel`` extra (one pass), else a boolean row per state.
+    """
+    if _accel.enabled() and len(ids):
+        from outlines_like.fsm import _accel_grammar
+
+        words = -(-size // 32)
+        present, flat = _accel_grammar.pack_rows(
+            np.ascontiguousarray(ids, dtype=np.int32),
+            np.ascontiguousarray(states, dtype=np.int32),
+            words,
+        )
+        rows = flat.view(np.uint8).reshape(len(present), words * 4)
+        return list(zip(present.tolist(), rows, strict=True))
+    out = []
+    for state in _distinct(states):
+        bits = np.zeros(size, dtype=np.bool_)
+        bits[ids[states == state]] = True
+        out.append((state, pack(bits)))
+    return out
+
+
+def groups_by_key(
+    keys: AnyInts, ids: AnyInts, offsets: AnyInts, lengths: IntArray
+) -> list[tuple[int, npt.NDArray[np.int32], npt.NDArray[np.int32]]]:
+    """Per distinct key (ascending), its items' ids and offsets, longest rest first (stable).
+
+    The order of :func:`rest_order` within each key, from one sort of all the items. With the
+    ``accel`` extra, the walks that take the groups on take items in any order (the numpy
+    walks sort what they get): the items are grouped by key only, in their order, and a
+    single key (the common case) costs no sort at all.
+    """
+    if not len(keys):
+        return []
+    high = int(keys.max())
+    if _accel.enabled():
+        if high == int(keys.min()):
+            return [(high, ids.astype(np.int32), offsets.astype(np.int32))]
+        order = np.argsort(keys, kind="stable")
+    else:
+        neg_rest = offsets - lengths[ids]
+        low = int(neg_rest.min())
+        span = int(neg_rest.max()) - low + 1
+        if (high + 1) * span <= 1 << 16:  # one key of 16 bits: a radix sort
+            order = np.argsort((keys * span + (neg_rest - low)).astype(np.uint16), kind="stable")
+        else:
+            order = np.lexsort((neg_rest, keys))
+    sorted_keys = keys[order]
+    sorted_ids: npt.NDArray[np.int32] = ids[order].astype(np.int32)
+    sorted_offsets: npt.NDArray[np.int32] = offsets[order].astype(np.int32)
+    cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
+    bounds = [0, *cuts.tolist(), len(sorted_keys)]
+    return [
+        (int(sorted_keys[a]), sorted_ids[a:b], sorted_offsets[a:b])
+        for a, b in itertools.pairwise(bounds)
+    ]
 
 
 def _distinct(values: AnyInts) -> list[int]:

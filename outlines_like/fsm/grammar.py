@@ -22,7 +22,12 @@ How it works:
   string, a number), by every context, grammar and schema of the vocabulary; (2) the tokens that
   ran past the end of the lexeme, from the byte that did not fit, through a lazily built DFA
   over whole matcher states whose rows fold in the parser's steps at lexeme ends, so that a
-  token finishing any number of terminals (``%ignore`` ones included) is still one walk.
+  token finishing any number of terminals (``%ignore`` ones included) is still one walk. With
+  the ``accel`` extra, an LALR grammar's walk (2) runs instead in a compiled kernel with the
+  parser inside (:mod:`~outlines_like.fsm._grammar_kernel`): same decisions, no DFA rows; and
+  a whole row is first tried as one walk of the token trie in that kernel (a dead byte skips
+  its subtree), within a budget of nodes: past it (inside a string, where every token goes
+  on), that lexer state takes the two walks above, whose lexical part the vocabulary shares.
 * Rows are computed for the top of the stack first (LALR): the configuration truncated to its
   top 1, 2, 4 ... states decides every token whose walk stays above the cut, once for every
   stack with that top (inside a JSON string at any depth, say); the tokens that reach below
@@ -73,6 +78,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_kernel import LALRKernel, Pending
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -91,11 +97,12 @@ from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, read_plain
 from outlines_like.fsm._grammar_walk import (
     ByteTable,
     LexemeWalk,
-    _distinct,
     byte_table,
+    groups_by_key,
     lexeme_walk,
     matcher_walk,
     rest_order,
+    rows_by_state,
     sub_dfa,
     walk,
 )
@@ -300,24 +307,10 @@ class _Lexed:
         if ids is None:
             ids = table.text_ids  # as is: the walk knows it
         res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting, trie=trie)
-        end_rows: list[tuple[int, npt.NDArray[np.uint8]]] = []
-        end_ids = ids[res.end_items]
-        for state in _distinct(res.end_states):
-            bits = np.zeros(table.size, dtype=np.bool_)
-            bits[end_ids[res.end_states == state]] = True
-            end_rows.append((state, _pack(bits)))
+        end_rows = rows_by_state(ids[res.end_items], res.end_states, table.size)
         classes = context.winner[res.stop_states]
-        stop_ids = ids[res.stop_items]
-        groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
-        for klass in _distinct(classes):
-            sel = classes == klass
-            cls_ids, cls_offsets = stop_ids[sel], res.stop_offsets[sel]
-            order = rest_order(cls_offsets - table.lengths[cls_ids])
-            groups[klass] = (
-                cls_ids[order].astype(np.int32),
-                cls_offsets[order].astype(np.int32),
-            )
-        return cls(end_rows, groups)
+        stops = groups_by_key(classes, ids[res.stop_items], res.stop_offsets, table.lengths)
+        return cls(end_rows, {klass: (k_ids, k_offsets) for klass, k_ids, k_offsets in stops})
 
     @classmethod
     def shared(
@@ -654,7 +647,7 @@ class _RowWalk:
         self.partial = partial
         self.todo: list[tuple[_Lexed, Config, int, int]] = []
         self.rows: list[tuple[_Lexed, npt.NDArray[np.bool_]]] = []
-        self.parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = []
+        self.parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
 
     def node(self, lexed: _Lexed, here: Config, cid: int, depth: int) -> None:
         """Queue a walk of the tree (tokens in a lexeme of context ``cid``, at ``here``)."""
@@ -679,7 +672,7 @@ class _RowWalk:
         ):
             self.todo.append((owner._child(lexed, cls, next_cid), after, next_cid, depth + 1))
         else:
-            self.parts.append((ids, offsets, owner._dfa.state(after, 0)))
+            self.parts.append((ids, offsets, after, 0))
 
     def run(self) -> npt.NDArray[np.bool_]:
         """Walk everything queued; return the tokens allowed by the DFA part (unpacked)."""
@@ -698,17 +691,34 @@ class _RowWalk:
         table = owner._table
         allowed = np.zeros(table.size, dtype=np.bool_)
         parts = self.parts
-        if parts:  # one walk for all the groups: merged, longest rest first
+        kernel = owner._lalr_kernel()
+        if parts and kernel is not None:  # the compiled walk, the parser inside (LALR)
+            configs: dict[Config, int] = {}
+            cfg = [configs.setdefault(p[2], len(configs)) for p in parts]
+            sizes = [len(p[0]) for p in parts]
+            found, pending_items = kernel.walk(
+                table,
+                np.concatenate([p[0] for p in parts]),
+                np.concatenate([p[1] for p in parts]),
+                list(configs),
+                np.repeat(np.asarray(cfg, dtype=np.int32), sizes),
+                np.repeat(np.asarray([p[3] for p in parts], dtype=np.int32), sizes),
+            )
+            allowed[found] = True
+            partial.set_items(pending_items, table.lengths)
+        elif parts:  # one walk for all the groups: merged, longest rest first
             ids = np.concatenate([p[0] for p in parts])
             offsets = np.concatenate([p[1] for p in parts])
+            dfa = owner._dfa
             starts = np.repeat(
-                np.array([p[2] for p in parts], dtype=np.int64), [len(p[0]) for p in parts]
+                np.array([dfa.state(p[2], p[3]) for p in parts], dtype=np.int64),
+                [len(p[0]) for p in parts],
             )
-            if len(parts) > 1:
-                order = rest_order(offsets - table.lengths[ids])
+            neg_rest = offsets - table.lengths[ids]
+            if len(ids) > 1 and (neg_rest[1:] < neg_rest[:-1]).any():  # (groups of any order)
+                order = rest_order(neg_rest)
                 ids, offsets, starts = ids[order], offsets[order], starts[order]
             pending: list[tuple[int, int, int]] = []
-            dfa = owner._dfa
             end_ids, end_states = dfa.walk(ids, offsets, starts, pending)
             ok, deep = dfa.viable(end_states)
             allowed[end_ids[ok]] = True
@@ -721,7 +731,8 @@ class _RowWalk:
                         strict=True,
                     )
                 )
-            partial.set_items(pending, dfa)
+            states = dfa.states
+            partial.set_items([(t, o, *states[s]) for t, o, s in pending], table.lengths)
         return allowed
 
     def pack(self, allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
@@ -763,16 +774,14 @@ class _Partial:
         self.items: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Config, int]] = []
         self.children: dict[tuple[int, ...], _Partial] = {}
 
-    def set_items(self, pending: list[tuple[int, int, int]], dfa: _MatcherDFA) -> None:
-        """Keep the items a walk set aside, by the matcher state (not its id) they stopped in."""
-        by_state: dict[int, tuple[list[int], list[int]]] = {}
-        for token_id, offset, sid in pending:
-            found = by_state.setdefault(sid, ([], []))
+    def set_items(self, pending: list[Pending], lengths: npt.NDArray[np.int64]) -> None:
+        """Keep the items a walk set aside, by the matcher state they stopped in."""
+        by_state: dict[tuple[Config, int], tuple[list[int], list[int]]] = {}
+        for token_id, offset, config, lex in pending:
+            found = by_state.setdefault((config, lex), ([], []))
             found[0].append(token_id)
             found[1].append(offset)
-        lengths = dfa._owner._table.lengths
-        for sid, (id_list, offset_list) in by_state.items():
-            config, lex = dfa.states[sid]
+        for (config, lex), (id_list, offset_list) in by_state.items():
             ids = np.asarray(id_list, dtype=np.int32)
             offsets = np.asarray(offset_list, dtype=np.int32)
             order = np.argsort(offsets - lengths[ids], kind="stable")  # longest rest first
@@ -792,7 +801,6 @@ class _Partial:
         join = owner._parser.join
         deeper = _Partial(join(self.config, middle), self.lex)
         walk = _RowWalk(owner, deeper)
-        dfa = owner._dfa
         for lexed, cls, config, depth in self.groups:
             walk.group(lexed, cls, join(config, middle), depth)
         for ids, offsets, config, lex in self.items:
@@ -802,7 +810,7 @@ class _Partial:
             except NeedsBottom:  # (GLR) its lexer context needs more of the stack still
                 deeper.items.append((ids, offsets, joined, lex))
                 continue
-            walk.parts.append((ids, offsets, dfa.state(joined, lex)))
+            walk.parts.append((ids, offsets, joined, lex))
         allowed = walk.run()
         if self.eos:
             try:
@@ -822,6 +830,11 @@ class _Partial:
         return deeper
 
 
+# LALR with the accel extra: a row is one trie walk in the kernel while it visits fewer nodes
+# than this (~1 ms); past it (inside a string, all the tokens go on), that lexer state takes
+# the keyed rows and their shared lexical walks from then on
+_TRIE_BUDGET = 16_384
+_WIDE_LEXEME = 128  # ... and one that this many bytes extend takes them at once
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
@@ -939,6 +952,13 @@ class CompiledGrammar(Compiled):
         self._key_depths: tuple[int, ...] = _KEY_DEPTHS if self.is_lalr else ()
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
         self._dfa = _MatcherDFA(self)
+        # LALR with the accel extra: the tokens past a lexeme's end walk in the compiled
+        # kernel, the parser inside it, instead of the matcher DFA (built on first use)
+        self._kernel: LALRKernel | None = None
+        self._use_kernel = self.is_lalr and _accel.enabled()
+        self._trie_over: set[tuple[int, int]] = set()  # lexer states whose trie walks run long
+        self._trie_rows = True  # tests set False to run the keyed rows (and the items' kernel)
+        _accel.warm_up()  # (the kernels load here, never in a mask; a no-op once done)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
         self._lock = threading.RLock()
@@ -1050,6 +1070,24 @@ class CompiledGrammar(Compiled):
                 build_context(order, {}, self._dfas, self._classify, all_matches=True)
             )
         return cid
+
+    def _lalr_kernel(self) -> LALRKernel | None:
+        """The compiled walk past lexeme ends (LALR with the accel extra; built on first use)."""
+        if self._kernel is None and self._use_kernel:
+            assert isinstance(self._parser, LALRParser)
+            self._kernel = LALRKernel(
+                self._parser,
+                self._term_id,
+                self._ignore_ids,
+                self._contexts,
+                self._classes,
+                self._state_context,
+            )
+        return self._kernel
+
+    def _state_context(self, state: int) -> int:
+        """The lexer context of LALR state ``state`` (the kernel's; a method, so it pickles)."""
+        return self._context_id((state,))
 
     def _context(self, config: Config) -> ContextDFA:
         return self._contexts[self._context_id(config)]
@@ -1204,7 +1242,27 @@ class CompiledGrammar(Compiled):
         return row
 
     def _compute_row(self, stack: Config, lex: int) -> Row:
-        """The row of a whole stack: partial rows from the top down, shared where they can be."""
+        """The row of a whole stack: partial rows from the top down, shared where they can be.
+
+        (LALR with the accel extra: one walk of the token trie in the kernel instead.)
+        """
+        kernel = self._lalr_kernel() if self._trie_rows else None
+        state_key = (self._context_id(stack), lex) if kernel is not None else (-1, lex)
+        if kernel is not None and state_key[1] and state_key not in self._trie_over:
+            # a lexeme most bytes extend (a string's inside): most tokens go on, past the budget
+            row_of = self._contexts[state_key[0]].transitions[lex]
+            if np.count_nonzero(row_of >= 0) > _WIDE_LEXEME:
+                self._trie_over.add(state_key)
+        if kernel is not None and self._trie is not None and state_key not in self._trie_over:
+            words = kernel.row(self._trie, cast("tuple[int, ...]", stack), lex, _TRIE_BUDGET)
+            if words is not None:
+                if self._eos_ok(stack, lex):
+                    eos = self._eos
+                    np.bitwise_or.at(words, eos >> 5, np.uint32(1) << (eos & 31).astype(np.uint32))
+                row: Row = words[:-1].view(np.int32)
+                row.flags.writeable = False
+                return row
+            self._trie_over.add(state_key)  # (inside a string, say): the shared walks cost less
         parser = self._parser
         levels: list[tuple[Config, tuple[int, ...]]] = []
         for depth in self._key_depths:

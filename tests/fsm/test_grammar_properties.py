@@ -200,6 +200,8 @@ def test_vectorised_masks_match_byte_by_byte_lexing(
 ) -> None:
     """The numpy walk (batched over stacks) agrees with lexing each token byte by byte.
 
+    ``default``: with the accel extra, an LALR grammar's rows are trie walks in the kernel.
+
     ``deep``: every group of tokens crossing lexemes goes on in the cached lexical tree as
     deep as it goes (a real vocabulary's large groups do), not in the matcher DFA; ``spent``:
     the tree's budget is used up, so all but the first step go through the matcher DFA.
@@ -207,6 +209,7 @@ def test_vectorised_masks_match_byte_by_byte_lexing(
     grammar = compiled(name)
     if tree != "default":
         grammar = CompiledGrammar(grammar.grammar, VOCAB)
+        grammar._trie_rows = False  # (accel, LALR) the keyed rows, not one walk of the trie
         if tree == "deep":
             grammar._lexical_group = 1
         else:

@@ -170,16 +170,21 @@ def test_shared_lexeme_walks_give_a_fresh_vocabularys_masks() -> None:
     """Walks one grammar cached on the vocabulary (inside a string ...) serve another alike."""
     from outlines_like.fsm._grammar_walk import _LEXEME_KEY
 
+    def keyed(text: str) -> CompiledGrammar:
+        compiled = CompiledGrammar(text, warm)
+        compiled._trie_rows = False  # (accel) the keyed rows, whose lexical walks are shared
+        return compiled
+
     warm = Vocabulary(TOKENS, [len(TOKENS) - 1])
     for seed in range(3):
-        _walk_masks(CompiledGrammar(PLAIN[2], warm), seed)
+        _walk_masks(keyed(PLAIN[2]), seed)
     grammars = [*_schema_grammars(), PLAIN[4]]
     for text in grammars:
         for seed in range(3):
-            _walk_masks(CompiledGrammar(text, warm), seed)
+            _walk_masks(keyed(text), seed)
     assert warm._cache[_LEXEME_KEY]
     for text in reversed(grammars):  # from the warm cache, and from a fresh vocabulary
-        shared = CompiledGrammar(text, warm)
+        shared = keyed(text)
         fresh = CompiledGrammar(text, Vocabulary(TOKENS, [len(TOKENS) - 1]))
         for seed in range(4):
             assert _walk_masks(shared, seed) == _walk_masks(fresh, seed)

@@ -1,0 +1,282 @@
+"""The grammar masker's compiled walk past a lexeme's end (LALR grammars, ``accel`` extra).
+
+The tokens of a mask that run past the end of a lexeme go on, byte by byte, through the lexer
+contexts and the LALR parser's steps, in the kernel of :mod:`outlines_like.fsm._accel_grammar`
+(the parser runs inside the walk, as llguidance and xgrammar do), instead of through the lazily
+built matcher DFA of :class:`~outlines_like.fsm.grammar._MatcherDFA`, whose rows cost Python
+parser steps each. Both give the same decisions: :class:`LALRKernel` keeps the parser table
+and the contexts' DFAs as flat arrays, builds a lexer context the kernel met missing (the item
+is walked again), and hands back the items whose step needs the stack's bottom (truncated
+configurations) with the configuration and lexer state they stopped in, as the DFA walk does.
+The same kernel computes a whole row as one depth-first walk of the vocabulary's token trie
+from a whole stack (:meth:`LALRKernel.row`), llguidance's way: no lexical walk, no keyed rows.
+GLR grammars keep the DFA walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from outlines_like.fsm._accel import TokenTrie
+    from outlines_like.fsm._grammar_lexer import ContextDFA
+    from outlines_like.fsm._grammar_parser import LALRParser
+    from outlines_like.fsm._grammar_walk import ByteTable
+
+__all__ = ["LALRKernel", "Pending"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+U32 = npt.NDArray[np.uint32]
+
+#: An item set aside because its step needs the stack's bottom: ``(token, offset of the byte,
+#: configuration, lexer state)`` (offset = the token's length: its end state's viability).
+Pending = tuple[int, int, Hashable, int]
+
+_SCRATCH = 4096  # room for the states an item pushes (grown on overflow)
+
+
+def _load() -> Any:
+    from outlines_like.fsm import _accel_grammar
+
+    return _accel_grammar
+
+
+class LALRKernel:
+    """An LALR grammar's parser table and lexer contexts as the compiled walk's arrays.
+
+    Args:
+        parser: The LALR parser.
+        term_id: Terminal names to ids (the contexts' numbering).
+        ignore_ids: The ``%ignore`` terminals.
+        contexts: The grammar's lexer contexts (a list that grows; read, never written).
+        classes: The terminal tuple of each lexeme class (LALR: one terminal each).
+        state_context: Builds (or finds) the context id of an LALR state.
+    """
+
+    def __init__(
+        self,
+        parser: LALRParser,
+        term_id: dict[str, int],
+        ignore_ids: frozenset[int],
+        contexts: list[ContextDFA],
+        classes: list[tuple[int, ...]],
+        state_context: Callable[[int], int],
+    ) -> None:
+        self._k = _load()
+        symbols = dict(term_id)
+        n_states = max(parser.actions) + 1
+        counts = np.zeros(n_states + 1, dtype=np.int32)
+        keys: list[int] = []
+        values: list[int] = []
+        for state in range(n_states):
+            row = parser.actions.get(state, {})
+            pairs = sorted((symbols.setdefault(name, len(symbols)), a) for name, a in row.items())
+            counts[state + 1] = len(pairs)
+            keys.extend(p[0] for p in pairs)
+            values.extend(p[1] for p in pairs)
+        self.first: I32 = np.cumsum(counts).astype(np.int32)
+        self.sym: I32 = np.asarray(keys, dtype=np.int32)
+        self.val: I32 = np.asarray(values, dtype=np.int32)
+        self.rule_size: I32 = np.asarray(parser.rule_size, dtype=np.int32)
+        self.rule_goto: I32 = np.asarray(
+            [symbols.setdefault(name, len(symbols)) for name in parser.rule_origin], dtype=np.int32
+        )
+        self.ignore = np.zeros(max(len(term_id), 1), dtype=np.uint8)
+        self.ignore[list(ignore_ids)] = 1
+        self.ctx_of_state: I32 = np.full(n_states, -1, dtype=np.int32)
+        self._contexts = contexts
+        self._classes = classes
+        self._state_context = state_context
+        self._n_contexts = 0
+        self.ctx_base: I32 = np.zeros(0, dtype=np.int32)
+        self.trans: I32 = np.zeros(0, dtype=np.int32)
+        self.term_of: I32 = np.zeros(0, dtype=np.int32)
+        self.reach_first: I32 = np.zeros(1, dtype=np.int32)
+        self.reach_term: I32 = np.zeros(0, dtype=np.int32)
+        self._scratch = _SCRATCH
+        self._no_trie = (
+            np.zeros(0, dtype=np.uint8),
+            *[np.zeros(0, dtype=np.int32)] * 3,
+            np.zeros(0, dtype=np.uint32),
+            *[np.zeros(0, dtype=np.int32)] * 2,
+            np.zeros(0, dtype=np.int8),
+        )
+        self._trie_arrays: tuple[Any, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
+        state = dict(self.__dict__)
+        state["_trie_arrays"] = None
+        state.update(_n_contexts=0, ctx_base=self.ctx_base[:0], trans=self.trans[:0])
+        state.update(term_of=self.term_of[:0], reach_first=self.reach_first[:1] * 0)
+        state.update(reach_term=self.reach_term[:0])
+        return state
+
+    def _sync(self) -> None:
+        """Append the contexts built since the last call to the flat arrays."""
+        contexts = self._contexts
+        if len(contexts) == self._n_contexts:
+            return
+        bases = [int(self.term_of.shape[0])]
+        trans = [self.trans]
+        term_of = [self.term_of]
+        reach_first = [self.reach_first]
+        reach_term = [self.reach_term]
+        reach_total = int(self.reach_first[-1])
+        for context in contexts[self._n_contexts :]:
+            n = context.n_states
+            trans.append(context.flat.astype(np.int32, copy=False))
+            winner = context.winner
+            terms = np.full(n, -1, dtype=np.int32)
+            won = np.flatnonzero(winner >= 0)
+            if len(won):
+                terms[won] = [self._classes[c][0] for c in winner[won].tolist()]
+            term_of.append(terms)
+            rows, cols = np.nonzero(context.reach)
+            counts = np.bincount(rows, minlength=n)
+            reach_first.append((reach_total + np.cumsum(counts)).astype(np.int32))
+            reach_term.append(cols.astype(np.int32))
+            reach_total += len(cols)
+            bases.append(bases[-1] + n)
+        self.ctx_base = np.concatenate([self.ctx_base, np.asarray(bases[:-1], dtype=np.int32)])
+        self.trans = np.ascontiguousarray(np.concatenate(trans), dtype=np.int32)
+        self.term_of = np.concatenate(term_of)
+        self.reach_first = np.concatenate(reach_first)
+        self.reach_term = np.concatenate(reach_term)
+        self._n_contexts = len(contexts)
+
+    def walk(
+        self,
+        table: ByteTable,
+        ids: I32,
+        offsets: I32,
+        configs: Sequence[Hashable],
+        item_cfg: I32,
+        item_lex: I32,
+    ) -> tuple[I32, list[Pending]]:
+        """Walk token ``ids[q]`` from byte ``offsets[q]``, from ``(configs[item_cfg[q]], lex)``.
+
+        Returns the tokens allowed (their walk ends in a state that can still become a
+        terminal the parser takes) and the items set aside because a step needs the stack's
+        bottom (see :data:`Pending`).
+        """
+        k = self._k
+        stacks = [np.asarray(c, dtype=np.int32) for c in configs]
+        cfg_first = np.zeros(len(stacks) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in stacks], out=cfg_first[1:])
+        cfg_states = np.concatenate(stacks) if len(stacks) > 1 else stacks[0]
+        longest = 0
+        for c in configs:  # the tops' contexts are needed first: build them now
+            self._context(c[-1])  # type: ignore[index]
+            longest = max(longest, len(c))  # type: ignore[arg-type]
+        starts = table.starts[ids]
+        pos = starts + offsets
+        end = starts + table.lengths[ids]
+        lex = np.ascontiguousarray(item_lex, dtype=np.int32)
+        cfg = np.ascontiguousarray(item_cfg, dtype=np.int32)
+        allowed: list[I32] = []
+        pending: list[Pending] = []
+        while True:
+            self._sync()
+            n = len(ids)
+            cap = longest + self._scratch
+            tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
+            status = np.empty(n, dtype=np.uint8)
+            out_pos = np.empty(n, dtype=np.int64)
+            out_lex = np.empty(n, dtype=np.int32)
+            out_low = np.empty(n, dtype=np.int32)
+            out_first = np.empty(n + 1, dtype=np.int64)
+            out_stack = np.empty(self._scratch, dtype=np.int32)
+            used = k.grammar_walk(
+                self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
+                self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
+                self.reach_term, cfg_first, cfg_states, table.buf, pos, end, cfg, lex,
+                tmp, tmp2, status, out_pos, out_lex, out_low, out_first, out_stack, *self._no_trie,
+            )  # fmt: skip
+            allowed.append(ids[status == k.OK])
+            pend = np.flatnonzero(status == k.PENDING)
+            if len(pend):
+                tokens = ids[pend]
+                flat = out_stack[:used].tolist()
+                for token, offset, c, low, a, b, lexeme in zip(
+                    tokens.tolist(),
+                    (out_pos[pend] - table.starts[tokens]).tolist(),
+                    cfg[pend].tolist(),
+                    out_low[pend].tolist(),
+                    out_first[pend].tolist(),
+                    out_first[pend + 1].tolist(),
+                    out_lex[pend].tolist(),
+                    strict=True,
+                ):
+                    stack: tuple[int, ...] = configs[c][:low]
+                    pending.append((token, offset, stack + tuple(flat[a:b]), lexeme))
+            again = status >= k.STUCK
+            if not again.any():
+                break
+            stuck = status == k.STUCK
+            for state in np.unique(out_lex[stuck]).tolist():
+                self._context(state)
+            if (status == k.OVERFLOW).any():
+                self._scratch = 2 * self._scratch + 64
+            ids, pos, end, cfg, lex = ids[again], pos[again], end[again], cfg[again], lex[again]
+        return np.concatenate(allowed) if len(allowed) > 1 else allowed[0], pending
+
+    def row(self, trie: TokenTrie, stack: tuple[int, ...], lex: int, budget: int) -> U32 | None:
+        """The row of a whole stack: every text token of ``trie`` walked from ``(stack, lex)``.
+
+        One depth-first walk of the trie in the kernel (a dead byte skips its subtree), the
+        parser inside; returns the mask's words (a spare one last), EOS not included, or None
+        when the walk would visit more than ``budget`` nodes (it stops there).
+        """
+        k = self._k
+        if self._trie_arrays is None:
+            tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
+            self._trie_arrays = (trie.byte, trie.depth, trie.skip, tok)
+        states = np.asarray(stack, dtype=np.int32)
+        cfg_first = np.array([0, len(states)], dtype=np.int64)
+        none64 = np.zeros(0, dtype=np.int64)
+        none32 = np.zeros(0, dtype=np.int32)
+        lexes = np.array([lex], dtype=np.int32)
+        limit = np.array([budget], dtype=np.int64)
+        status = np.zeros(1, dtype=np.uint8)
+        out_lex = np.zeros(1, dtype=np.int32)
+        saved = np.empty(6 * (trie.stack_size + 1), dtype=np.int32)
+        self._context(int(states[-1]))
+        while True:
+            self._sync()
+            cap = len(states) + self._scratch
+            tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
+            undo = np.empty(2 * self._scratch, dtype=np.int32)
+            memo = np.full(len(self.term_of), -1, dtype=np.int8)
+            mask = trie.new_mask()
+            k.grammar_walk(
+                self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
+                self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
+                self.reach_term, cfg_first, states, self._no_trie[0],
+                limit, none64, none32, lexes, tmp, tmp2, status, none64, out_lex, none32,
+                none64, none32, *self._trie_arrays, mask, undo, saved, memo,
+            )  # fmt: skip
+            if status[0] == k.OK:
+                break
+            if status[0] == k.OVER_BUDGET:
+                return None
+            if status[0] == k.STUCK:
+                self._context(int(out_lex[0]))
+            else:
+                self._scratch = 2 * self._scratch + 64
+        if trie.dup_of.shape[0]:
+            first, other = trie.dup_of[:, 0], trie.dup_of[:, 1]
+            on = ((mask[first >> 5] >> (first & 31).astype(np.uint32)) & 1).astype(bool)
+            np.bitwise_or.at(
+                mask, other[on] >> 5, np.uint32(1) << (other[on] & 31).astype(np.uint32)
+            )
+        return mask
+
+    def _context(self, state: int) -> None:
+        if self.ctx_of_state[state] < 0:
+            self.ctx_of_state[state] = self._state_context(state)

@@ -19,7 +19,7 @@ first UTF-8 byte does, so the atoms are compared by their first bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from outlines_like.types._charset import complement, utf8_byte_ranges
@@ -318,9 +318,13 @@ def table_contexts(table: Table, terminals: Collection[str]) -> list[Context]:
         acts = {a for targets in row.values() for a in targets}
         if len(acts) == 1 and (act := next(iter(acts))) < 0 and table.rule_size[~act] == 1:
             unit[state] = (table.rule_origin[~act], frozenset(row))
+
+    def follow_in(state: int) -> Callable[[str], frozenset[str]]:
+        return lambda t: frozenset(n for q in shifts(state, t) for n in rows[q])
+
     out: list[Context] = []
     for state, row_names in rows.items():
-        follow = {t: frozenset(n for q in shifts(state, t) for n in rows[q]) for t in row_names}
+        follow = _Lazy(row_names, follow_in(state))
         same: dict[str, Hashable] = {}
         for t in row_names:
             targets = actions[state][t]
@@ -328,6 +332,29 @@ def table_contexts(table: Table, terminals: Collection[str]) -> list[Context]:
                 same[t] = unit[targets[0]]
         out.append(Context(row_names, follow, same))
     return out
+
+
+class _Lazy(Mapping[str, frozenset[str]]):
+    """A mapping over ``keys`` whose values are computed when first read."""
+
+    def __init__(self, keys: frozenset[str], compute: Callable[[str], frozenset[str]]) -> None:
+        self._keys = keys
+        self._compute = compute
+        self._done: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, key: str) -> frozenset[str]:
+        found = self._done.get(key)
+        if found is None:
+            if key not in self._keys:
+                raise KeyError(key)
+            found = self._done[key] = self._compute(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def _same(same: Mapping[str, Hashable], t: str, u: str) -> bool:
@@ -369,14 +396,7 @@ def unsafe_terminals(
     for context, follow, same in contexts:
         names = sorted(n for n in context if n in dfas)
         for t in names:
-            nxt = follow.get(t, frozenset())
-            bytes_after = after.get(nxt)
-            if bytes_after is None:
-                out: set[int] = set()
-                for v in nxt:
-                    if v in terminals:  # (else the end of the input)
-                        out |= starts.get(v, every)
-                bytes_after = after[nxt] = frozenset(out)
+            bytes_after: frozenset[int] | None = None
             for u in names:
                 if t in bad and u in bad:
                     continue
@@ -385,6 +405,18 @@ def unsafe_terminals(
                     result = pairs[(t, u)] = check_pair(dfas[t], dfas[u], alphabet)
                 if exclusive and t != u and result.overlap and not _same(same, t, u):
                     bad.update((t, u))
-                elif result.extends & bytes_after:
+                    continue
+                if not result.extends:
+                    continue
+                if bytes_after is None:
+                    nxt = follow.get(t, frozenset())
+                    bytes_after = after.get(nxt)
+                    if bytes_after is None:
+                        out: set[int] = set()
+                        for v in nxt:
+                            if v in terminals:  # (else the end of the input)
+                                out |= starts.get(v, every)
+                        bytes_after = after[nxt] = frozenset(out)
+                if result.extends & bytes_after:
                     bad.add(u)  # the terminal read on past the end of t's text
     return bad

@@ -45,7 +45,7 @@ import numpy as np
 
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
-from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import Tables, lalr_tables, read_plain
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import compile_grammar, compile_json_object
@@ -334,12 +334,10 @@ def _compile(
     return compiled
 
 
-def lexer_contexts(text: str) -> list[frozenset[str]] | None:
-    """The terminals the grammar masker's lexer knows in each LALR(1) state of plain-BNF ``text``.
+def lexer_contexts(text: str) -> Tables:
+    """The LALR(1) table the grammar masker builds for plain-BNF ``text`` (its lexer contexts).
 
-    The same table :class:`~outlines_like.fsm.grammar.CompiledGrammar` builds for the text;
-    None when it has conflicts (the masker then runs GLR: a lexeme is every terminal it
-    matches).
+    Where it has conflicts the masker runs GLR over it: a lexeme is every terminal it matches.
 
     Raises:
         InvalidConstraintError: ``text`` is not plain BNF (a bug of the EBNF converter).
@@ -349,11 +347,7 @@ def lexer_contexts(text: str) -> list[frozenset[str]] | None:
         raise InvalidConstraintError(
             "the EBNF grammar converted for the masker is not plain BNF; please report this"
         )
-    tables = lalr_tables(plain.rules)
-    if tables.conflict:
-        return None
-    names = {t.name for t in plain.terminals}
-    return [frozenset(n for n in row if n in names) for row in tables.actions.values()]
+    return lalr_tables(plain.rules)
 
 
 def _regex(

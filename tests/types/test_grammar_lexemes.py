@@ -24,6 +24,7 @@ from outlines_like.fsm.grammar import CompiledGrammar, GrammarMatcher
 from outlines_like.types import CFG
 from outlines_like.types._charset import complement
 from outlines_like.types.grammars import ebnf_to_lark, ebnf_to_lexeme_lark
+from outlines_like.types.grammars._automata import table_contexts
 from outlines_like.types.grammars._ebnf import ebnf_grammar
 from outlines_like.types.grammars._ir import Alt, Class, Grammar, Lit, Node, Ref, Rep, Seq
 from tests.fsm.test_grammar import EOS_ID, VOCAB
@@ -59,7 +60,34 @@ ADVERSARIAL = {
     "nullable_rules": 'root ::= "<" a b ">" root?\na ::= [x]*\nb ::= [x]? [y]*',
     "nullable_between": 'root ::= a "(" root? ")" b | "."\na ::= [x]*\nb ::= [x]? [y]*',
     "bounded": 'root ::= ([a-c]{2,3} ";"){1,2} [a]{0,2} ("(" root ")")?',
+    # a keyword that really is ambiguous: `returnx;` returns x, `returnx = y;` assigns
+    "return_ws_optional": "root ::= stmt*\n"
+    'stmt ::= "return" ws? expr ";" | name ws? "=" ws? expr ";"\n'
+    'expr ::= name | "(" expr ")"\nname ::= [a-z]+\nws ::= [ ]+',
+    # `true` is a word too, read alike (both a value): the overlap is harmless
+    "keywords_beside_words": "root ::= value\n"
+    'value ::= "true" | "false" | "null" | word | number |\n'
+    '  "[" ws (value ws ("," ws value ws)*)? "]"\n'
+    "word ::= [a-z]+\nnumber ::= [0-9]+\nws ::= [ ]*",
+    # `true;` is a word then ";", `true` alone the keyword: a word merged with its ";" is
+    # never `true`, and `true` is never followed by ";"
+    "keyword_or_word_then_semicolon": 'root ::= "true" | word ";" | "(" root ")"\nword ::= [a-z]+',
+    # a keyword-or-word whose two readings reduce alike, then differ on what follows
+    "keyword_or_key": 'root ::= val ("," root)?\n'
+    'val ::= "true" | key "=" val | word | "(" root ")"\n'
+    "key ::= [a-z]+\nword ::= [a-z]+",
 }
+
+# SQL-like: keywords beside names, names at a statement's start and in expressions
+SQL_LIKE = r"""
+root ::= stmt (";" ws stmt)*
+stmt ::= "select" ws expr ws "from" ws name | "delete" ws "from" ws name ws "where" ws expr |
+    name ws "=" ws expr
+expr ::= name | number | "(" ws expr ws ")" | name "(" expr ")"
+name ::= [a-z_] [a-z0-9_]*
+number ::= [0-9]+
+ws ::= [ ]+
+"""
 
 # llama.cpp's grammars/c.gbnf: keywords that identifiers may start with (or be)
 C_GBNF = r"""
@@ -97,6 +125,7 @@ ws ::= ([ \t\n]+)
 
 GRAMMARS: dict[str, str] = {
     "c_gbnf": C_GBNF,
+    "sql_like": SQL_LIKE,
     **{n: BENCH[n] for n in ("arith_ebnf", "json_ebnf", "json_ebnf_star")},
     **{name: g for name, g, _, _ in EBNF_CORPUS if name not in BENCH},
     **{name: g for name, g, _, _ in LEXER_SENSITIVE},
@@ -448,3 +477,85 @@ def test_identifiers_that_start_with_keywords() -> None:
         assert compiled.accepts_text(text), text
     assert not compiled.accepts_text(b"int f(){return1;}")
     assert not CompiledGrammar(cfg.lark, VOCAB).accepts_text(b"int f(){returned = 1;}")
+
+
+# ------------------------------------------------------------------ keywords and names
+
+
+C_SENTENCES = [
+    "int f(){returned = 1;}",
+    "int interval(){interval = 2;}",
+    "float iffy(char c){iffy = c;}",
+    "int f(){return x;}",
+    "int f(){while(a<b){}}",
+    "int f(){return (x);}",  # a call of a function named `return`
+    "int f(){return ( x );}",  # a return statement
+    "int f(){int = 1;}",  # a name `int`
+    "int f(){int x = 1;}",
+    "int f(){for(int i = 0; i<n; i = i+1){if(i==2){x = f(i);}else{}}}",
+]
+
+
+@pytest.mark.parametrize("text", C_SENTENCES)
+def test_c_sentences_agree(text: str) -> None:
+    assert earley("c_gbnf").run(text) == (True, True)
+    compare_walk("c_gbnf", text)
+    compare_walk("c_gbnf", text[:-1] + "@")
+
+
+def _terminals(text: str) -> dict[str, str]:
+    lines = [line.split(": ", 1) for line in text.splitlines() if line[:1].isupper()]
+    return dict((name, body) for name, body in lines)
+
+
+def test_what_may_follow_a_terminal_is_per_state() -> None:
+    """`A` is followed by `B` where a sentence starts, by `D` after `C`: each state knows."""
+    text = 'start: A B | C A D\nA: "a"\nB: "b"\nC: "c"\nD: "d"\n'
+    contexts = table_contexts(lexer_contexts(text), {"A", "B", "C", "D"})
+    first = [c for c in contexts if c.names == {"A", "C"}]
+    assert len(first) == 1
+    assert first[0].follow["A"] == {"B"}  # the grammar's FOLLOW(A) is {B, D}
+    after_c = [c for c in contexts if c.names == {"A"}]
+    assert [c.follow["A"] for c in after_c] == [{"D"}]
+
+
+def test_keywords_beside_words_keep_their_lexemes() -> None:
+    """`true` is a word too: both readings reduce to `value` alike, so both stay lexemes."""
+    text = ebnf_to_lexeme_lark(GRAMMARS["keywords_beside_words"], contexts=lexer_contexts)
+    terminals = _terminals(text)
+    assert terminals["TRUE"] == '"true"'
+    assert terminals["WORD"] == "/[a-z]+/"
+    assert CompiledGrammar(text, VOCAB).is_lalr
+
+
+def test_an_ambiguous_keyword_stays_scannerless() -> None:
+    """`returnx` may return x or be a name: the keyword and names stay one letter per lexeme
+    (the space and `=` stay lexemes)."""
+    text = ebnf_to_lexeme_lark(GRAMMARS["return_ws_optional"], contexts=lexer_contexts)
+    bodies = set(_terminals(text).values())
+    assert not [b for b in bodies if "return" in b or "[a-z]+" in b], text
+    assert {"/[ ]+/", '"="'} <= bodies
+
+
+def test_a_keyword_merged_with_what_follows_a_word_keeps_both() -> None:
+    text = ebnf_to_lexeme_lark(GRAMMARS["keyword_or_word_then_semicolon"], contexts=lexer_contexts)
+    assert {'"true"', "/[a-z]+;/"} <= set(_terminals(text).values())
+
+
+def test_c_grammar_keeps_the_lexemes_it_can() -> None:
+    """c.gbnf: a statement's head cannot be lexed (`return (x);` calls a function named
+    `return`, `return ( x );` returns: the lexer would have to see past the `(`), so names
+    and keywords stay one letter per lexeme, and the masker runs GLR; punctuation and
+    operators next to them stay lexemes."""
+    text = ebnf_to_lexeme_lark(C_GBNF, contexts=lexer_contexts)
+    bodies = set(_terminals(text).values())
+    assert {'"="', '"("', '";"', '"){"', "/<=|<|==|!=|>=|>/", "/,[\\t\\n ]+/"} <= bodies
+    assert not CompiledGrammar(text, VOCAB).is_lalr
+
+
+def test_sql_like_keeps_keywords_and_names() -> None:
+    text = ebnf_to_lexeme_lark(SQL_LIKE, contexts=lexer_contexts)
+    bodies = set(_terminals(text).values())
+    assert "/select[ ]+/" in bodies
+    assert "/[_a-z][0-9_a-z]*[ ]+=[ ]+/" in bodies  # a statement's name with its `=`
+    assert "/[_a-z][0-9_a-z]*/" in bodies  # a name in an expression

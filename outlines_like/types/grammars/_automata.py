@@ -19,7 +19,8 @@ first UTF-8 byte does, so the atoms are compared by their first bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from outlines_like.types._charset import complement, utf8_byte_ranges
 from outlines_like.types.grammars._ir import Alt, Class, Lit, Node, Rep, Seq
@@ -217,10 +218,152 @@ def first_bytes(dfa: Dfa, alphabet: Alphabet) -> frozenset[int]:
     return frozenset(out)
 
 
+class Table(Protocol):
+    """An LALR(1) table, as :func:`outlines_like.fsm.compile.lexer_contexts` gives it."""
+
+    @property
+    def conflict(self) -> bool:
+        """Whether some state has several actions on a symbol (the masker runs GLR)."""
+
+    @property
+    def rule_size(self) -> Sequence[int]:
+        """Per rule, the length of its expansion."""
+
+    @property
+    def rule_origin(self) -> Sequence[str]:
+        """Per rule, its origin's name."""
+
+    def all_actions(self) -> Mapping[int, Mapping[str, tuple[int, ...]]]:
+        """Per state, per symbol: each state to shift or go to (``>= 0``), or ``~rule``."""
+
+
+class Context(NamedTuple):
+    """A lexer context (the terminals the lexer knows at once)."""
+
+    names: frozenset[str]
+    follow: Mapping[str, frozenset[str]]
+    """Per terminal, the terminals that may come right after it when it is read here (a
+    superset is fine: it only makes the check stricter)."""
+    same: Mapping[str, Hashable] = {}
+    """Terminals with equal values here are interchangeable: read as either, the parser
+    goes on the same way (see :func:`table_contexts`), so a text matching both is safe."""
+
+
+def table_contexts(table: Table, terminals: Collection[str]) -> list[Context]:
+    """The lexer contexts of an LALR(1) table, each terminal with what may follow it there.
+
+    The lexer of state ``s`` knows the terminals of ``s``'s row. A terminal
+    ``t`` read there is shifted after the reductions ``t`` triggers: from a state ``q``
+    reducing ``A -> x`` on ``t``, the stack loses ``len(x)`` states and goes to
+    ``goto(p, A)``, where ``p`` is some state ``len(x)`` transitions before ``q`` (every
+    stack holding ``q`` is such a path, so taking all of them is a superset). What may
+    follow ``t`` is the row of each state ``t`` is shifted to: far fewer terminals than the
+    grammar's FOLLOW set, which merges every place ``t`` occurs (an identifier followed by
+    ``(`` in a call, by a required space where a statement starts).
+
+    Two terminals ``t`` and ``u`` of state ``s`` are interchangeable there (``same``) when
+    ``s`` shifts each into a state that only reduces, by a rule of length one, the same
+    nonterminal ``A``, on the same lookaheads (``value: TRUE | WORD``, where a word may be
+    ``true``): whichever the lexer makes of a text matching both, the next lexeme is lexed
+    in the same context, and on it the parser reduces to the same stack (``s``, then
+    ``goto(s, A)``), or fails in both readings. The language read is the same.
+    """
+    actions = table.all_actions()
+    pred: dict[int, set[int]] = {}
+    for state, row in actions.items():
+        for targets in row.values():
+            for target in targets:
+                if target >= 0:
+                    pred.setdefault(target, set()).add(state)
+    back_cache: dict[tuple[int, int], frozenset[int]] = {}
+
+    def back(state: int, n: int) -> frozenset[int]:
+        found = back_cache.get((state, n))
+        if found is None:
+            if n == 0:
+                found = frozenset((state,))
+            else:
+                found = frozenset(p for q in back(state, n - 1) for p in pred.get(q, ()))
+            back_cache[(state, n)] = found
+        return found
+
+    shift_cache: dict[tuple[int, str], frozenset[int]] = {}
+
+    def shifts(state: int, t: str) -> frozenset[int]:
+        """The states a stack with top ``state`` shifts ``t`` into (after its reductions)."""
+        found = shift_cache.get((state, t))
+        if found is None:
+            out: set[int] = set()
+            seen = {state}
+            todo = [state]
+            while todo:
+                here = todo.pop()
+                for act in actions[here].get(t, ()):
+                    if act >= 0:
+                        out.add(act)
+                        continue
+                    origin = table.rule_origin[~act]
+                    for p in back(here, table.rule_size[~act]):
+                        for goto in actions[p].get(origin, ()):
+                            if goto not in seen:
+                                seen.add(goto)
+                                todo.append(goto)
+            found = shift_cache[(state, t)] = frozenset(out)
+        return found
+
+    names = set(terminals)
+    rows = {s: frozenset(n for n in row if n in names) for s, row in actions.items()}
+    unit: dict[int, Hashable] = {}  # states that only reduce one rule of length one
+    for state, row in actions.items():
+        acts = {a for targets in row.values() for a in targets}
+        if len(acts) == 1 and (act := next(iter(acts))) < 0 and table.rule_size[~act] == 1:
+            unit[state] = (table.rule_origin[~act], frozenset(row))
+
+    def follow_in(state: int) -> Callable[[str], frozenset[str]]:
+        return lambda t: frozenset(n for q in shifts(state, t) for n in rows[q])
+
+    out: list[Context] = []
+    for state, row_names in rows.items():
+        follow = _Lazy(row_names, follow_in(state))
+        same: dict[str, Hashable] = {}
+        for t in row_names:
+            targets = actions[state][t]
+            if len(targets) == 1 and targets[0] in unit:
+                same[t] = unit[targets[0]]
+        out.append(Context(row_names, follow, same))
+    return out
+
+
+class _Lazy(Mapping[str, frozenset[str]]):
+    """A mapping over ``keys`` whose values are computed when first read."""
+
+    def __init__(self, keys: frozenset[str], compute: Callable[[str], frozenset[str]]) -> None:
+        self._keys = keys
+        self._compute = compute
+        self._done: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, key: str) -> frozenset[str]:
+        found = self._done.get(key)
+        if found is None:
+            if key not in self._keys:
+                raise KeyError(key)
+            found = self._done[key] = self._compute(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def _same(same: Mapping[str, Hashable], t: str, u: str) -> bool:
+    return t in same and u in same and same[t] == same[u]
+
+
 def unsafe_terminals(
     terminals: Mapping[str, Node],
-    contexts: Iterable[frozenset[str]],
-    follow: Mapping[str, frozenset[str]],
+    contexts: Iterable[Context],
     *,
     exclusive: bool,
 ) -> set[str]:
@@ -228,9 +371,8 @@ def unsafe_terminals(
 
     Args:
         terminals: Each terminal's language (no rule references, never the empty string).
-        contexts: The terminal sets the lexer knows at once (one per parser state).
-        follow: Per terminal, the terminals that may come right after it in some sentence
-            (a superset is fine: it only makes the check stricter).
+        contexts: The terminal sets the lexer knows at once (one per parser state), each
+            terminal with the terminals that may come right after it when read there.
         exclusive: Whether a lexeme matching two terminals of a context becomes one of them
             only (LALR, so overlap is unsafe) or each of them (GLR, overlap is harmless).
 
@@ -248,23 +390,33 @@ def unsafe_terminals(
         except TooLarge:
             bad.add(name)
     starts = {name: first_bytes(dfa, alphabet) for name, dfa in dfas.items()}
-    after: dict[str, frozenset[int]] = {}
-    for name in dfas:
-        out: set[int] = set()
-        for nxt in follow.get(name, ()):
-            if nxt in terminals:  # (else the end of the input)
-                out |= starts.get(nxt, frozenset(range(256)))
-        after[name] = frozenset(out)
-    pairs: set[tuple[str, str]] = set()
-    for context in contexts:
+    every = frozenset(range(256))
+    pairs: dict[tuple[str, str], PairCheck] = {}
+    after: dict[frozenset[str], frozenset[int]] = {}
+    for context, follow, same in contexts:
         names = sorted(n for n in context if n in dfas)
-        pairs.update((t, u) for t in names for u in names)
-    for t, u in sorted(pairs):
-        if t in bad and u in bad:
-            continue
-        result = check_pair(dfas[t], dfas[u], alphabet)
-        if exclusive and t != u and result.overlap:
-            bad.update((t, u))
-        elif result.extends & after[t]:
-            bad.add(u)  # the terminal read on past the end of t's text
+        for t in names:
+            bytes_after: frozenset[int] | None = None
+            for u in names:
+                if t in bad and u in bad:
+                    continue
+                result = pairs.get((t, u))
+                if result is None:
+                    result = pairs[(t, u)] = check_pair(dfas[t], dfas[u], alphabet)
+                if exclusive and t != u and result.overlap and not _same(same, t, u):
+                    bad.update((t, u))
+                    continue
+                if not result.extends:
+                    continue
+                if bytes_after is None:
+                    nxt = follow.get(t, frozenset())
+                    bytes_after = after.get(nxt)
+                    if bytes_after is None:
+                        out: set[int] = set()
+                        for v in nxt:
+                            if v in terminals:  # (else the end of the input)
+                                out |= starts.get(v, every)
+                        bytes_after = after[nxt] = frozenset(out)
+                if result.extends & bytes_after:
+                    bad.add(u)  # the terminal read on past the end of t's text
     return bad

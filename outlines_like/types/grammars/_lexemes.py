@@ -9,24 +9,31 @@ grammar for that lexer, with the same language:
 
 1. A rule that reaches no recursion is *regular*: it is inlined wherever it is used.
 2. In the other rules, each maximal run of adjacent regular items (``ws [+-] ws``,
-   ``string ws ":" ws``, a lone ``number``) is a *run*. Each run is written at a level:
-   0, the whole run one terminal; 1, one terminal per item; 2, scannerless (one-character
-   terminals that never overlap, as ``one_char_terminals`` writes them). A terminal that
-   can match the empty string becomes optional, matching the non-empty rest.
+   ``string ws ":" ws``, a lone ``number``) is a *run*. Each run is first written as one
+   terminal, or (``merge=False``) one terminal per item (step 5 splits further). A terminal
+   that can match the empty string becomes optional, matching the non-empty rest.
 3. The result is written in plain BNF (one rule per line, symbols by name, one literal or
    regex per terminal), which the masker reads without Lark. Its lexer contexts come from
-   the LALR(1) table (``contexts``, given by the masker, which builds the same table); a
+   its LALR(1) table (``contexts``, given by the masker, which builds the same table): per
+   state, its terminals, what may follow each where it is read there, and which of them are
+   interchangeable (:func:`~outlines_like.types.grammars._automata.table_contexts`). A
    grammar with conflicts runs under GLR, where the check assumes the worst context: every
-   terminal at once.
+   terminal at once, with the grammar's FOLLOW sets.
 4. The check (:func:`~outlines_like.types.grammars._automata.unsafe_terminals`): in every
-   context, no text of a terminal followed by a byte that can start the next lexeme (any
-   terminal of its FOLLOW set) may begin a text of a terminal of the same context, and,
-   under LALR, no text may match two terminals of one context. Then every sentence of the
-   grammar splits into lexemes exactly where the lexer splits it, so the lexer reads every
-   sentence (and every prefix of one) and nothing else. Every run holding a terminal that
-   fails goes one level down, and the check runs again, until it passes: at level 2 no
-   terminal can fail, so the loop ends, at worst with the scannerless grammar. Nothing is
-   guessed: a part of the grammar is a lexeme only where the check proved it safe.
+   context, no text of a terminal followed by a byte that can start the next lexeme may
+   begin a text of a terminal of the same context, and, under LALR, no text may match two
+   terminals of one context that are not interchangeable. Then every sentence of the
+   grammar splits into lexemes exactly where the lexer splits it (or, at a text two
+   interchangeable terminals match, into the one the parser goes on with alike), so the
+   lexer reads every sentence (and every prefix of one) and nothing else.
+5. What fails is split, and the check runs again: a terminal that several kept rules share
+   first gets one copy per rule (a clash where one rule uses it, a statement's name beside
+   keywords, then splits it there only); else a whole-run terminal becomes one terminal per
+   item, and an item's terminal that fails becomes scannerless (one-character terminals
+   that never overlap, as ``one_char_terminals`` writes them). Every step splits more, and
+   one-character terminals never fail, so the loop ends, at worst with the scannerless
+   grammar. Nothing is guessed: a part of the grammar is a lexeme only where the check
+   proved it safe.
 """
 
 from __future__ import annotations
@@ -37,7 +44,12 @@ import itertools
 from collections.abc import Callable, Sequence
 
 from outlines_like.types._charset import complement
-from outlines_like.types.grammars._automata import unsafe_terminals
+from outlines_like.types.grammars._automata import (
+    Context,
+    Table,
+    table_contexts,
+    unsafe_terminals,
+)
 from outlines_like.types.grammars._ebnf import ebnf_grammar
 from outlines_like.types.grammars._ir import (
     EMPTY,
@@ -63,8 +75,8 @@ from outlines_like.types.grammars._passes import (
 from outlines_like.types.grammars._passes import can_be_empty as nullable
 from outlines_like.types.grammars._write import _class_body, _lark_char, _rule_names
 
-Contexts = Callable[[str], "list[frozenset[str]] | None"]
-"""Plain-BNF Lark text -> the terminal names of each LALR(1) state, or None (conflicts)."""
+Contexts = Callable[[str], Table]
+"""Plain-BNF Lark text -> its LALR(1) table, as the masker builds it (GLR where it conflicts)."""
 
 _MAX_INLINE = 4_000  # nodes a regular rule may grow to when inlined (else it stays a rule)
 _MAX_PRODUCT = 64  # alternatives a sequence may expand to before a group gets its own rule
@@ -146,16 +158,21 @@ class _Skeleton:
 
     rules: dict[str, Node]
     runs: list[tuple[Node, ...]]
+    rule_of: list[str]
+    """The kept rule each run is in."""
 
 
 def _skeleton(grammar: Grammar, kept: set[str]) -> _Skeleton:
     runs: list[tuple[Node, ...]] = []
+    rule_of: list[str] = []
+    current = [""]
 
     def regular(node: Node) -> bool:
         return not any(ref in kept for ref in _refs(node))
 
     def run(items: Sequence[Node]) -> Node:
         runs.append(tuple(items))
+        rule_of.append(current[0])
         return Ref(f"{_RUN}{len(runs) - 1}")
 
     def split(node: Node) -> Node:
@@ -181,33 +198,45 @@ def _skeleton(grammar: Grammar, kept: set[str]) -> _Skeleton:
             return Rep(split(node.item), node.low, node.high)
         return node  # a Ref to a kept rule
 
-    rules = {name: split(body) for name, body in grammar.rules.items() if name in kept}
-    return _Skeleton(rules, runs)
+    rules: dict[str, Node] = {}
+    for name, body in grammar.rules.items():
+        if name in kept:
+            current[0] = name
+            rules[name] = split(body)
+    return _Skeleton(rules, runs, rule_of)
+
+
+Split = frozenset[int] | None
+"""How a run is written: None, one terminal; else one terminal per item, except the items
+whose indices the set holds, which are scannerless."""
 
 
 class _Build:
-    """The grammar at given run levels: rule bodies over terminal names, and the terminals."""
+    """The grammar with its runs split so: rule bodies over terminal names, and the terminals."""
 
     def __init__(
-        self, skeleton: _Skeleton, inlined: dict[str, Node], levels: list[int], names: set[str]
+        self,
+        skeleton: _Skeleton,
+        inlined: dict[str, Node],
+        splits: list[Split],
+        names: set[str],
+        private: frozenset[Node] = frozenset(),
     ) -> None:
         self.inlined = inlined
         self.terminals: dict[str, Node] = {}
-        self.by_node: dict[Node, str] = {}
-        self.owners: dict[str, set[int]] = {}  # terminal -> runs that use it
+        self.by_node: dict[tuple[Node, str], str] = {}
+        self._private = private  # terminals each kept rule has its own copy of
+        self._rule_of = skeleton.rule_of
+        self.owners: dict[str, set[tuple[int, int]]] = {}  # terminal -> (run, item) using it
         self._taken = set(names)
-        level2 = [
-            substitute(seq(items), inlined)
-            for items, level in zip(skeleton.runs, levels, strict=True)
-            if level == 2
-        ]
         sets: set[tuple[tuple[int, int], ...]] = set()
-        for node in level2:
-            _char_sets(node, sets)
+        for items, split in zip(skeleton.runs, splits, strict=True):
+            for i in split or ():
+                _char_sets(substitute(items[i], inlined), sets)
         self._atoms = _atoms(sets)
         table: dict[str, Node] = {}
-        for k, (items, level) in enumerate(zip(skeleton.runs, levels, strict=True)):
-            table[f"{_RUN}{k}"] = self._run(k, items, level)
+        for k, (items, split) in enumerate(zip(skeleton.runs, splits, strict=True)):
+            table[f"{_RUN}{k}"] = self._run(k, items, split)
         self.rules = {name: substitute(body, table) for name, body in skeleton.rules.items()}
 
     def _name(self, hint: str) -> str:
@@ -223,16 +252,17 @@ class _Build:
                 return candidate
         raise AssertionError  # pragma: no cover
 
-    def _terminal(self, node: Node, run: int, hint: str) -> Node:
+    def _terminal(self, node: Node, run: int, item: int, hint: str, shared: bool = False) -> Node:
         """A reference to the terminal for ``node`` (optional when ``node`` can be empty)."""
         if node == EMPTY:
             return EMPTY
         body = non_empty(node)
-        name = self.by_node.get(body)
+        key = (body, self._rule_of[run] if body in self._private and not shared else "")
+        name = self.by_node.get(key)
         if name is None:
-            name = self.by_node[body] = self._name(hint)
+            name = self.by_node[key] = self._name(hint)
             self.terminals[name] = body
-        self.owners.setdefault(name, set()).add(run)
+        self.owners.setdefault(name, set()).add((run, item))
         return rep(Ref(name), 0, 1) if nullable(node) else Ref(name)
 
     def _hint(self, items: Sequence[Node]) -> str:
@@ -242,32 +272,37 @@ class _Build:
             return items[0].text
         return "T"
 
-    def _run(self, k: int, items: tuple[Node, ...], level: int) -> Node:
-        if level == 0:
-            return self._terminal(substitute(seq(items), self.inlined), k, self._hint(items))
-        if level == 1:
-            return seq(
-                self._terminal(substitute(i, self.inlined), k, self._hint([i])) for i in items
-            )
-        return self._one_char(substitute(seq(items), self.inlined), k)
+    def _run(self, k: int, items: tuple[Node, ...], split: Split) -> Node:
+        if split is None:
+            return self._terminal(substitute(seq(items), self.inlined), k, -1, self._hint(items))
+        return seq(
+            self._one_char(substitute(item, self.inlined), k, i)
+            if i in split
+            else self._terminal(substitute(item, self.inlined), k, i, self._hint([item]))
+            for i, item in enumerate(items)
+        )
 
-    def _one_char(self, node: Node, k: int) -> Node:
+    def _one_char(self, node: Node, k: int, i: int) -> Node:
         if isinstance(node, Lit):
-            return seq(self._terminal(Lit(c), k, "C") for c in node.text)
+            return seq(self._terminal(Lit(c), k, i, "C", shared=True) for c in node.text)
         if isinstance(node, Class):
             ranges = complement(node.ranges) if node.negated else node.ranges
             return alt(
                 self._terminal(
-                    Lit(chr(a[0][0])) if a == ((a[0][0], a[0][0]),) else Class(a), k, "C"
+                    Lit(chr(a[0][0])) if a == ((a[0][0], a[0][0]),) else Class(a),
+                    k,
+                    i,
+                    "C",
+                    shared=True,
                 )
                 for a in self._atoms[ranges]
             )
         if isinstance(node, Seq):
-            return seq(self._one_char(i, k) for i in node.items)
+            return seq(self._one_char(item, k, i) for item in node.items)
         if isinstance(node, Alt):
-            return alt(self._one_char(i, k) for i in node.items)
+            return alt(self._one_char(item, k, i) for item in node.items)
         if isinstance(node, Rep):
-            return rep(self._one_char(node.item, k), node.low, node.high)
+            return rep(self._one_char(node.item, k, i), node.low, node.high)
         raise AssertionError(f"a run refers to a rule: {node}")  # pragma: no cover
 
 
@@ -431,9 +466,13 @@ def _write(bnf: _Bnf, terminals: dict[str, Node], order: list[str]) -> str:
 
 
 def _text(
-    skeleton: _Skeleton, inlined: dict[str, Node], levels: list[int], names: dict[str, str]
+    skeleton: _Skeleton,
+    inlined: dict[str, Node],
+    splits: list[Split],
+    names: dict[str, str],
+    private: frozenset[Node] = frozenset(),
 ) -> tuple[str, _Build, dict[str, frozenset[str]]]:
-    build = _Build(skeleton, inlined, levels, set(names.values()))
+    build = _Build(skeleton, inlined, splits, set(names.values()), private)
     renamed = {old: Ref(new) for old, new in names.items()}
     bnf = _Bnf({n.lower() for n in build.terminals} | set(names.values()))
     for name, body in build.rules.items():
@@ -444,24 +483,53 @@ def _text(
 
 
 @functools.lru_cache(maxsize=32)
-def _lexeme_lark(text: str, contexts: Contexts | None, start_level: int) -> str:
+def _lexeme_lark(text: str, contexts: Contexts | None, merge: bool) -> str:
     grammar = prune(ebnf_grammar(text))
     kept, inlined = _kept_rules(grammar)
     skeleton = _skeleton(grammar, kept)
     names = {k: v for k, v in _rule_names(grammar, "lark").items() if k in kept}
-    levels = [start_level if len(items) > 1 else max(start_level, 1) for items in skeleton.runs]
+    splits: list[Split] = [
+        None if merge and len(items) > 1 else frozenset() for items in skeleton.runs
+    ]
+    private: frozenset[Node] = frozenset()
     while True:
-        lark_text, build, follow = _text(skeleton, inlined, levels, names)
-        states = contexts(lark_text) if contexts is not None else None
-        exclusive = states is not None or contexts is None
-        if states is None:  # GLR, or no table: one context holding every terminal
-            states = [frozenset(build.terminals)]
-        unsafe = unsafe_terminals(build.terminals, states, follow, exclusive=exclusive)
-        runs = {k for name in unsafe for k in build.owners.get(name, ()) if levels[k] < 2}
-        if not runs:
+        lark_text, build, follow = _text(skeleton, inlined, splits, names, private)
+        table = contexts(lark_text) if contexts is not None else None
+        if table is not None and not table.conflict:
+            states = table_contexts(table, build.terminals)
+        else:  # GLR, or no table: one context holding every terminal, the grammar's FOLLOW
+            states = [Context(frozenset(build.terminals), follow)]
+        exclusive = table is None or not table.conflict
+        unsafe = unsafe_terminals(build.terminals, states, exclusive=exclusive)
+        if not unsafe:
             return lark_text
-        for k in runs:
-            levels[k] = 2 if levels[k] == 1 or len(skeleton.runs[k]) == 1 else 1
+        uses = {(k, i) for name in unsafe for k, i in build.owners.get(name, ())}
+        uses = {(k, i) for k, i in uses if splits[k] is None or i not in (splits[k] or ())}
+        # a failing terminal that several rules share: first one copy per rule, so that a
+        # clash where one rule uses it (a statement's name beside keywords) does not also
+        # split it where the others do (a name inside an expression)
+        shared = {
+            build.terminals[name]
+            for name in unsafe
+            if build.terminals[name] not in private
+            and len({skeleton.rule_of[k] for k, _ in build.owners.get(name, ()) if (k, _) in uses})
+            > 1
+        }
+        if shared:
+            private |= shared
+            continue
+        if not uses:  # (one-character terminals never fail: not reached)
+            every: list[Split] = [frozenset(range(len(items))) for items in skeleton.runs]
+            if splits == every:
+                raise AssertionError("the scannerless grammar failed the check")  # pragma: no cover
+            splits = every  # pragma: no cover
+            continue  # pragma: no cover
+        for k, i in uses:
+            split = splits[k]
+            if split is None:  # the whole run: one terminal per item, or a lone item split
+                splits[k] = frozenset() if len(skeleton.runs[k]) > 1 else frozenset((0,))
+            else:
+                splits[k] = split | {i}
 
 
 def ebnf_to_lexeme_lark(text: str, *, contexts: Contexts | None = None, merge: bool = True) -> str:
@@ -473,8 +541,8 @@ def ebnf_to_lexeme_lark(text: str, *, contexts: Contexts | None = None, merge: b
 
     Args:
         text: The EBNF or GBNF grammar.
-        contexts: The lexer contexts of a plain-BNF Lark text (the terminal names of each
-            LALR(1) state; None where the table has conflicts). Without it, the check
+        contexts: The LALR(1) table of a plain-BNF Lark text, as the masker builds it
+            (:func:`outlines_like.fsm.compile.lexer_contexts`). Without it, the check
             assumes every terminal is in one context (safe, but fewer lexemes pass).
         merge: Start from whole runs of adjacent regular items as one terminal (else one
             terminal per item).
@@ -483,4 +551,4 @@ def ebnf_to_lexeme_lark(text: str, *, contexts: Contexts | None = None, merge: b
         InvalidConstraintError: The EBNF is invalid (the message gives line and column).
         UnsupportedConstraintError: xgrammar lookahead assertions ``(= ...)``.
     """
-    return _lexeme_lark(text, contexts, 0 if merge else 1)
+    return _lexeme_lark(text, contexts, merge)

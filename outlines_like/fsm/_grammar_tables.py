@@ -32,9 +32,18 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from outlines_like.errors import InvalidConstraintError
 from outlines_like.fsm.budget import check
 
-__all__ = ["END", "PlainGrammar", "Tables", "gc_paused", "lalr_tables", "read_plain"]
+__all__ = [
+    "END",
+    "PlainGrammar",
+    "Tables",
+    "gc_paused",
+    "lalr_tables",
+    "lexer_contexts",
+    "read_plain",
+]
 
 END = "$END"
 _ROOT = "$root_start"
@@ -422,6 +431,22 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
                     row[name] = ~p
         actions[s] = row
     return Tables(actions, conflicts, start_state, end_state, rule_size, rule_origin)
+
+
+def lexer_contexts(text: str) -> Tables:
+    """The LALR(1) table the grammar masker builds for plain-BNF ``text`` (its lexer contexts).
+
+    Where it has conflicts the masker runs GLR over it: a lexeme is every terminal it matches.
+
+    Raises:
+        InvalidConstraintError: ``text`` is not plain BNF (a bug of the EBNF converter).
+    """
+    plain = read_plain(text)
+    if plain is None:
+        raise InvalidConstraintError(
+            "the EBNF grammar converted for the masker is not plain BNF; please report this"
+        )
+    return lalr_tables(plain.rules)
 
 
 def _digraph(n: int, edges: list[list[int]], init: list[int]) -> list[int]:

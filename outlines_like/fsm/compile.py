@@ -43,9 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from outlines_like.errors import InvalidConstraintError
 from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
-from outlines_like.fsm._grammar_tables import Tables, lalr_tables, read_plain
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import compile_grammar, compile_json_object
@@ -59,7 +57,6 @@ from outlines_like.fsm.regex_dfa import (
 )
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonObject, JsonSchema, to_regex, to_term
-from outlines_like.types.grammars import ebnf_to_lexeme_lark
 from outlines_like.types.json_schema_grammar import json_schema_path
 
 __all__ = [
@@ -323,8 +320,6 @@ def _compile(
         return FreeTextCompiled(vocab)
     elif isinstance(term, CFG):
         budget.check_grammar_size(len(term.definition), "the grammar")
-        if term.syntax == "ebnf":  # the grammar's regular parts as the masker's lexemes
-            term = CFG(ebnf_to_lexeme_lark(term.definition, contexts=lexer_contexts), "lark")
         compiled = compile_grammar(term, vocab, budget=budget)
     elif isinstance(term, JsonObject):
         compiled = compile_json_object(vocab, budget=budget)
@@ -332,22 +327,6 @@ def _compile(
         compiled = _regex(pattern, vocab, max_states, cache_dir, budget)
     compiled.matcher().fill_bitmask(np.zeros(vocab.mask_words, dtype=np.int32))
     return compiled
-
-
-def lexer_contexts(text: str) -> Tables:
-    """The LALR(1) table the grammar masker builds for plain-BNF ``text`` (its lexer contexts).
-
-    Where it has conflicts the masker runs GLR over it: a lexeme is every terminal it matches.
-
-    Raises:
-        InvalidConstraintError: ``text`` is not plain BNF (a bug of the EBNF converter).
-    """
-    plain = read_plain(text)
-    if plain is None:
-        raise InvalidConstraintError(
-            "the EBNF grammar converted for the masker is not plain BNF; please report this"
-        )
-    return lalr_tables(plain.rules)
 
 
 def _regex(

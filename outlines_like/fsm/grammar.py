@@ -93,7 +93,7 @@ from outlines_like.fsm._grammar_parser import (
     build_glr,
     hidden_left_recursion,
 )
-from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, lexer_contexts, read_plain
 from outlines_like.fsm._grammar_walk import (
     ByteTable,
     LexemeWalk,
@@ -111,6 +111,7 @@ from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
 from outlines_like.fsm.index import token_trie
 from outlines_like.types import CFG
+from outlines_like.types.grammars import ebnf_to_lexeme_lark
 
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
@@ -161,8 +162,9 @@ def compile_grammar(
     vocabulary too, keyed by the grammar text, so compiling it again is a dictionary lookup.
 
     Args:
-        cfg: The grammar (``CFG``; EBNF is converted to Lark by ``cfg.lark``). Its start rule
-            is ``start``.
+        cfg: The grammar (``CFG``), start rule ``start``. EBNF/GBNF is converted with its
+            regular parts as lexemes where that keeps its language
+            (:func:`~outlines_like.types.grammars.ebnf_to_lexeme_lark`).
         vocab: The model's vocabulary.
         budget: Limits on later masks (time per mask); the compile's own time is the caller's
             meter (``compile_constraint`` runs one).
@@ -180,10 +182,10 @@ def compile_grammar(
         raise TypeError(
             f"compile_grammar takes a CFG, got {type(cfg).__name__}; wrap text in CFG()"
         )
-    try:
+    if cfg.syntax == "ebnf":  # the grammar's regular parts become the masker's lexemes
+        text = ebnf_to_lexeme_lark(cfg.definition, contexts=lexer_contexts)
+    else:
         text = cfg.lark
-    except ImportError as exc:  # the EBNF converter is an optional module
-        raise UnsupportedConstraintError(f"cannot convert this EBNF grammar: {exc}") from exc
     cache: dict[tuple[str, Budget], CompiledGrammar]
     cache = vocab._cache.setdefault(_COMPILED_KEY, {})
     compiled = cache.get((text, budget))

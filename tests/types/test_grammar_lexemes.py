@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from outlines_like.fsm.compile import compile_constraint, lexer_contexts
+from outlines_like.fsm._grammar_tables import lexer_contexts
+from outlines_like.fsm.compile import compile_constraint
 from outlines_like.fsm.grammar import CompiledGrammar, GrammarMatcher
 from outlines_like.types import CFG
 from outlines_like.types._charset import complement

@@ -219,7 +219,7 @@ def first_bytes(dfa: Dfa, alphabet: Alphabet) -> frozenset[int]:
 
 
 class Table(Protocol):
-    """An LALR(1) table, as :func:`outlines_like.fsm.compile.lexer_contexts` gives it."""
+    """An LALR(1) table, as :func:`outlines_like.fsm._grammar_tables.lexer_contexts` gives it."""
 
     @property
     def conflict(self) -> bool:

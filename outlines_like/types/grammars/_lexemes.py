@@ -542,7 +542,7 @@ def ebnf_to_lexeme_lark(text: str, *, contexts: Contexts | None = None, merge: b
     Args:
         text: The EBNF or GBNF grammar.
         contexts: The LALR(1) table of a plain-BNF Lark text, as the masker builds it
-            (:func:`outlines_like.fsm.compile.lexer_contexts`). Without it, the check
+            (:func:`outlines_like.fsm._grammar_tables.lexer_contexts`). Without it, the check
             assumes every terminal is in one context (safe, but fewer lexemes pass).
         merge: Start from whole runs of adjacent regular items as one terminal (else one
             terminal per item).

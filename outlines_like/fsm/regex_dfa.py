@@ -175,6 +175,10 @@ def _eager(builder: Builder) -> ByteDFA:
 
 
 UNKNOWN = -2  # a row of a lazy DFA that is not built yet
+# rows a lazy DFA's table reserves up front (at most max_states + 1): a table's pages are
+# touched only as states reach them, so the reserve costs no memory, and growing (a copy of
+# every row, ~2 ms at 4,000 states, inside one mask) is left to DFAs past it
+_RESERVE_ROWS = 1 << 15
 
 
 def _distinct(states: npt.NDArray[Any]) -> list[int]:
@@ -202,21 +206,29 @@ class LazyByteDFA:
         self.pattern = builder.pattern
         self.byte_classes = builder.classes
         self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
-        self._table = np.empty((64, 256), dtype=np.int32)
         self._filled = 0  # rows set to UNKNOWN: those of the states discovered
-        self._expanded = np.zeros(64, dtype=bool)
+        self._reserve(np.empty((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
+
+    def _reserve(self, table: npt.NDArray[np.int32], expanded: npt.NDArray[np.bool_]) -> None:
+        """Set up the tables, reserved to :data:`_RESERVE_ROWS`, from ``table``'s rows."""
+        cap = max(64, table.shape[0], min(self._b.max_states + 1, _RESERVE_ROWS))
+        self._table = np.empty((cap, 256), dtype=np.int32)
+        self._table[: table.shape[0]] = table
+        self._expanded = np.zeros(cap, dtype=bool)
+        self._expanded[: expanded.shape[0]] = expanded
         self._views = (self._table.data, self._expanded.data)
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         del state["_views"], state["_view"]  # views: rebuilt on load
+        state["_table"] = self._table[: self._filled].copy()  # not the reserve
+        state["_expanded"] = self._expanded[: self._filled].copy()
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._views = (self._table.data, self._expanded.data)
-        self._sync()
+        self._reserve(self._table, self._expanded)
 
     def _sync(self) -> None:
         """Grow the tables to the states discovered, and refresh the views read without a lock.

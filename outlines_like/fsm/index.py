@@ -36,7 +36,7 @@ some 1,000 lines: the shortcuts share the walk's tables and invariants.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,9 @@ from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types._charset import utf8_byte_ranges
+
+if TYPE_CHECKING:
+    from outlines_like.fsm._accel_dfa import TrieArrays
 
 __all__ = [
     "StateRow",
@@ -730,9 +733,10 @@ def _lexeme_walk(
         # longer ones from cm, as one cached list per (O, chain shape)
         tails = sets.tails(m, loop, longer=not loop and not dead)
         starts = np.array(chain, dtype=np.int32)[tails.start]
-        if lazy is not None:  # compiled: every row the walk reads, in one pass
-            lazy.build_item_paths(tails.flat, tails.begin, tails.end, starts)
-        _accel.walk_list(trans, tails, starts, lazy, out)
+        # compiled: the walk builds every row it reads, in one pass
+        items = (tails.flat, tails.begin, tails.end, tails.ids, starts)
+        if lazy is None or not lazy.walk_items(items, out):
+            _accel.walk_list(trans, tails, starts, lazy, out)
         return fit_mask, np.zeros(0, dtype=np.int32)
     tflat = trans.reshape(-1)
     done_pos: list[npt.NDArray[np.intp]] = []
@@ -990,7 +994,12 @@ class TokenIndex:
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
         self._char_memo: dict[Any, Any] = {}
         self._trie = token_trie(vocab) if _accel.enabled() else None
-        self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
+        self._no_ends = np.zeros(0, dtype=np.int32)
+        self._trie_arrays: TrieArrays | None = None
+        if self._trie is not None:
+            t = self._trie
+            stack = np.empty(t.stack_size, dtype=np.int32)
+            self._trie_arrays = (t.byte, t.depth, t.skip, t.root_child, t.node_tok, stack)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1080,10 +1089,17 @@ class TokenIndex:
                 if fast is not None:
                     fit_mask = fast[0]
             if fit_mask is None:
-                if self._lazy is not None:  # compiled: every row the walk reads, in one pass
-                    paths = (trie.byte, trie.depth, trie.skip, trie.root_child, self._stack)
-                    self._lazy.build_trie_paths(paths, s)
-                _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
+                arrays = self._trie_arrays
+                if (
+                    self._lazy is not None
+                    and arrays is not None
+                    and self._lazy.walk_trie(
+                        arrays, s, out, self._no_ends if ends is None else ends
+                    )
+                ):  # compiled: the walk builds every row it reads, in one pass
+                    _accel.add_duplicates(trie, out, ends)
+                else:
+                    _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
             if self.dfa.is_accepting(s):
                 np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
             mask: I32 = out[:words].view(np.int32)

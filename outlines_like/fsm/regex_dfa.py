@@ -39,7 +39,7 @@ from outlines_like.fsm._subset import short as _short
 from outlines_like.types._regex import parse_regex
 
 if TYPE_CHECKING:
-    from outlines_like.fsm._accel_dfa import KernelSubsetBuilder, TrieArrays
+    from outlines_like.fsm._accel_dfa import ItemArrays, KernelSubsetBuilder, TrieArrays
 
     Builder: TypeAlias = SubsetBuilder | KernelSubsetBuilder
 
@@ -324,45 +324,51 @@ class LazyByteDFA:
                 self._sync()
             return target
 
-    def build_trie_paths(self, trie: TrieArrays, state: int) -> bool:
-        """Build every row a token trie's walk from ``state`` reads, in one compiled pass.
+    def walk_trie(
+        self,
+        trie: TrieArrays,
+        state: int,
+        mask: npt.NDArray[np.uint32],
+        ends: npt.NDArray[np.int32],
+    ) -> bool:
+        """Walk a token trie from ``state``, building every row it reads, in one compiled pass.
 
-        ``trie``: the trie's ``(byte, depth, skip, root_child, stack)``. Returns ``False``
-        (and builds nothing) with the pure builder: the walk then builds rows as it meets
-        them. The same rows either way, so the same states (numbered in another order).
+        ``trie``: the trie's ``(byte, depth, skip, root_child, node_tok, stack)``; ``mask``
+        gets the bits of its nodes' tokens that live, ``ends`` (when not empty) their end
+        states. Returns ``False`` (and does nothing) with the pure builder: the caller then
+        walks, building rows as it meets them. The same rows either way, so the same states
+        (numbered in another order).
         """
         b = self._b
         if isinstance(b, SubsetBuilder):
             return False
         with self._lock:
-            while not b.trie_paths(trie, state, self._table, self._expanded.view(np.uint8)):
+            while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
                 self._sync()  # a state past the table
             if b.n_states > self._filled:
                 self._sync()
         return True
 
-    def build_item_paths(
-        self,
-        flat: npt.NDArray[np.uint8],
-        begin: npt.NDArray[np.int64],
-        end: npt.NDArray[np.int64],
-        starts: npt.NDArray[np.int32],
-    ) -> bool:
-        """Build every row the walk of ``flat[begin[q]:end[q]]`` from ``starts[q]`` reads.
+    def walk_items(self, items: ItemArrays, mask: npt.NDArray[np.uint32]) -> bool:
+        """Walk byte strings, each from its state, building every row they read (compiled).
 
-        As :meth:`build_trie_paths`, for a list of byte strings.
+        ``items``: ``(flat, begin, end, ids, starts)``: ``flat[begin[q]:end[q]]`` from
+        ``starts[q]``, ``ids[q]``'s bit set in ``mask`` when it lives. As :meth:`walk_trie`.
         """
         b = self._b
         if isinstance(b, SubsetBuilder):
             return False
+        resume = np.zeros(1, dtype=np.int64)
         with self._lock:
-            done = self._expanded.view(np.uint8)
-            while not b.item_paths(flat, begin, end, starts, self._table, done):
+            while not b.item_walk(items, resume, self._table, self._done(), mask):
                 self._sync()
-                done = self._expanded.view(np.uint8)
             if b.n_states > self._filled:
                 self._sync()
         return True
+
+    def _done(self) -> npt.NDArray[np.uint8]:
+        """The built-row flags as ``uint8`` (the kernels' view)."""
+        return self._expanded.view(np.uint8)
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

@@ -67,19 +67,19 @@ def _trie_walk(
         i = c
         hi = skip[c]
         while i < hi:
-            d = depth[i]
-            parent = stack[d - 1]
-            if not _ready(parent, store, rows, done, max_states):
-                return False
-            s = rows[parent, byte[i]]
+            s = rows[stack[depth[i] - 1], byte[i]]
             if s < 0:
                 i = skip[i]
                 continue
-            stack[d] = s
             t = node_tok[i]
             mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             if want_ends:
                 ends[t] = s
+            # a node with children: its row is read next (built here, in the walk's order)
+            if i + 1 < skip[i]:
+                if not _ready(s, store, rows, done, max_states):
+                    return False
+                stack[depth[i]] = s
             i += 1
     return True
 

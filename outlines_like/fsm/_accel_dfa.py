@@ -52,7 +52,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     start_kernel,
     utf8_kernel,
 )
-from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, trie_walk_kernel
+from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, mark_kernel, trie_walk_kernel
 from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import SubsetBase, too_many_states
 from outlines_like.fsm.budget import check as _check
@@ -214,6 +214,12 @@ class KernelSubsetBuilder(SubsetBase):
             if self._meta[STATUS] == GROW_ROWS:
                 return False
             self._grow()
+
+    def mark_unknown(
+        self, rows: I32, done: npt.NDArray[np.bool_], lo: int, hi: int, value: int
+    ) -> None:
+        """Set the rows of the states ``lo .. hi - 1`` not ``done`` to ``value`` (compiled)."""
+        mark_kernel(rows, done.view(np.uint8), lo, hi, value)
 
     def trie_walk(
         self, trie: TrieArrays, state: int, rows: I32, done: U8, mask: U32, ends: I32

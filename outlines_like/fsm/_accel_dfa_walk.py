@@ -25,7 +25,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     _u8,
 )
 
-__all__ = ["item_walk_kernel", "trie_walk_kernel"]
+__all__ = ["item_walk_kernel", "mark_kernel", "trie_walk_kernel"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -122,6 +122,14 @@ def _item_walk(
     return True
 
 
+def _mark(rows: I32, done: U8, lo: int, hi: int, value: int) -> None:  # pragma: no cover
+    """Set the rows of the states ``lo .. hi - 1`` not ``done`` to ``value``."""
+    for s in range(lo, hi):
+        if not done[s]:
+            for x in range(rows.shape[1]):
+                rows[s, x] = value
+
+
 _u32, _int = numba.types.Array(numba.uint32, 1, "C"), numba.int64
 trie_walk_kernel = numba.njit(
     (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
@@ -129,3 +137,4 @@ trie_walk_kernel = numba.njit(
 item_walk_kernel = numba.njit(
     (_STORE, _u8, _i64, _i64, _i32, _i32, _i64, _rows, _u8, _u32, _int), **_OPTIONS
 )(_item_walk)
+mark_kernel = numba.njit((_rows, _u8, _int, _int, _int), **_OPTIONS)(_mark)

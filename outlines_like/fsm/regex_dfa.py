@@ -252,8 +252,7 @@ class LazyByteDFA:
             # reader never pairs a new table's flags with an old table's rows
             self._views = (self._table.data, self._expanded.data)
         if n > self._filled:  # rows built already (a compiled walk's states) stay
-            new = self._filled + np.flatnonzero(~self._expanded[self._filled : n])
-            self._table[new] = UNKNOWN
+            self._b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
             self._filled = n
         self._view = self._table[:n]
 

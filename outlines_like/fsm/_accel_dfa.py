@@ -67,8 +67,8 @@ U32 = npt.NDArray[np.uint32]
 
 TrieArrays = tuple[U8, I32, I32, I32, I32, I32]
 """A token trie's ``(byte, depth, skip, root_child, node_tok, stack)`` (``_accel.TokenTrie``)."""
-ItemArrays = tuple[U8, I64, I64, I32, I32]
-"""Byte strings to walk: ``(flat, begin, end, ids, starts)`` (see :func:`_item_walk`)."""
+ItemArrays = tuple[U8, I64, I64, I32, I32, I32]
+"""Byte strings to walk: ``(flat, begin, end, ids, start, chain)`` (see :func:`_item_walk`)."""
 
 _CHUNK = 1024  # rows per call of the eager build (the budget is checked between calls)
 
@@ -233,7 +233,7 @@ class KernelSubsetBuilder(SubsetBase):
     def item_walk(self, items: ItemArrays, resume: I64, rows: I32, done: U8, mask: U32) -> bool:
         """Walk byte strings, building their rows (see :func:`_item_walk`).
 
-        ``items``: ``(flat, begin, end, ids, starts)``. ``False`` when a state falls past
+        ``items``: ``(flat, begin, end, ids, start, chain)``. ``False`` when a state falls past
         ``rows`` (grow it and call again: the walk goes on from ``resume``).
         """
         return self._paths(item_walk_kernel, *items, resume, rows, done, mask)

@@ -90,14 +90,15 @@ def _item_walk(
     begin: I64,
     end: I64,
     ids: I32,
-    starts: I32,
+    start: I32,
+    chain: I32,
     resume: I64,
     rows: I32,
     done: U8,
     mask: U32,
     max_states: int,
 ) -> bool:  # pragma: no cover - compiled
-    """Walk ``flat[begin[q]:end[q]]`` from ``starts[q]``, building each row it first reads.
+    """Walk ``flat[begin[q]:end[q]]`` from ``chain[start[q]]``, building each row it first reads.
 
     ``mask`` gets ``ids[q]``'s bit when the item lives. Starts at item ``resume[0]``, leaves
     there the one it stopped in (``False``: see :func:`_trie_walk`).
@@ -105,7 +106,7 @@ def _item_walk(
     store[9][STATUS] = OK
     for q in range(resume[0], begin.shape[0]):
         resume[0] = q
-        s = starts[q]
+        s = chain[start[q]]
         p = begin[q]
         e = end[q]
         while p < e:
@@ -135,6 +136,6 @@ trie_walk_kernel = numba.njit(
     (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
 )(_trie_walk)
 item_walk_kernel = numba.njit(
-    (_STORE, _u8, _i64, _i64, _i32, _i32, _i64, _rows, _u8, _u32, _int), **_OPTIONS
+    (_STORE, _u8, _i64, _i64, _i32, _i32, _i32, _i64, _rows, _u8, _u32, _int), **_OPTIONS
 )(_item_walk)
 mark_kernel = numba.njit((_rows, _u8, _int, _int, _int), **_OPTIONS)(_mark)

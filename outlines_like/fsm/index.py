@@ -732,11 +732,11 @@ def _lexeme_walk(
         # the same walks, compiled: the unfit tokens from where they leave the lexeme and the
         # longer ones from cm, as one cached list per (O, chain shape)
         tails = sets.tails(m, loop, longer=not loop and not dead)
-        starts = np.array(chain, dtype=np.int32)[tails.start]
+        states = np.array(chain, dtype=np.int32)
         # compiled: the walk builds every row it reads, in one pass
-        items = (tails.flat, tails.begin, tails.end, tails.ids, starts)
+        items = (tails.flat, tails.begin, tails.end, tails.ids, tails.start, states)
         if lazy is None or not lazy.walk_items(items, out):
-            _accel.walk_list(trans, tails, starts, lazy, out)
+            _accel.walk_list(trans, tails, states[tails.start], lazy, out)
         return fit_mask, np.zeros(0, dtype=np.int32)
     tflat = trans.reshape(-1)
     done_pos: list[npt.NDArray[np.intp]] = []

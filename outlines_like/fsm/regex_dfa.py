@@ -351,8 +351,9 @@ class LazyByteDFA:
     def walk_items(self, items: ItemArrays, mask: npt.NDArray[np.uint32]) -> bool:
         """Walk byte strings, each from its state, building every row they read (compiled).
 
-        ``items``: ``(flat, begin, end, ids, starts)``: ``flat[begin[q]:end[q]]`` from
-        ``starts[q]``, ``ids[q]``'s bit set in ``mask`` when it lives. As :meth:`walk_trie`.
+        ``items``: ``(flat, begin, end, ids, start, chain)``: ``flat[begin[q]:end[q]]`` from
+        ``chain[start[q]]``, ``ids[q]``'s bit set in ``mask`` when it lives. As
+        :meth:`walk_trie`.
         """
         b = self._b
         if isinstance(b, SubsetBuilder):

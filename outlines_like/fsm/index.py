@@ -598,7 +598,7 @@ def _char_step(
             lazy.expand_one(state)
             trans = lazy.transitions
         in_set = trans[state, :128] == nxt
-        if int(in_set.sum()) >= _MIN_LOOP_BYTES:
+        if np.count_nonzero(in_set) >= _MIN_LOOP_BYTES:
             out = (nxt, in_set.tobytes())
     memo[state] = out
     return out

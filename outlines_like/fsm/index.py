@@ -36,7 +36,7 @@ some 1,000 lines: the shortcuts share the walk's tables and invariants.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,9 +55,6 @@ from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types._charset import utf8_byte_ranges
-
-if TYPE_CHECKING:
-    from outlines_like.fsm._accel_dfa import TrieArrays
 
 __all__ = [
     "StateRow",
@@ -994,12 +991,8 @@ class TokenIndex:
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
         self._char_memo: dict[Any, Any] = {}
         self._trie = token_trie(vocab) if _accel.enabled() else None
+        self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
-        self._trie_arrays: TrieArrays | None = None
-        if self._trie is not None:
-            t = self._trie
-            stack = np.empty(t.stack_size, dtype=np.int32)
-            self._trie_arrays = (t.byte, t.depth, t.skip, t.root_child, t.node_tok, stack)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1089,13 +1082,10 @@ class TokenIndex:
                 if fast is not None:
                     fit_mask = fast[0]
             if fit_mask is None:
-                arrays = self._trie_arrays
-                if (
-                    self._lazy is not None
-                    and arrays is not None
-                    and self._lazy.walk_trie(
-                        arrays, s, out, self._no_ends if ends is None else ends
-                    )
+                # (the trie's arrays are not kept here: pickled, they are the vocabulary's)
+                arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+                if self._lazy is not None and self._lazy.walk_trie(
+                    (*arrays, self._stack), s, out, self._no_ends if ends is None else ends
                 ):  # compiled: the walk builds every row it reads, in one pass
                     _accel.add_duplicates(trie, out, ends)
                 else:

@@ -12,18 +12,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm._accel_dfa_kernels import (
-    _OPTIONS,
-    _STORE,
-    OK,
-    STATUS,
-    Store,
-    _i32,
-    _i64,
-    _ready,
-    _rows,
-    _u8,
-)
+from outlines_like.fsm._accel_dfa_kernels import _OPTIONS, _STORE, OK, STATUS, Store, _ready
 
 __all__ = ["item_walk_kernel", "mark_kernel", "trie_walk_kernel"]
 
@@ -131,7 +120,9 @@ def _mark(rows: I32, done: U8, lo: int, hi: int, value: int) -> None:  # pragma:
                 rows[s, x] = value
 
 
-_u32, _int = numba.types.Array(numba.uint32, 1, "C"), numba.int64
+_A, _int = numba.types.Array, numba.int64
+_u8, _i32, _i64, _u32 = (_A(t, 1, "C") for t in (numba.uint8, numba.int32, _int, numba.uint32))
+_rows = _A(numba.int32, 2, "C")
 trie_walk_kernel = numba.njit(
     (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
 )(_trie_walk)

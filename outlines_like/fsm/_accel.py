@@ -30,6 +30,7 @@ from outlines_like.fsm.regex_dfa import LazyByteDFA
 __all__ = [
     "ENV_VAR",
     "TokenTrie",
+    "add_duplicates",
     "available",
     "enabled",
     "set_enabled",
@@ -238,6 +239,11 @@ def walk_trie(
             lazy.expand(pend_state[:n])
             trans = np.ascontiguousarray(lazy.transitions)
             nodes, states, pend_node, pend_state = pend_node, pend_state, nodes, states
+    add_duplicates(trie, mask, ends)
+
+
+def add_duplicates(trie: TokenTrie, mask: U32, ends: I32 | None) -> None:
+    """Give each token that repeats another's bytes that token's bit (and end state)."""
     if trie.dup_of.shape[0]:
         first, other = trie.dup_of[:, 0], trie.dup_of[:, 1]
         on = ((mask[first >> 5] >> (first & 31).astype(np.uint32)) & 1).astype(bool)

@@ -48,24 +48,27 @@ from outlines_like.fsm._accel_dfa_kernels import (
     Store,
     expand_all_kernel,
     expand_kernel,
-    item_paths_kernel,
     rehash_kernel,
     start_kernel,
-    trie_paths_kernel,
     utf8_kernel,
 )
+from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, mark_kernel, trie_walk_kernel
 from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import SubsetBase, too_many_states
 from outlines_like.fsm.budget import check as _check
 
-__all__ = ["KernelSubsetBuilder", "TrieArrays"]
+__all__ = ["ItemArrays", "KernelSubsetBuilder", "TrieArrays"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
-TrieArrays = tuple[U8, I32, I32, I32, I32]
-"""A token trie's ``(byte, depth, skip, root_child, stack)`` (see ``_accel.TokenTrie``)."""
+U32 = npt.NDArray[np.uint32]
+
+TrieArrays = tuple[U8, I32, I32, I32, I32, I32]
+"""A token trie's ``(byte, depth, skip, root_child, node_tok, stack)`` (``_accel.TokenTrie``)."""
+ItemArrays = tuple[U8, I64, I64, I32, I32, I32]
+"""Byte strings to walk: ``(flat, begin, end, ids, start, chain)`` (see :func:`_item_walk`)."""
 
 _CHUNK = 1024  # rows per call of the eager build (the budget is checked between calls)
 
@@ -212,20 +215,28 @@ class KernelSubsetBuilder(SubsetBase):
                 return False
             self._grow()
 
-    def trie_paths(self, trie: TrieArrays, state: int, rows: I32, done: U8) -> bool:
-        """Build the rows a token trie's walk from ``state`` reads (see :func:`_trie_paths`).
+    def mark_unknown(
+        self, rows: I32, done: npt.NDArray[np.bool_], lo: int, hi: int, value: int
+    ) -> None:
+        """Set the rows of the states ``lo .. hi - 1`` not ``done`` to ``value`` (compiled)."""
+        mark_kernel(rows, done.view(np.uint8), lo, hi, value)
 
-        ``trie``: its ``(byte, depth, skip, root_child, stack)`` arrays. ``False`` when a
-        state falls past ``rows`` (grow it and call again).
-        """
-        return self._paths(trie_paths_kernel, *trie, state, rows, done)
-
-    def item_paths(self, flat: U8, begin: I64, end: I64, starts: I32, rows: I32, done: U8) -> bool:
-        """Build the rows the walk of byte strings reads (see :func:`_item_paths`).
+    def trie_walk(
+        self, trie: TrieArrays, state: int, rows: I32, done: U8, mask: U32, ends: I32
+    ) -> bool:
+        """Walk a token trie from ``state``, building its rows (see :func:`_trie_walk`).
 
         ``False`` when a state falls past ``rows`` (grow it and call again).
         """
-        return self._paths(item_paths_kernel, flat, begin, end, starts, rows, done)
+        return self._paths(trie_walk_kernel, *trie, state, rows, done, mask, ends)
+
+    def item_walk(self, items: ItemArrays, resume: I64, rows: I32, done: U8, mask: U32) -> bool:
+        """Walk byte strings, building their rows (see :func:`_item_walk`).
+
+        ``items``: ``(flat, begin, end, ids, start, chain)``. ``False`` when a state falls past
+        ``rows`` (grow it and call again: the walk goes on from ``resume``).
+        """
+        return self._paths(item_walk_kernel, *items, resume, rows, done, mask)
 
     def class_table(self) -> I32:
         """Build every state (eagerly): ``int32[n_states, k]``, the class-indexed rows."""

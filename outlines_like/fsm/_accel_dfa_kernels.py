@@ -19,10 +19,8 @@ __all__ = [
     "Store",
     "expand_all_kernel",
     "expand_kernel",
-    "item_paths_kernel",
     "rehash_kernel",
     "start_kernel",
-    "trie_paths_kernel",
     "utf8_kernel",
 ]
 
@@ -401,69 +399,6 @@ def _ready(s: int, store: Store, rows: I32, done: U8, max_states: int) -> bool: 
     return bool(done[s]) or _row(s, store, rows, done, max_states)
 
 
-def _trie_paths(
-    store: Store,
-    byte: U8,
-    depth: I32,
-    skip: I32,
-    root_child: I32,
-    stack: I32,
-    state: int,
-    rows: I32,
-    done: U8,
-    max_states: int,
-) -> bool:  # pragma: no cover - compiled
-    """Build every row a token trie's walk from ``state`` reads (the trie of ``_accel``).
-
-    The walk's own order (depth first, a dead byte skips its subtree), minus its mask: so the
-    walk then finds every row it reads built, in one pass instead of a round per depth of
-    new states. ``False`` when it stopped: ``meta[STATUS]`` is ``GROW_ROWS`` (a state past
-    ``rows``) or what :func:`_row` says; calling it again goes on.
-    """
-    store[9][STATUS] = OK
-    if not _ready(state, store, rows, done, max_states):
-        return False
-    stack[0] = state
-    for b in range(256):
-        c = root_child[b]
-        if c < 0 or rows[state, b] < 0:
-            continue
-        i = c
-        hi = skip[c]
-        while i < hi:
-            d = depth[i]
-            parent = stack[d - 1]
-            if not _ready(parent, store, rows, done, max_states):
-                return False
-            s = rows[parent, byte[i]]
-            if s < 0:
-                i = skip[i]
-                continue
-            stack[d] = s
-            i += 1
-    return True
-
-
-def _item_paths(
-    store: Store, flat: U8, begin: I64, end: I64, starts: I32, rows: I32, done: U8, max_states: int
-) -> bool:  # pragma: no cover - compiled
-    """Build every row the walk of the byte strings ``flat[begin[q]:end[q]]`` reads.
-
-    Item ``q`` from ``starts[q]``, each up to its first dead byte. ``False`` when it stopped
-    (see :func:`_trie_paths`).
-    """
-    store[9][STATUS] = OK
-    for q in range(begin.shape[0]):
-        s = starts[q]
-        for p in range(begin[q], end[q]):
-            if not _ready(s, store, rows, done, max_states):
-                return False
-            s = rows[s, flat[p]]
-            if s < 0:
-                break
-    return True
-
-
 def _utf8_target(
     store: Store, state: int, seq_off: I32, seq_lo: I32, seq_hi: I32, max_states: int
 ) -> int:  # pragma: no cover - compiled
@@ -555,8 +490,10 @@ def _copy(src: I32, lo: int, dst: I32, lo2: int, m: int) -> None:  # pragma: no 
 
 
 _A = numba.types.Array
-_i32, _i64, _u8 = _A(numba.int32, 1, "C"), _A(numba.int64, 1, "C"), _A(numba.uint8, 1, "C")
-_rows = _A(numba.int32, 2, "C")
+_i32, _i64, _u8, _u32 = (
+    _A(t, 1, "C") for t in (numba.int32, numba.int64, numba.uint8, numba.uint32)
+)
+_rows, _int = _A(numba.int32, 2, "C"), numba.int64
 _tuple: Callable[..., Any] = numba.types.Tuple
 _STORE = _tuple((_i32, _i64, _i64, _i32, _i64, _i32, _i64, _u8, _i32, _i64, _i32))
 
@@ -571,7 +508,3 @@ expand_all_kernel = _jit(_expand_all, _STORE, numba.int64, numba.int64, _rows, _
 utf8_kernel = _jit(_utf8_target, _STORE, numba.int64, _i32, _i32, _i32, numba.int64)
 rehash_kernel = _jit(_rehash, _i64, _i64, numba.int64, _i32)
 start_kernel = _jit(_start, _STORE, numba.int64, numba.int64)
-trie_paths_kernel = _jit(
-    _trie_paths, _STORE, _u8, _i32, _i32, _i32, _i32, numba.int64, _rows, _u8, numba.int64
-)
-item_paths_kernel = _jit(_item_paths, _STORE, _u8, _i64, _i64, _i32, _rows, _u8, numba.int64)

@@ -139,6 +139,12 @@ class SubsetBase:
         self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
         self.live = live_states(nfa, start, final, pattern)
 
+    def mark_unknown(
+        self, rows: npt.NDArray[np.int32], done: npt.NDArray[np.bool_], lo: int, hi: int, value: int
+    ) -> None:
+        """Set the rows of the states ``lo .. hi - 1`` not ``done`` to ``value``."""
+        rows[lo + np.flatnonzero(~done[lo:hi])] = value
+
 
 class SubsetBuilder(SubsetBase):
     """Subset construction over byte classes, one DFA state at a time (eager or lazy).

@@ -595,7 +595,7 @@ def _char_step(
             lazy.expand_one(state)
             trans = lazy.transitions
         in_set = trans[state, :128] == nxt
-        if int(in_set.sum()) >= _MIN_LOOP_BYTES:
+        if np.count_nonzero(in_set) >= _MIN_LOOP_BYTES:
             out = (nxt, in_set.tobytes())
     memo[state] = out
     return out
@@ -729,10 +729,11 @@ def _lexeme_walk(
         # the same walks, compiled: the unfit tokens from where they leave the lexeme and the
         # longer ones from cm, as one cached list per (O, chain shape)
         tails = sets.tails(m, loop, longer=not loop and not dead)
-        starts = np.array(chain, dtype=np.int32)[tails.start]
-        if lazy is not None:  # compiled: every row the walk reads, in one pass
-            lazy.build_item_paths(tails.flat, tails.begin, tails.end, starts)
-        _accel.walk_list(trans, tails, starts, lazy, out)
+        states = np.array(chain, dtype=np.int32)
+        # compiled: the walk builds every row it reads, in one pass
+        items = (tails.flat, tails.begin, tails.end, tails.ids, tails.start, states)
+        if lazy is None or not lazy.walk_items(items, out):
+            _accel.walk_list(trans, tails, states[tails.start], lazy, out)
         return fit_mask, np.zeros(0, dtype=np.int32)
     tflat = trans.reshape(-1)
     done_pos: list[npt.NDArray[np.intp]] = []
@@ -991,6 +992,7 @@ class TokenIndex:
         self._char_memo: dict[Any, Any] = {}
         self._trie = token_trie(vocab) if _accel.enabled() else None
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
+        self._no_ends = np.zeros(0, dtype=np.int32)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1080,10 +1082,14 @@ class TokenIndex:
                 if fast is not None:
                     fit_mask = fast[0]
             if fit_mask is None:
-                if self._lazy is not None:  # compiled: every row the walk reads, in one pass
-                    paths = (trie.byte, trie.depth, trie.skip, trie.root_child, self._stack)
-                    self._lazy.build_trie_paths(paths, s)
-                _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
+                # (the trie's arrays are not kept here: pickled, they are the vocabulary's)
+                arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+                if self._lazy is not None and self._lazy.walk_trie(
+                    (*arrays, self._stack), s, out, self._no_ends if ends is None else ends
+                ):  # compiled: the walk builds every row it reads, in one pass
+                    _accel.add_duplicates(trie, out, ends)
+                else:
+                    _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
             if self.dfa.is_accepting(s):
                 np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
             mask: I32 = out[:words].view(np.int32)

@@ -39,7 +39,7 @@ from outlines_like.fsm._subset import short as _short
 from outlines_like.types._regex import parse_regex
 
 if TYPE_CHECKING:
-    from outlines_like.fsm._accel_dfa import KernelSubsetBuilder, TrieArrays
+    from outlines_like.fsm._accel_dfa import ItemArrays, KernelSubsetBuilder, TrieArrays
 
     Builder: TypeAlias = SubsetBuilder | KernelSubsetBuilder
 
@@ -175,6 +175,10 @@ def _eager(builder: Builder) -> ByteDFA:
 
 
 UNKNOWN = -2  # a row of a lazy DFA that is not built yet
+# rows a lazy DFA's table reserves up front (at most max_states + 1): a table's pages are
+# touched only as states reach them, so the reserve costs no memory, and growing (a copy of
+# every row, ~2 ms at 4,000 states, inside one mask) is left to DFAs past it
+_RESERVE_ROWS = 1 << 15
 
 
 def _distinct(states: npt.NDArray[Any]) -> list[int]:
@@ -202,21 +206,29 @@ class LazyByteDFA:
         self.pattern = builder.pattern
         self.byte_classes = builder.classes
         self._lock = threading.RLock()  # one lazy DFA may serve several vocabularies' indexes
-        self._table = np.empty((64, 256), dtype=np.int32)
         self._filled = 0  # rows set to UNKNOWN: those of the states discovered
-        self._expanded = np.zeros(64, dtype=bool)
+        self._reserve(np.empty((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
+
+    def _reserve(self, table: npt.NDArray[np.int32], expanded: npt.NDArray[np.bool_]) -> None:
+        """Set up the tables, reserved to :data:`_RESERVE_ROWS`, from ``table``'s rows."""
+        cap = max(64, table.shape[0], min(self._b.max_states + 1, _RESERVE_ROWS))
+        self._table = np.empty((cap, 256), dtype=np.int32)
+        self._table[: table.shape[0]] = table
+        self._expanded = np.zeros(cap, dtype=bool)
+        self._expanded[: expanded.shape[0]] = expanded
         self._views = (self._table.data, self._expanded.data)
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         del state["_views"], state["_view"]  # views: rebuilt on load
+        state["_table"] = self._table[: self._filled].copy()  # not the reserve
+        state["_expanded"] = self._expanded[: self._filled].copy()
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._views = (self._table.data, self._expanded.data)
-        self._sync()
+        self._reserve(self._table, self._expanded)
 
     def _sync(self) -> None:
         """Grow the tables to the states discovered, and refresh the views read without a lock.
@@ -240,8 +252,7 @@ class LazyByteDFA:
             # reader never pairs a new table's flags with an old table's rows
             self._views = (self._table.data, self._expanded.data)
         if n > self._filled:  # rows built already (a compiled walk's states) stay
-            new = self._filled + np.flatnonzero(~self._expanded[self._filled : n])
-            self._table[new] = UNKNOWN
+            self._b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
             self._filled = n
         self._view = self._table[:n]
 
@@ -312,45 +323,52 @@ class LazyByteDFA:
                 self._sync()
             return target
 
-    def build_trie_paths(self, trie: TrieArrays, state: int) -> bool:
-        """Build every row a token trie's walk from ``state`` reads, in one compiled pass.
+    def walk_trie(
+        self,
+        trie: TrieArrays,
+        state: int,
+        mask: npt.NDArray[np.uint32],
+        ends: npt.NDArray[np.int32],
+    ) -> bool:
+        """Walk a token trie from ``state``, building every row it reads, in one compiled pass.
 
-        ``trie``: the trie's ``(byte, depth, skip, root_child, stack)``. Returns ``False``
-        (and builds nothing) with the pure builder: the walk then builds rows as it meets
-        them. The same rows either way, so the same states (numbered in another order).
+        ``trie``: the trie's ``(byte, depth, skip, root_child, node_tok, stack)``; ``mask``
+        gets the bits of its nodes' tokens that live, ``ends`` (when not empty) their end
+        states. Returns ``False`` (and does nothing) with the pure builder: the caller then
+        walks, building rows as it meets them. The same rows either way, so the same states
+        (numbered in another order).
         """
         b = self._b
         if isinstance(b, SubsetBuilder):
             return False
         with self._lock:
-            while not b.trie_paths(trie, state, self._table, self._expanded.view(np.uint8)):
+            while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
                 self._sync()  # a state past the table
             if b.n_states > self._filled:
                 self._sync()
         return True
 
-    def build_item_paths(
-        self,
-        flat: npt.NDArray[np.uint8],
-        begin: npt.NDArray[np.int64],
-        end: npt.NDArray[np.int64],
-        starts: npt.NDArray[np.int32],
-    ) -> bool:
-        """Build every row the walk of ``flat[begin[q]:end[q]]`` from ``starts[q]`` reads.
+    def walk_items(self, items: ItemArrays, mask: npt.NDArray[np.uint32]) -> bool:
+        """Walk byte strings, each from its state, building every row they read (compiled).
 
-        As :meth:`build_trie_paths`, for a list of byte strings.
+        ``items``: ``(flat, begin, end, ids, start, chain)``: ``flat[begin[q]:end[q]]`` from
+        ``chain[start[q]]``, ``ids[q]``'s bit set in ``mask`` when it lives. As
+        :meth:`walk_trie`.
         """
         b = self._b
         if isinstance(b, SubsetBuilder):
             return False
+        resume = np.zeros(1, dtype=np.int64)
         with self._lock:
-            done = self._expanded.view(np.uint8)
-            while not b.item_paths(flat, begin, end, starts, self._table, done):
+            while not b.item_walk(items, resume, self._table, self._done(), mask):
                 self._sync()
-                done = self._expanded.view(np.uint8)
             if b.n_states > self._filled:
                 self._sync()
         return True
+
+    def _done(self) -> npt.NDArray[np.uint8]:
+        """The built-row flags as ``uint8`` (the kernels' view)."""
+        return self._expanded.view(np.uint8)
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

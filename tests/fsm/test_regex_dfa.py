@@ -219,6 +219,22 @@ def test_lazy_and_eager_accept_the_same_strings() -> None:
             assert lazy.fullmatch(text) == eager.fullmatch(text), text
 
 
+def test_lazy_dfa_state_holds_its_rows_not_its_reserve() -> None:
+    # the table reserves rows up front (untouched pages): a pickle carries only the rows of
+    # the states discovered, and a loaded DFA goes on from them
+    big = "(" + "|".join(f"word{i}x[a-z]{{0,5}}" for i in range(300)) + ")"
+    lazy = compile_regex_auto(big)
+    assert isinstance(lazy, LazyByteDFA)
+    assert lazy.fullmatch(b"word17xabc")
+    state = lazy.__getstate__()  # what a pickle holds (fsm._transfer pickles the lock)
+    assert state["_table"].shape == (lazy.n_states, 256)  # type: ignore[attr-defined]
+    loaded = LazyByteDFA.__new__(LazyByteDFA)
+    loaded.__setstate__(state)
+    assert (loaded.transitions == lazy.transitions).all()
+    assert loaded.fullmatch(b"word299xab")
+    assert not loaded.fullmatch(b"word17xabcdef")
+
+
 def test_lazy_state_limit() -> None:
     lazy = compile_regex_auto(r"[ab]*a[ab]{12}", max_states=40, eager_nfa_limit=0)
     rng = random.Random(7)

@@ -1,0 +1,132 @@
+"""The compiled walks of a lazy DFA that build its rows as they read them (numba).
+
+A token trie's walk (``_accel``'s, from one state) and a list of byte strings' walk (each
+from its own state), fused with :mod:`._accel_dfa_kernels`' row building: one pass sets the
+mask and builds, in the walk's order, every row it reads, instead of a pass that builds and
+one that walks (or a round per depth of new states).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.fsm._accel_dfa_kernels import _OPTIONS, _STORE, OK, STATUS, Store, _ready
+
+__all__ = ["item_walk_kernel", "mark_kernel", "trie_walk_kernel"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
+
+
+def _trie_walk(
+    store: Store,
+    byte: U8,
+    depth: I32,
+    skip: I32,
+    root_child: I32,
+    node_tok: I32,
+    stack: I32,
+    state: int,
+    rows: I32,
+    done: U8,
+    mask: U32,
+    ends: I32,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """``_accel``'s trie walk from ``state``, building each row as it first reads it.
+
+    Depth first, a dead byte skips its subtree; ``mask`` gets ``node_tok[i]``'s bit for each
+    live node, ``ends`` (when not empty) its end state. ``False`` when it stopped
+    (``meta[STATUS]``: ``GROW_ROWS``, a state past ``rows``, or what :func:`_row` says);
+    calling it again walks again (setting the same bits).
+    """
+    store[9][STATUS] = OK
+    if not _ready(state, store, rows, done, max_states):
+        return False
+    want_ends = ends.shape[0] > 0
+    stack[0] = state
+    for b in range(256):
+        c = root_child[b]
+        if c < 0 or rows[state, b] < 0:
+            continue
+        i = c
+        hi = skip[c]
+        while i < hi:
+            s = rows[stack[depth[i] - 1], byte[i]]
+            if s < 0:
+                i = skip[i]
+                continue
+            t = node_tok[i]
+            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if want_ends:
+                ends[t] = s
+            # a node with children: its row is read next (built here, in the walk's order)
+            if i + 1 < skip[i]:
+                if not _ready(s, store, rows, done, max_states):
+                    return False
+                stack[depth[i]] = s
+            i += 1
+    return True
+
+
+def _item_walk(
+    store: Store,
+    flat: U8,
+    begin: I64,
+    end: I64,
+    ids: I32,
+    start: I32,
+    chain: I32,
+    resume: I64,
+    rows: I32,
+    done: U8,
+    mask: U32,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """Walk ``flat[begin[q]:end[q]]`` from ``chain[start[q]]``, building each row it first reads.
+
+    ``mask`` gets ``ids[q]``'s bit when the item lives. Starts at item ``resume[0]``, leaves
+    there the one it stopped in (``False``: see :func:`_trie_walk`).
+    """
+    store[9][STATUS] = OK
+    for q in range(resume[0], begin.shape[0]):
+        resume[0] = q
+        s = chain[start[q]]
+        p = begin[q]
+        e = end[q]
+        while p < e:
+            if not _ready(s, store, rows, done, max_states):
+                return False
+            s = rows[s, flat[p]]
+            if s < 0:
+                break
+            p += 1
+        if p == e:
+            t = ids[q]
+            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    resume[0] = begin.shape[0]
+    return True
+
+
+def _mark(rows: I32, done: U8, lo: int, hi: int, value: int) -> None:  # pragma: no cover
+    """Set the rows of the states ``lo .. hi - 1`` not ``done`` to ``value``."""
+    for s in range(lo, hi):
+        if not done[s]:
+            for x in range(rows.shape[1]):
+                rows[s, x] = value
+
+
+_A, _int = numba.types.Array, numba.int64
+_u8, _i32, _i64, _u32 = (_A(t, 1, "C") for t in (numba.uint8, numba.int32, _int, numba.uint32))
+_rows = _A(numba.int32, 2, "C")
+trie_walk_kernel = numba.njit(
+    (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
+)(_trie_walk)
+item_walk_kernel = numba.njit(
+    (_STORE, _u8, _i64, _i64, _i32, _i32, _i32, _i64, _rows, _u8, _u32, _int), **_OPTIONS
+)(_item_walk)
+mark_kernel = numba.njit((_rows, _u8, _int, _int, _int), **_OPTIONS)(_mark)

@@ -46,6 +46,16 @@ def _load() -> Any:
     return _accel_grammar
 
 
+def _no_contexts() -> dict[str, Any]:
+    """A kernel's context arrays before any context: empty views of fresh buffers."""
+    buffers = {name: np.zeros(1, dtype=np.int32) for name in _CONTEXT_ARRAYS}
+    views = {name: buffers[name][: 1 if name == "reach_first" else 0] for name in _CONTEXT_ARRAYS}
+    return {"_n_contexts": 0, "_buffers": buffers, **views}
+
+
+_CONTEXT_ARRAYS = ("ctx_base", "trans", "term_of", "reach_first", "reach_term")
+
+
 class LALRKernel:
     """An LALR grammar's parser table and lexer contexts as the compiled walk's arrays.
 
@@ -93,11 +103,14 @@ class LALRKernel:
         self._classes = classes
         self._state_context = state_context
         self._n_contexts = 0
-        self.ctx_base: I32 = np.zeros(0, dtype=np.int32)
-        self.trans: I32 = np.zeros(0, dtype=np.int32)
-        self.term_of: I32 = np.zeros(0, dtype=np.int32)
-        self.reach_first: I32 = np.zeros(1, dtype=np.int32)
-        self.reach_term: I32 = np.zeros(0, dtype=np.int32)
+        # the contexts' flat arrays (views of buffers that double when full: _append)
+        self.ctx_base: I32
+        self.trans: I32
+        self.term_of: I32
+        self.reach_first: I32
+        self.reach_term: I32
+        self._buffers: dict[str, I32]
+        self.__dict__.update(_no_contexts())
         self._scratch = _SCRATCH
         self._no_trie = (
             np.zeros(0, dtype=np.uint8),
@@ -112,9 +125,7 @@ class LALRKernel:
         """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
         state = dict(self.__dict__)
         state["_trie_arrays"] = None
-        state.update(_n_contexts=0, ctx_base=self.ctx_base[:0], trans=self.trans[:0])
-        state.update(term_of=self.term_of[:0], reach_first=self.reach_first[:1] * 0)
-        state.update(reach_term=self.reach_term[:0])
+        state.update(_no_contexts())
         return state
 
     def _sync(self) -> None:
@@ -123,10 +134,10 @@ class LALRKernel:
         if len(contexts) == self._n_contexts:
             return
         bases = [int(self.term_of.shape[0])]
-        trans = [self.trans]
-        term_of = [self.term_of]
-        reach_first = [self.reach_first]
-        reach_term = [self.reach_term]
+        trans: list[I32] = []
+        term_of: list[I32] = []
+        reach_first: list[I32] = []
+        reach_term: list[I32] = []
         reach_total = int(self.reach_first[-1])
         for context in contexts[self._n_contexts :]:
             n = context.n_states
@@ -143,12 +154,31 @@ class LALRKernel:
             reach_term.append(cols.astype(np.int32))
             reach_total += len(cols)
             bases.append(bases[-1] + n)
-        self.ctx_base = np.concatenate([self.ctx_base, np.asarray(bases[:-1], dtype=np.int32)])
-        self.trans = np.ascontiguousarray(np.concatenate(trans), dtype=np.int32)
-        self.term_of = np.concatenate(term_of)
-        self.reach_first = np.concatenate(reach_first)
-        self.reach_term = np.concatenate(reach_term)
+        self._append("ctx_base", [np.asarray(bases[:-1], dtype=np.int32)])
+        self._append("trans", trans)
+        self._append("term_of", term_of)
+        self._append("reach_first", reach_first)
+        self._append("reach_term", reach_term)
         self._n_contexts = len(contexts)
+
+    def _append(self, name: str, pieces: list[I32]) -> None:
+        """Write ``pieces`` after the used part of array ``name``'s buffer (doubled when full).
+
+        Contexts arrive one or a few at a time over a document's first masks (a hundred on a
+        large schema grammar): copying the arrays whole at each would cost the square of
+        their size.
+        """
+        buffers = self._buffers
+        used = len(getattr(self, name))
+        values = np.concatenate(pieces) if len(pieces) != 1 else pieces[0]
+        need = used + len(values)
+        buf = buffers[name]
+        if need > len(buf):
+            grown = np.empty(max(need, 2 * len(buf)), dtype=np.int32)
+            grown[:used] = buf[:used]
+            buf = buffers[name] = grown
+        buf[used:need] = values
+        setattr(self, name, buf[:need])
 
     def walk(
         self,

@@ -21,11 +21,12 @@ target or -1), each state's terminal (-1: none) and the terminals it can still b
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numba
 import numpy as np
 import numpy.typing as npt
+
+from outlines_like.fsm._accel_kernels import _C1, _i32, _i64, _jit, _u8, _u32
 
 __all__ = [
     "DEAD",
@@ -397,17 +398,8 @@ def _pack_rows(ids: I32, states: I32, words: int) -> tuple[I32, U32]:  # pragma:
     return present[:k].copy(), rows
 
 
-_C1 = numba.types.Array
-_i32 = _C1(numba.int32, 1, "C")
-_u8 = _C1(numba.uint8, 1, "C")
-_i64 = _C1(numba.int64, 1, "C")
-_u32 = _C1(numba.uint32, 1, "C")
+# the array types and compile options of the walk's kernels (_accel_kernels), plus int8
 _i8 = _C1(numba.int8, 1, "C")
-
-
-def _jit(func: Callable[..., Any], *args: Any) -> Callable[..., Any]:
-    compiled: Callable[..., Any] = numba.njit(args, cache=True, nogil=True, boundscheck=False)(func)
-    return compiled
 
 
 grammar_walk: Callable[..., int] = _jit(

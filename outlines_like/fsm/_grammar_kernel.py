@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.fsm._accel import add_duplicates
+
 if TYPE_CHECKING:
     from outlines_like.fsm._accel import TokenTrie
     from outlines_like.fsm._grammar_lexer import ContextDFA
@@ -299,12 +301,7 @@ class LALRKernel:
                 self._context(int(out_lex[0]))
             else:
                 self._scratch = 2 * self._scratch + 64
-        if trie.dup_of.shape[0]:
-            first, other = trie.dup_of[:, 0], trie.dup_of[:, 1]
-            on = ((mask[first >> 5] >> (first & 31).astype(np.uint32)) & 1).astype(bool)
-            np.bitwise_or.at(
-                mask, other[on] >> 5, np.uint32(1) << (other[on] & 31).astype(np.uint32)
-            )
+        add_duplicates(trie, mask, None)
         return mask
 
     def _context(self, state: int) -> None:

@@ -381,10 +381,7 @@ def _expand_all(
     meta[STATUS] = OK
     i = first
     while i < meta[N] and i < limit:
-        if i >= rows.shape[0]:
-            meta[STATUS] = GROW_ROWS
-            return i
-        if not done[i] and not _row(i, store, rows, done, max_states):
+        if not _ready(i, store, rows, done, max_states):
             return i
         i += 1
     return i

@@ -15,6 +15,7 @@ the JIT never lands in a first mask.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from types import ModuleType
@@ -52,7 +53,6 @@ _OFF = ("0", "false", "off", "no")
 _forced: bool | None = None
 _kernels: ModuleType | None = None
 _import_failed = False
-_grammar_loaded = False  # _accel_grammar imported (warm_up)
 _lock = threading.Lock()
 
 
@@ -105,15 +105,12 @@ def warm_up() -> float:
     The first process compiles them (seconds) and numba keeps them on disk; later ones read
     them from there. Returns the seconds it took (0 when already done, or when it is off).
     """
-    global _grammar_loaded
     t0 = time.perf_counter()
-    fresh = _kernels is None or not _grammar_loaded
+    fresh = "outlines_like.fsm._accel_grammar" not in sys.modules  # the last kernels loaded
     if _dfa_kernels() is None:  # the walk and DFA kernels, when the compiled walk is on
         return 0.0
-    if not _grammar_loaded:
-        from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar path's kernels)
+    from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar path's kernels)
 
-        _grammar_loaded = True
     return time.perf_counter() - t0 if fresh else 0.0
 
 

@@ -84,11 +84,6 @@ class Budget:
             where=where,
         )
 
-    def check_states(self, n: int, where: str) -> None:
-        """Raise when ``n`` automaton states pass :attr:`max_states`."""
-        if n > self.max_states:
-            raise self.exceeded("states", where, f"needs more than {self.max_states:,} states")
-
     def check_bytes(self, n: int, where: str) -> None:
         """Raise when ``n`` bytes of tables pass :attr:`max_bytes`."""
         if n > self.max_bytes:

@@ -314,7 +314,13 @@ def _compile(
             compiled = compile_grammar(CFG(grammar, "lark"), vocab, budget=budget)
         else:
             compiled = _regex(
-                pattern, vocab, max_states, cache_dir, budget, 0.0, JSON_EAGER_NFA_LIMIT
+                pattern,
+                vocab,
+                max_states,
+                cache_dir,
+                budget,
+                precompute=0.0,
+                eager_nfa_limit=JSON_EAGER_NFA_LIMIT,
             )
     elif term is None:
         return FreeTextCompiled(vocab)

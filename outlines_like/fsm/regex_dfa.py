@@ -11,14 +11,16 @@ the package's one regex reader (:mod:`outlines_like.types._regex`, ASCII class t
 Nothing here leaves per-state objects for the garbage collector to scan: the NFA is flat int
 arrays (sorted by source once built), a set of NFA states is a sorted tuple of ints (its own
 dict key; the collector stops tracking such tuples), and the lazy DFA's rows are numpy. The
-subset construction memoises each NFA state's epsilon closure and runs of byte classes (one
-union per run, not per class), so the row of a DFA state of one NFA state, nearly every state
-of a JSON Schema's DFA, is a few lookups; a lazy DFA can tell where every UTF-8 character
-leads from a state without building the states inside characters.
+subset construction (:mod:`outlines_like.fsm._subset`) memoises each NFA state's epsilon
+closure and runs of byte classes (one union per run, not per class), so the row of a DFA state
+of one NFA state, nearly every state of a JSON Schema's DFA, is a few lookups; a lazy DFA can
+tell where every UTF-8 character leads from a state without building the states inside
+characters.
 
-The NFA is built in :mod:`outlines_like.fsm._regex_nfa`, eager DFAs are minimised in
-:mod:`outlines_like.fsm._dfa_minimize`; this module holds the subset construction (eager and
-lazy) and the two DFA classes.
+The NFA is built in :mod:`outlines_like.fsm._regex_nfa`, its subset construction runs in
+:mod:`outlines_like.fsm._subset` (compiled in :mod:`outlines_like.fsm._accel_dfa` with the
+``accel`` extra), and eager DFAs are minimised in :mod:`outlines_like.fsm._dfa_minimize`; this
+module holds the two DFA classes and the regex-to-DFA entry points.
 """
 
 from __future__ import annotations

@@ -640,7 +640,7 @@ def _clip(pattern: str) -> str:
 _CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
 # Characters that are themselves outside a set (with no flags that change their reading)
 _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]{2,}")
-_GROUP_PARTS: Final = re.compile(r"\\.|\[\^?\]?(?:[^\\\]]|\\.)*\]|[()]", re.DOTALL)
+_GROUP_PARTS: Final = re.compile(r"\\.|" + _CLASS_EXTENT.pattern + r"|[()]", re.DOTALL)
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""
 

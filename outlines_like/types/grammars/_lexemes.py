@@ -471,15 +471,14 @@ def _text(
     splits: list[Split],
     names: dict[str, str],
     private: frozenset[Node] = frozenset(),
-) -> tuple[str, _Build, dict[str, frozenset[str]]]:
+) -> tuple[str, _Build, _Bnf]:
     build = _Build(skeleton, inlined, splits, set(names.values()), private)
     renamed = {old: Ref(new) for old, new in names.items()}
     bnf = _Bnf({n.lower() for n in build.terminals} | set(names.values()))
     for name, body in build.rules.items():
         bnf.add(names[name], substitute(body, renamed))
     order = [names[n] for n in build.rules]
-    follow = bnf.follow(set(build.terminals), "start")
-    return _write(bnf, build.terminals, order), build, follow
+    return _write(bnf, build.terminals, order), build, bnf
 
 
 @functools.lru_cache(maxsize=32)
@@ -493,11 +492,12 @@ def _lexeme_lark(text: str, contexts: Contexts | None, merge: bool) -> str:
     ]
     private: frozenset[Node] = frozenset()
     while True:
-        lark_text, build, follow = _text(skeleton, inlined, splits, names, private)
+        lark_text, build, bnf = _text(skeleton, inlined, splits, names, private)
         table = contexts(lark_text) if contexts is not None else None
         if table is not None and not table.conflict:
             states = table_contexts(table, build.terminals)
         else:  # GLR, or no table: one context holding every terminal, the grammar's FOLLOW
+            follow = bnf.follow(set(build.terminals), "start")
             states = [Context(frozenset(build.terminals), follow)]
         exclusive = table is None or not table.conflict
         unsafe = unsafe_terminals(build.terminals, states, exclusive=exclusive)

@@ -53,6 +53,10 @@ class TerminalDFA:
     def _edges(self) -> dict[int, list[tuple[int, int]]]:
         return {}
 
+    @functools.cached_property
+    def _groups(self) -> dict[int, list[tuple[int, int]]]:
+        return {}
+
     def edges(self, state: int) -> list[tuple[int, int]]:
         """The ``(byte, next state)`` pairs of ``state``, memoised (lexer contexts read them)."""
         out = self._edges.get(state)
@@ -60,6 +64,19 @@ class TerminalDFA:
             row = self.transitions[state]
             live = np.flatnonzero(row >= 0)
             out = self._edges[state] = list(zip(live.tolist(), row[live].tolist(), strict=True))
+        return out
+
+    def groups(self, state: int) -> list[tuple[int, int]]:
+        """The ``(next state, bytes)`` pairs of ``state``, by next state, memoised.
+
+        ``bytes`` is a 256-bit int, bit ``b`` set where byte ``b`` leads to that state.
+        """
+        out = self._groups.get(state)
+        if out is None:
+            by_target: dict[int, int] = {}
+            for byte, target in self.edges(state):
+                by_target[target] = by_target.get(target, 0) | 1 << byte
+            out = self._groups[state] = sorted(by_target.items())
         return out
 
 
@@ -224,8 +241,6 @@ class ContextDFA:
     Attributes:
         terminals: The context's terminal ids (global numbering).
         transitions: ``int32[n_states, 256]``, ``-1`` = the lexeme cannot go on with that byte.
-        flat: ``transitions`` raveled, for :func:`~outlines_like.fsm._grammar_walk.walk`.
-        rows: ``transitions`` as Python lists (fast scalar lookups while advancing).
         winner: ``int64[n_states]``: the class (see ``classify``) of the terminals a lexeme
             ending here becomes, or -1.
         accepting: ``winner >= 0``.
@@ -235,8 +250,6 @@ class ContextDFA:
 
     terminals: tuple[int, ...]
     transitions: npt.NDArray[np.int32]
-    flat: npt.NDArray[np.int32]
-    rows: list[list[int]]
     winner: npt.NDArray[np.int64]
     accepting: npt.NDArray[np.bool_]
     reach: npt.NDArray[np.bool_]
@@ -246,8 +259,34 @@ class ContextDFA:
         """Number of states."""
         return int(self.transitions.shape[0])
 
+    @functools.cached_property
+    def flat(self) -> npt.NDArray[np.int32]:
+        """``transitions`` raveled, for :func:`~outlines_like.fsm._grammar_walk.walk`."""
+        return np.ascontiguousarray(self.transitions.reshape(-1))
+
+    @functools.cached_property
+    def rows(self) -> list[list[int]]:
+        """``transitions`` as Python lists (fast scalar lookups while advancing)."""
+        out: list[list[int]] = self.transitions.tolist()
+        return out
+
 
 _DEAD_ROW = np.full(256, -1, dtype=np.int32)
+_ALL_BYTES = (1 << 256) - 1
+_REFINE_MAX = 64
+"""Most live terminals of a state whose row is built by refining byte partitions; more (a
+context of thousands of literals, at its start) take one ``np.unique`` over their rows."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _byte_indices(mask: int) -> npt.NDArray[np.intp]:
+    """The bytes set in a 256-bit int, ascending (memoised: contexts share their masks)."""
+    bits = np.unpackbits(
+        np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8), bitorder="little"
+    )
+    out = np.flatnonzero(bits)
+    out.flags.writeable = False
+    return out
 
 
 def build_context(
@@ -327,15 +366,35 @@ def build_context(
     # a state: (live component states, highest priority matched so far when priorities matter)
     states: list[tuple[Sparse, int | None]] = [(start_tuple, None)]
     index: dict[tuple[Sparse, int | None], int] = {}  # the start is never returned to
-    rows: list[npt.NDArray[np.int32]] = []
-    k = 0
-    while k < len(states):
-        tup, best = states[k]
+    # the transitions, written into one table at the end: single cells, and runs of bytes
+    cell_state: list[int] = []
+    cell_byte: list[int] = []
+    cell_next: list[int] = []
+    runs: list[tuple[int, int, int]] = []
+    succ: list[list[int]] = []
+
+    def intern(nxt: Sparse, best: int | None) -> int:
+        """The id of the state after ``nxt`` (numbered on first sight), or -1 where cut."""
+        key: tuple[Sparse, int | None] = (nxt, None)
+        if by_priority:
+            if best is not None and all(prio[i] < best for i, _ in nxt if i < n_live):
+                return -1  # only lower-priority terminals could go on: cut here
+            now = matched(nxt)
+            key = (nxt, now if best is None else best if now is None else max(best, now))
+        sid = index.get(key)
+        if sid is None:
+            sid = index[key] = len(states)
+            states.append(key)
+        return sid
+
+    k = -1
+    while k + 1 < len(states):
         k += 1
+        tup, best = states[k]
         if not k & 255:
             check("grammar lexer context")
-        row = _DEAD_ROW.copy()
-        rows.append(row)
+        nexts: list[int] = []
+        succ.append(nexts)
         if not tup:  # nothing can be lexed here (the end of the input)
             continue
         if len(tup) == 1 and tup[0][0] < n_live and not by_priority:
@@ -347,38 +406,81 @@ def build_context(
                 if sid is None:
                     sid = index[key1] = len(states)
                     states.append(key1)
-                row[byte] = sid
+                cell_state.append(k)
+                cell_byte.append(byte)
+                cell_next.append(sid)
+                nexts.append(sid)
             continue
-        members = [i for i, _ in tup]
-        block = np.stack([comp_trans[i][q] for i, q in tup])
-        n_members_live = sum(1 for i in members if i < n_live)
-        live_bytes = np.flatnonzero((block[:n_members_live] >= 0).any(axis=0))
-        if len(live_bytes):
-            cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
-            ids = np.empty(len(cols), dtype=np.int32)
-            for c, col in enumerate(cols.tolist()):
-                nxt: Sparse = tuple((i, q) for i, q in zip(members, col, strict=True) if q >= 0)
-                key: tuple[Sparse, int | None] = (nxt, None)
-                if by_priority:
-                    if best is not None and all(prio[i] < best for i, _ in nxt if i < n_live):
-                        ids[c] = -1  # only lower-priority terminals could go on: cut here
-                        continue
-                    now = matched(nxt)
-                    key = (nxt, now if best is None else best if now is None else max(best, now))
-                sid = index.get(key)
-                if sid is None:
-                    sid = index[key] = len(states)
-                    states.append(key)
-                ids[c] = sid
-            row[live_bytes] = ids[inverse.reshape(-1)]
-    transitions = np.stack(rows).astype(np.int32)
+        if len(tup) > _REFINE_MAX:
+            members = [i for i, _ in tup]
+            block = np.stack([comp_trans[i][q] for i, q in tup])
+            n_members_live = sum(1 for i in members if i < n_live)
+            live_bytes = np.flatnonzero((block[:n_members_live] >= 0).any(axis=0))
+            if len(live_bytes):
+                cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
+                ids = [
+                    intern(tuple((i, q) for i, q in zip(members, col, strict=True) if q >= 0), best)
+                    for col in cols.tolist()
+                ]
+                by_byte = np.array(ids, dtype=np.int32)[inverse.reshape(-1)]
+                cell_state.extend([k] * len(live_bytes))
+                cell_byte.extend(live_bytes.tolist())
+                cell_next.extend(by_byte.tolist())
+                nexts.extend(sid for sid in ids if sid >= 0)
+            continue
+        # Refine the members' partitions of the bytes by next state: a few parts (a literal
+        # goes on with one byte, the inside of a JSON string with most), each a 256-bit int.
+        # States are numbered in the order of the parts' next-state columns, as np.unique
+        # orders them above.
+        parts: list[tuple[int, Sparse, tuple[int, ...]]] = [(_ALL_BYTES, (), ())]
+        for i, q in tup:
+            groups = comp_dfas[i].groups(q)
+            refined: list[tuple[int, Sparse, tuple[int, ...]]] = []
+            for m, nxt, col in parts:
+                rest = m
+                for target, g in groups:
+                    x = rest & g
+                    if x:
+                        refined.append((x, (*nxt, (i, target)), (*col, target)))
+                        rest ^= x
+                        if not rest:
+                            break
+                if rest:
+                    refined.append((rest, nxt, (*col, -1)))
+            parts = refined
+        if len(parts) > 1:
+            parts.sort(key=lambda part: part[2])
+        for m, nxt, _ in parts:
+            if nxt and nxt[0][0] < n_live:  # else no live terminal goes on with these bytes
+                sid = intern(nxt, best)
+                if sid >= 0:
+                    if m & (m - 1):
+                        runs.append((k, m, sid))
+                    else:
+                        cell_state.append(k)
+                        cell_byte.append(m.bit_length() - 1)
+                        cell_next.append(sid)
+                    nexts.append(sid)
     n = len(states)
-    labels = [label(state) for state in states]
+    transitions = np.full((n, 256), -1, dtype=np.int32)
+    transitions[cell_state, cell_byte] = cell_next
+    for k, m, sid in runs:
+        transitions[k, _byte_indices(m)] = sid
+    labels: list[tuple[int, ...]] = []
+    for key in states:
+        tup, best = key
+        if len(tup) == 1 and best is None:  # nothing to retype, no priority to compare
+            ((i, q),) = tup
+            labels.append((comps[i],) if i < n_live and comp_acc[i][q] else ())
+        else:
+            labels.append(label(key))
     winner = np.array([classify(lab) if lab else -1 for lab in labels], dtype=np.int64)
     # backward closure over terminal sets as int bitsets: states come in breadth-first order,
     # so one pass from the last state settles every loop-free part; loops take a few more
-    bits = [sum(1 << t for t in set(lab)) for lab in labels]
-    succ = [set(r[r >= 0].tolist()) for r in rows]
+    bits = [
+        (1 << lab[0] if lab else 0) if len(lab) < 2 else sum(1 << t for t in set(lab))
+        for lab in labels
+    ]
     changed = True
     while changed:
         changed = False
@@ -398,8 +500,6 @@ def build_context(
     return ContextDFA(
         terminals=tuple(order),
         transitions=transitions,
-        flat=np.ascontiguousarray(transitions.reshape(-1)),
-        rows=transitions.tolist(),
         winner=winner,
         accepting=winner >= 0,
         reach=reach,

@@ -1,14 +1,27 @@
-"""The grammar lexer's terminal DFAs: the process-wide memo."""
+"""The grammar lexer: the process-wide memo of terminal DFAs, and the contexts' rows."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
 
 from outlines_like.errors import UnsupportedConstraintError
-from outlines_like.fsm._grammar_lexer import clear_terminal_dfas, terminal_dfa
+from outlines_like.fsm import _grammar_lexer
+from outlines_like.fsm import grammar as grammar_module
+from outlines_like.fsm._grammar_lexer import (
+    ContextDFA,
+    build_context,
+    clear_terminal_dfas,
+    terminal_dfa,
+)
+from outlines_like.fsm._grammar_parser import LALRParser
 from outlines_like.fsm.compile import clear_caches
+from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.regex_dfa import compile_regex
+from tests.fsm import test_grammar as grammar_cases
+from tests.fsm.test_grammar import VOCAB
 
 
 def test_terminal_dfas_are_shared_and_read_only() -> None:
@@ -29,3 +42,51 @@ def test_errors_are_not_memoised_and_name_their_terminal() -> None:
     for name in ("FIRST", "SECOND"):
         with pytest.raises(UnsupportedConstraintError, match=name):
             terminal_dfa(name, "re", "a", ("s",))
+
+
+# 70 literals and a regex in one context: more live terminals at its start than refinement takes
+MANY_WORDS = "start: (w | NAME)+\nw: " + " | ".join(
+    f'"{a}{b}x"' for a in "abcdefghij" for b in "klmnopq"
+)
+MANY_WORDS += '\nNAME: /[a-z]+y/\n%ignore " "\n'
+
+
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        grammar_cases.JSON_LARK,
+        grammar_cases.ARITH_LARK,
+        grammar_cases.KEYWORDS,
+        grammar_cases.PRIORITY,
+        grammar_cases.LARK_TUTORIAL_JSON,
+        grammar_cases.ARITH_WS,
+        grammar_cases.REDUCE_REDUCE,
+        MANY_WORDS,
+    ],
+)
+def test_context_rows_by_refinement_equal_np_unique(
+    grammar: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways to take a state's row (partition refinement, ``np.unique`` over the members'
+    rows) give the same context, state numbers included."""
+    built: list[tuple[Any, ...]] = []
+
+    def both(*args: Any, **kwargs: Any) -> ContextDFA:
+        contexts = []
+        for most in (10**9, 0):
+            monkeypatch.setattr(_grammar_lexer, "_REFINE_MAX", most)
+            contexts.append(build_context(*args, **kwargs))
+        a, b = contexts
+        np.testing.assert_array_equal(a.transitions, b.transitions)
+        np.testing.assert_array_equal(a.winner, b.winner)
+        np.testing.assert_array_equal(a.reach, b.reach)
+        built.append(args[0])
+        return a
+
+    monkeypatch.setattr(grammar_module, "build_context", both)
+    compiled = CompiledGrammar(grammar, VOCAB)
+    compiled.matcher().fill_bitmask(np.zeros((1, VOCAB.mask_words), dtype=np.int32))
+    if isinstance(compiled._parser, LALRParser):
+        for state in compiled._parser.actions:
+            compiled._state_context(state)
+    assert built

@@ -43,11 +43,14 @@ class TerminalDFA:
             all ``-1``, so that ``transitions[-1]`` needs no special case.
         accepting: ``bool[n_states + 1]`` (the dead row is not accepting).
         start: The start state.
+        literal: The bytes of a plain literal's DFA (a chain: state ``i`` reads
+            ``literal[i]``), else ``None``.
     """
 
     transitions: npt.NDArray[np.int32]
     accepting: npt.NDArray[np.bool_]
     start: int
+    literal: bytes | None = None
 
     @functools.cached_property
     def _edges(self) -> dict[int, list[tuple[int, int]]]:
@@ -59,6 +62,8 @@ class TerminalDFA:
 
     def edges(self, state: int) -> list[tuple[int, int]]:
         """The ``(byte, next state)`` pairs of ``state``, memoised (lexer contexts read them)."""
+        if self.literal is not None:  # most terminals of a JSON Schema's grammar, seen once
+            return [(self.literal[state], state + 1)] if 0 <= state < len(self.literal) else []
         out = self._edges.get(state)
         if out is None:
             row = self.transitions[state]
@@ -71,6 +76,8 @@ class TerminalDFA:
 
         ``bytes`` is a 256-bit int, bit ``b`` set where byte ``b`` leads to that state.
         """
+        if self.literal is not None:
+            return [(state + 1, 1 << self.literal[state])] if 0 <= state < len(self.literal) else []
         out = self._groups.get(state)
         if out is None:
             by_target: dict[int, int] = {}
@@ -90,14 +97,15 @@ def _with_dead_row(
 
 
 def literal_dfa(data: bytes) -> TerminalDFA:
-    """Return the DFA of exactly ``data`` (a chain of ``len(data) + 1`` states)."""
+    """Return the DFA of exactly ``data`` (a chain of ``len(data) + 1`` states, and the dead
+    row)."""
     n = len(data) + 1
-    trans = np.full((n, 256), -1, dtype=np.int32)
-    for i, byte in enumerate(data):
-        trans[i, byte] = i + 1
-    acc = np.zeros(n, dtype=np.bool_)
-    acc[-1] = True
-    return _with_dead_row(trans, acc, 0)
+    trans = np.full((n + 1, 256), -1, dtype=np.int32)
+    trans[np.arange(n - 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(1, n, dtype=np.int32)
+    acc = np.zeros(n + 1, dtype=np.bool_)
+    acc[n - 1] = True
+    trans.flags.writeable = acc.flags.writeable = False  # shared through the memo
+    return TerminalDFA(trans, acc, 0, data)
 
 
 class TerminalDFAs:

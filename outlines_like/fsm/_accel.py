@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.fsm._grammar_lexer import set_context_kernels
 from outlines_like.fsm._lexemes import WalkList
 from outlines_like.fsm._subset import set_dfa_kernels
 from outlines_like.fsm.regex_dfa import LazyByteDFA
@@ -106,10 +107,11 @@ def warm_up() -> float:
     them from there. Returns the seconds it took (0 when already done, or when it is off).
     """
     t0 = time.perf_counter()
-    fresh = "outlines_like.fsm._accel_grammar" not in sys.modules  # the last kernels loaded
+    fresh = "outlines_like.fsm._accel_lexer" not in sys.modules  # the last kernels loaded
     if _dfa_kernels() is None:  # the walk and DFA kernels, when the compiled walk is on
         return 0.0
-    from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar path's kernels)
+    # the grammar path's kernels, and the lexer contexts' one
+    from outlines_like.fsm import _accel_grammar, _accel_lexer  # noqa: F401
 
     return time.perf_counter() - t0 if fresh else 0.0
 
@@ -124,6 +126,18 @@ def _dfa_kernels() -> ModuleType | None:
 
 
 set_dfa_kernels(_dfa_kernels)
+
+
+def _lexer_kernels() -> ModuleType | None:
+    """The compiled lexer-context build (:mod:`._accel_lexer`) while the compiled walk is on."""
+    if not enabled():
+        return None
+    from outlines_like.fsm import _accel_lexer
+
+    return _accel_lexer
+
+
+set_context_kernels(_lexer_kernels)
 
 
 class TokenTrie:

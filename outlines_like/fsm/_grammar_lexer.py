@@ -13,8 +13,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +32,21 @@ __all__ = [
     "build_context",
     "clear_terminal_dfas",
     "literal_dfa",
+    "set_context_kernels",
     "terminal_dfa",
 ]
+
+_kernels_hook: Callable[[], ModuleType | None] | None = None
+
+
+def set_context_kernels(hook: Callable[[], ModuleType | None]) -> None:
+    """Register where the compiled context build comes from (:mod:`._accel` does).
+
+    ``hook()`` returns :mod:`outlines_like.fsm._accel_lexer` while the compiled path is on,
+    else ``None``; without a hook the contexts are built in Python.
+    """
+    global _kernels_hook
+    _kernels_hook = hook
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -97,8 +112,7 @@ def _with_dead_row(
 
 
 def literal_dfa(data: bytes) -> TerminalDFA:
-    """Return the DFA of exactly ``data`` (a chain of ``len(data) + 1`` states, and the dead
-    row)."""
+    """Return the DFA of exactly ``data``: a chain of ``len(data) + 1`` states, and the dead row."""
     n = len(data) + 1
     trans = np.full((n + 1, 256), -1, dtype=np.int32)
     trans[np.arange(n - 1), np.frombuffer(data, dtype=np.uint8)] = np.arange(1, n, dtype=np.int32)
@@ -280,6 +294,9 @@ class ContextDFA:
 
 
 _DEAD_ROW = np.full(256, -1, dtype=np.int32)
+_KERNEL_MAX_STATES = 1 << 13
+"""Most states of a context the compiled build makes; a larger one is built in Python, which
+checks the compile budget as it goes."""
 _ALL_BYTES = (1 << 256) - 1
 _REFINE_MAX = 64
 """Most live terminals of a state whose row is built by refining byte partitions; more (a
@@ -329,6 +346,14 @@ def build_context(
         for t in targets:
             if t not in tracked:
                 tracked.append(t)
+    prio = [0] * len(live) if priorities is None else [priorities[t] for t in live]
+    by_priority = not all_matches and len(set(prio)) > 1
+    kernels = None if _kernels_hook is None else _kernels_hook()
+    if kernels is not None and live and not (all_matches or by_priority or tracked):
+        check("grammar lexer context")
+        built = _compiled_context(kernels, live, [dfas[t] for t in live], len(dfas), classify)
+        if built is not None:
+            return built
     comps = live + tracked
     n_live = len(live)
     comp_trans = [dfas[t].transitions for t in comps]
@@ -339,8 +364,6 @@ def build_context(
         for t, targets in unless.items()
         if t in live
     }
-    prio = [0] * n_live if priorities is None else [priorities[t] for t in live]
-    by_priority = not all_matches and len(set(prio)) > 1
 
     # A state keeps only its live components, as (component, state) pairs in component
     # order: a context of thousands of literal terminals (`a: "w1" | "w2" | ...`) has all of
@@ -405,8 +428,13 @@ def build_context(
         succ.append(nexts)
         if not tup:  # nothing can be lexed here (the end of the input)
             continue
-        if len(tup) == 1 and tup[0][0] < n_live and not by_priority:
-            # one terminal left (a literal's tail, say): its own row, no product to take
+        if (
+            len(tup) == 1
+            and tup[0][0] < n_live
+            and not by_priority
+            and comp_dfas[tup[0][0]].literal is not None
+        ):
+            # one literal left (its tail): one byte goes on, no product to take
             ((i, q),) = tup
             for byte, target in comp_dfas[i].edges(q):
                 key1: tuple[Sparse, int | None] = (((i, target),), None)
@@ -425,40 +453,43 @@ def build_context(
             n_members_live = sum(1 for i in members if i < n_live)
             live_bytes = np.flatnonzero((block[:n_members_live] >= 0).any(axis=0))
             if len(live_bytes):
-                cols, inverse = np.unique(block[:, live_bytes].T, axis=0, return_inverse=True)
-                ids = [
-                    intern(tuple((i, q) for i, q in zip(members, col, strict=True) if q >= 0), best)
-                    for col in cols.tolist()
-                ]
-                by_byte = np.array(ids, dtype=np.int32)[inverse.reshape(-1)]
+                cols, first, inverse = np.unique(
+                    block[:, live_bytes].T, axis=0, return_index=True, return_inverse=True
+                )
+                ids = np.full(len(cols), -1, dtype=np.int32)
+                col_list = cols.tolist()
+                for c in np.argsort(first).tolist():  # in the order of the first byte, as above
+                    ids[c] = intern(
+                        tuple((i, q) for i, q in zip(members, col_list[c], strict=True) if q >= 0),
+                        best,
+                    )
+                by_byte = ids[inverse.reshape(-1)]
                 cell_state.extend([k] * len(live_bytes))
                 cell_byte.extend(live_bytes.tolist())
                 cell_next.extend(by_byte.tolist())
-                nexts.extend(sid for sid in ids if sid >= 0)
+                nexts.extend(ids[ids >= 0].tolist())
             continue
         # Refine the members' partitions of the bytes by next state: a few parts (a literal
         # goes on with one byte, the inside of a JSON string with most), each a 256-bit int.
-        # States are numbered in the order of the parts' next-state columns, as np.unique
-        # orders them above.
-        parts: list[tuple[int, Sparse, tuple[int, ...]]] = [(_ALL_BYTES, (), ())]
+        parts: list[tuple[int, Sparse]] = [(_ALL_BYTES, ())]
         for i, q in tup:
             groups = comp_dfas[i].groups(q)
-            refined: list[tuple[int, Sparse, tuple[int, ...]]] = []
-            for m, nxt, col in parts:
+            refined: list[tuple[int, Sparse]] = []
+            for m, nxt in parts:
                 rest = m
                 for target, g in groups:
                     x = rest & g
                     if x:
-                        refined.append((x, (*nxt, (i, target)), (*col, target)))
+                        refined.append((x, (*nxt, (i, target))))
                         rest ^= x
                         if not rest:
                             break
                 if rest:
-                    refined.append((rest, nxt, (*col, -1)))
+                    refined.append((rest, nxt))
             parts = refined
-        if len(parts) > 1:
-            parts.sort(key=lambda part: part[2])
-        for m, nxt, _ in parts:
+        if len(parts) > 1:  # new states in the order of the first byte reaching them
+            parts.sort(key=lambda part: part[0] & -part[0])
+        for m, nxt in parts:
             if nxt and nxt[0][0] < n_live:  # else no live terminal goes on with these bytes
                 sid = intern(nxt, best)
                 if sid >= 0:
@@ -511,4 +542,46 @@ def build_context(
         winner=winner,
         accepting=winner >= 0,
         reach=reach,
+    )
+
+
+def _compiled_context(
+    kernels: ModuleType,
+    order: list[int],
+    comp_dfas: list[TerminalDFA],
+    n_terms: int,
+    classify: Callable[[tuple[int, ...]], int],
+) -> ContextDFA | None:
+    """:func:`build_context` in the compiled kernel, for a context of plain terminals.
+
+    No priorities, retyping or GLR matches; ``None`` past :data:`_KERNEL_MAX_STATES` states.
+    """
+    sizes = [d.transitions.shape[0] for d in comp_dfas]
+    status, transitions, label, reach = kernels.product(
+        np.concatenate([d.transitions for d in comp_dfas]).reshape(-1),
+        np.concatenate([d.accepting for d in comp_dfas]).view(np.uint8),
+        np.array([0, *itertools.accumulate(sizes[:-1])], dtype=np.int64),
+        np.array([d.start for d in comp_dfas], dtype=np.int32),
+        np.array(order, dtype=np.int32),
+        n_terms,
+        _KERNEL_MAX_STATES,
+    )
+    if status != kernels.OK:
+        return None
+    # the terminals' classes, asked for in the order of the states (as the Python build does)
+    cls: dict[int, int] = {-1: -1}
+    winner = []
+    for c in label.tolist():
+        w = cls.get(c)
+        if w is None:
+            w = cls[c] = classify((order[c],))
+        winner.append(w)
+    n = len(winner)
+    winner_array = np.array(winner, dtype=np.int64)
+    return ContextDFA(
+        terminals=tuple(order),
+        transitions=transitions.reshape(n, 256),
+        winner=winner_array,
+        accepting=winner_array >= 0,
+        reach=reach.view(np.bool_).reshape(n, n_terms),
     )

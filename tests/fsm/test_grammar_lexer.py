@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from outlines_like.errors import UnsupportedConstraintError
-from outlines_like.fsm import _grammar_lexer
+from outlines_like.fsm import _accel, _grammar_lexer
 from outlines_like.fsm import grammar as grammar_module
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
@@ -50,6 +50,16 @@ MANY_WORDS = "start: (w | NAME)+\nw: " + " | ".join(
 )
 MANY_WORDS += '\nNAME: /[a-z]+y/\n%ignore " "\n'
 
+# a JSON Schema's grammar in small: member names as literals beside a string regex they share
+# prefixes with (never equal to one, so no retyping), and a free string value
+MEMBERS = r"""
+start: "{" [pair ("," pair)*] "}"
+pair: NAME ":" VALUE | "\"alpha\"" ":" VALUE | "\"alps\"" ":" VALUE | "\"beta\"" ":" VALUE
+NAME: /"[a-z]*[0-9]"/
+VALUE: /"([^"\\]|\\.)*"/ | /-?[0-9]+/
+%ignore /[ ]/
+"""
+
 
 @pytest.mark.parametrize(
     "grammar",
@@ -62,28 +72,37 @@ MANY_WORDS += '\nNAME: /[a-z]+y/\n%ignore " "\n'
         grammar_cases.ARITH_WS,
         grammar_cases.REDUCE_REDUCE,
         MANY_WORDS,
+        MEMBERS,
     ],
 )
-def test_context_rows_by_refinement_equal_np_unique(
-    grammar: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Both ways to take a state's row (partition refinement, ``np.unique`` over the members'
-    rows) give the same context, state numbers included."""
+def test_context_builds_agree(grammar: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three ways to build a context (rows by partition refinement, by ``np.unique`` over
+    the members' rows, and the compiled kernel where it applies) give the same context, state
+    numbers included."""
     built: list[tuple[Any, ...]] = []
+    hooks: list[Any] = [None]
+    if _accel.available():
+        from outlines_like.fsm import _accel_lexer
 
-    def both(*args: Any, **kwargs: Any) -> ContextDFA:
+        hooks.append(lambda: _accel_lexer)
+
+    def each(*args: Any, **kwargs: Any) -> ContextDFA:
         contexts = []
-        for most in (10**9, 0):
+        for hook, most in [(None, 10**9), (None, 0)] + [(h, 10**9) for h in hooks[1:]]:
+            monkeypatch.setattr(_grammar_lexer, "_kernels_hook", hook)
             monkeypatch.setattr(_grammar_lexer, "_REFINE_MAX", most)
             contexts.append(build_context(*args, **kwargs))
-        a, b = contexts
-        np.testing.assert_array_equal(a.transitions, b.transitions)
-        np.testing.assert_array_equal(a.winner, b.winner)
-        np.testing.assert_array_equal(a.reach, b.reach)
+        a = contexts[0]
+        for b in contexts[1:]:
+            np.testing.assert_array_equal(a.transitions, b.transitions)
+            np.testing.assert_array_equal(a.winner, b.winner)
+            np.testing.assert_array_equal(a.reach, b.reach)
+            assert a.rows == b.rows
+            np.testing.assert_array_equal(a.flat, b.flat)
         built.append(args[0])
         return a
 
-    monkeypatch.setattr(grammar_module, "build_context", both)
+    monkeypatch.setattr(grammar_module, "build_context", each)
     compiled = CompiledGrammar(grammar, VOCAB)
     compiled.matcher().fill_bitmask(np.zeros((1, VOCAB.mask_words), dtype=np.int32))
     if isinstance(compiled._parser, LALRParser):

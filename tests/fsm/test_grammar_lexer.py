@@ -88,9 +88,14 @@ def test_context_builds_agree(grammar: str, monkeypatch: pytest.MonkeyPatch) -> 
 
     def each(*args: Any, **kwargs: Any) -> ContextDFA:
         contexts = []
-        for hook, most in [(None, 10**9), (None, 0)] + [(h, 10**9) for h in hooks[1:]]:
+        # (the kernel's hook, the most members refinement takes, the most states the kernel
+        # makes: past it, the Python build takes over)
+        ways = [(None, 10**9, 1 << 13), (None, 0, 1 << 13)]
+        ways += [(h, 10**9, most) for h in hooks[1:] for most in (1 << 13, 2)]
+        for hook, refine_max, kernel_max in ways:
             monkeypatch.setattr(_grammar_lexer, "_kernels_hook", hook)
-            monkeypatch.setattr(_grammar_lexer, "_REFINE_MAX", most)
+            monkeypatch.setattr(_grammar_lexer, "_REFINE_MAX", refine_max)
+            monkeypatch.setattr(_grammar_lexer, "_KERNEL_MAX_STATES", kernel_max)
             contexts.append(build_context(*args, **kwargs))
         a = contexts[0]
         for b in contexts[1:]:

@@ -5,7 +5,10 @@ terminals plus the ``%ignore`` ones), in Lark's scanner order. Its :class:`Conte
 product of the terminals' DFAs: a state is live while any terminal can still match, and it
 records which terminal a lexeme ending there becomes (Lark's choice: the first terminal in
 scanner order that matches the whole lexeme, retyped to an equal string terminal, as Lark's
-``UnlessCallback`` does).
+``UnlessCallback`` does). States are numbered breadth first, a state's new successors in the
+order of the first byte reaching them. A context of plain terminals (no priorities, retyping or
+GLR matches: every context of a JSON Schema's grammar) is built by the compiled kernel of
+:mod:`outlines_like.fsm._accel_lexer` when the ``accel`` extra is on, to the same table.
 """
 
 from __future__ import annotations

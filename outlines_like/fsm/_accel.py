@@ -109,6 +109,7 @@ def warm_up() -> float:
     fresh = "outlines_like.fsm._accel_grammar" not in sys.modules  # the last kernels loaded
     if _dfa_kernels() is None:  # the walk and DFA kernels, when the compiled walk is on
         return 0.0
+    from outlines_like.fsm import _accel_chain  # noqa: F401  (string bodies' chain kernels)
     from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar path's kernels)
 
     return time.perf_counter() - t0 if fresh else 0.0

@@ -109,8 +109,10 @@ def warm_up() -> float:
     fresh = "outlines_like.fsm._accel_grammar" not in sys.modules  # the last kernels loaded
     if _dfa_kernels() is None:  # the walk and DFA kernels, when the compiled walk is on
         return 0.0
-    from outlines_like.fsm import _accel_chain  # noqa: F401  (string bodies' chain kernels)
-    from outlines_like.fsm import _accel_grammar  # noqa: F401  (the grammar path's kernels)
+    from outlines_like.fsm import (  # noqa: F401  (the string bodies' and grammar path's kernels)
+        _accel_chain,
+        _accel_grammar,
+    )
 
     return time.perf_counter() - t0 if fresh else 0.0
 

@@ -280,13 +280,17 @@ _u8, _i32, _i64, _u32, _u64 = (
 )
 _rows = _A(numba.int32, 2, "C")
 chain_kernel = numba.njit(
-    (_STORE, _rows, _u8, _int, _int, _bool, _i32, _i32, _i32, _int, _i32, _u64, _i32, _u64)
-    + (_i64, _int),
+    (
+        *(_STORE, _rows, _u8, _int, _int, _bool, _i32, _i32, _i32, _int, _i32, _u64, _i32),
+        *(_u64, _i64, _int),
+    ),
     **_OPTIONS,
 )(_chain)
 tails_kernel = numba.njit(
-    (_STORE, _rows, _u8, _u8, _i64, _i64, _i32, _i32, _u8, _u8, _i32, _i64, _i32, _i32, _int)
-    + (_bool, _u32, _i64, _int),
+    (
+        *(_STORE, _rows, _u8, _u8, _i64, _i64, _i32, _i32, _u8, _u8, _i32, _i64, _i32, _i32),
+        *(_int, _bool, _u32, _i64, _int),
+    ),
     **_OPTIONS,
 )(_tails)
 

@@ -13,6 +13,7 @@ walk of the rest (:func:`outlines_like.fsm.index.TokenIndex`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 
 import numpy as np
@@ -129,7 +130,9 @@ class CharSets:
                 lo, hi = np.searchsorted(self._chars_sorted, (base, k), side="right")
                 add = self._ids_by_chars[lo:hi]
                 words = self._masks[base].view(np.uint32).copy()
-                np.bitwise_or.at(words, add >> 5, np.left_shift(np.uint32(1), (add & 31).astype(np.uint32)))
+                np.bitwise_or.at(
+                    words, add >> 5, np.left_shift(np.uint32(1), (add & 31).astype(np.uint32))
+                )
                 mask = words.view(np.int32)
             else:
                 bits = np.zeros(self._words * 32, dtype=bool)
@@ -345,7 +348,7 @@ class ChainTails:
         lengths = np.array([len(t) for t in ordered], dtype=np.int64)
         end = np.cumsum(lengths)
         same = np.zeros(n, dtype=np.uint8)
-        same[1:] = [a == b for a, b in zip(ordered, ordered[1:], strict=False)]
+        same[1:] = [a == b for a, b in itertools.pairwise(ordered)]
         partial = np.array([_proper_prefix(t, characters) for t in ordered], dtype=np.uint8)
         idx = np.array(order, dtype=np.int64)
         pre = sfx.pre_chars[idx].astype(np.int32)

@@ -784,11 +784,15 @@ def _lexeme_walk(
     return fit_mask, tok
 
 
+_COMPILED_CHAIN_STEPS = 1 << 16  # compiled chains: at most this many steps (tests lower it)
+
+
 def _chain_memo(table: TokenTable) -> ChainMemo:
     """A DFA's memo of compiled chain steps, followed as far as the longest token (needs numba)."""
     from outlines_like.fsm._accel_chain import ChainMemo
 
-    return ChainMemo(_NON_ASCII, table.max_chars, _MIN_LOOP_BYTES)
+    steps = min(table.max_chars, _COMPILED_CHAIN_STEPS)
+    return ChainMemo(_NON_ASCII, steps, _MIN_LOOP_BYTES)
 
 
 def _compiled_lexeme_walk(

@@ -34,6 +34,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     _ready,
     utf8_kernel,
 )
+from outlines_like.fsm._accel_dfa_walk import walk_bytes
 from outlines_like.fsm._lexemes import ChainTails
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 
@@ -254,17 +255,10 @@ def _tails(
                     if same[q] and s1 == prev_s1:
                         live = prev_live
                     else:
-                        x = s1
-                        i += 1
-                        e = end[q]
-                        while i < e:
-                            if not _ready(x, store, rows, done, max_states):
-                                return False
-                            x = rows[x, flat[i]]
-                            if x < 0:
-                                break
-                            i += 1
-                        live = i == e
+                        at = walk_bytes(store, rows, done, flat, i + 1, end[q], s1, max_states)
+                        if at < 0:
+                            return False
+                        live = at == end[q]
             prev_s1 = s1
             prev_live = live
             if live:

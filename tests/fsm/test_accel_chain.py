@@ -18,6 +18,7 @@ import outlines_like.fsm.index as index_mod
 from outlines_like.fsm import Vocabulary, _accel
 from outlines_like.fsm.index import JSON_STRING_BODY, TokenIndex, token_table
 from outlines_like.fsm.regex_dfa import ByteDFA, LazyByteDFA, compile_regex, compile_regex_auto
+from tests.fsm.test_lexemes import PATTERNS as LEXEME_PATTERNS
 
 pytestmark = pytest.mark.skipif(
     not _accel.available(), reason="numba is not installed (the accel extra)"
@@ -27,15 +28,9 @@ PIECES = [b"a", b"b", b" ", b"e", b"\"", b"\\", b"\\n", b"\n", b"\t", b",", b"}"
           "é".encode(), "€".encode(), "😀".encode(), "中".encode(),
           b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\x80", b"\xed\xa0", b"\xe0\x80"]  # fmt: skip
 
+# the shared sets' patterns, and one with a bounded body beside a free one
 PATTERNS = [
-    r'"[^"\\\x00-\x1f]*"',
-    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*",?',
-    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,5}"',
-    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){2,45}"\}?',
-    r'"(?:[^"\\\x00-\x1f]|\\u[0-9a-f]{4}){0,3}"',
-    r'"[^"]{0,20}"x',
-    r'[^"\\]{2,30}"',
-    r"[^\x00-\x1f]*",
+    *LEXEME_PATTERNS[:-1],
     r'\{"a": ?"[^"\\\x00-\x1f]{0,12}"(, ?"b": ?"[^"\\\x00-\x1f]*")?\}',
 ]
 

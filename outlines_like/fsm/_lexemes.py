@@ -106,6 +106,7 @@ class CharSets:
         self._words = (vocab_size + 31) // 32
         self._tails: dict[tuple[int, bool, bool], WalkList] = {}
         self._chain_tails: ChainTails | None = None
+        self._longer: dict[int, WalkList] = {}
         # the fitting tokens by characters: mask_upto(k) adds those past a smaller k's mask
         by_chars = np.argsort(self.fit_chars, kind="stable")
         self._ids_by_chars: I32 = ids[self.fit_pos[by_chars]]
@@ -162,6 +163,30 @@ class CharSets:
             self._chain_tails = tails
         return tails
 
+    def longer(self, m: int) -> WalkList:
+        """The tokens whose first ``m`` characters all fit and that have more (built per ``m``).
+
+        Fitting tokens, and unfit ones with longer prefixes, each from its character ``m`` on:
+        a range of the vocabulary's bytes (:attr:`layout`'s, not copied), to walk from a
+        chain's ``cm``. :attr:`WalkList.start` is ``m``.
+        """
+        walk = self._longer.get(m)
+        if walk is None:
+            sfx = self.suffixes()
+            pos = np.concatenate(
+                [self.fit_pos[self.fit_chars > m], sfx.orig_pos[sfx.pre_chars > m]]
+            )
+            lay = self.layout
+            walk = WalkList(
+                lay.flat,
+                (lay.offsets[pos] + lay.char_offsets(m)[pos]).astype(np.int64),
+                lay.offsets[pos + 1].astype(np.int64),
+                self._ids[pos].astype(np.int32),
+                np.full(pos.shape[0], m, dtype=np.int32),
+            )
+            self._longer[m] = walk
+        return walk
+
     def tails(self, m: int, loop: bool, longer: bool) -> WalkList:
         """What the compiled walk walks from a chain ``c0 .. cm`` on ``O`` (built once per key).
 
@@ -183,15 +208,13 @@ class CharSets:
             ids = [sfx.ids[items]]
             start = [np.minimum(pre[items], m).astype(np.int32)]
             if longer:
-                # each token from its character m on: a range of the vocabulary's bytes
-                pos = np.concatenate([self.fit_pos[self.fit_chars > m], sfx.orig_pos[pre > m]])
-                lay = self.layout
+                extra = self.longer(m)
                 shift = sfx.flat.shape[0]
-                flats.append(lay.flat)
-                begin.append(lay.offsets[pos] + lay.char_offsets(m)[pos] + shift)
-                end.append(lay.offsets[pos + 1] + shift)
-                ids.append(self._ids[pos])
-                start.append(np.full(pos.shape[0], m, dtype=np.int32))
+                flats.append(extra.flat)
+                begin.append(extra.begin + shift)
+                end.append(extra.end + shift)
+                ids.append(extra.ids)
+                start.append(extra.start)
             walk = WalkList(
                 np.concatenate(flats).astype(np.uint8),
                 np.concatenate(begin).astype(np.int64),

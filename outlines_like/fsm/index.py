@@ -805,9 +805,10 @@ def _compiled_lexeme_walk(
 ) -> tuple[I32, I32] | tuple[()] | None:
     """:func:`_lexeme_walk`'s compiled form: the chain, then the boundary tokens, in kernels.
 
-    Returns its result, ``()`` when ``state`` is no string-body state, or ``None`` when the
-    compiled form cannot decide (a chain that stops before its longest tokens, a builder
-    without kernels): the caller goes on as without it.
+    Returns its result, ``()`` when ``state`` is no string-body state, or ``None`` when a
+    lazy DFA's builder has no kernels (the caller goes on as without them). A chain that
+    stops before the longest tokens (its byte set changes, or ``_COMPILED_CHAIN_STEPS``)
+    leaves them to the item walk, from its end.
     """
     found = chain_memo.follow(trans, state, lazy)
     if found is None:
@@ -820,12 +821,16 @@ def _compiled_lexeme_walk(
         return ()
     m = chain.shape[0] - 1
     tails = sets.chain_tails(_NON_ASCII)
-    if not (loop or dead or (sets.max_chars <= m and tails.max_pre <= m)):
-        return None  # tokens longer than the chain: walked from its end, below
     if lazy is not None:
         trans = lazy.transitions
     if not chain_memo.walk_tails(tails, chain, loop, trans, lazy, out):
         return None
+    if not (loop or dead or (sets.max_chars <= m and tails.max_pre <= m)):
+        longer = sets.longer(m)
+        items = (longer.flat, longer.begin, longer.end, longer.ids, longer.start, chain)
+        if lazy is None or not lazy.walk_items(items, out):
+            starts = np.full(longer.ids.shape[0], chain[m], dtype=np.int32)
+            _accel.walk_list(trans if lazy is None else lazy.transitions, longer, starts, lazy, out)
     return sets.mask_upto(sets.max_chars if loop else m), np.zeros(0, dtype=np.int32)
 
 

@@ -325,6 +325,7 @@ class ChainMemo:
         self.chain = np.zeros(max_steps + 1, dtype=np.int32)
         self.o_out = np.zeros(2, dtype=np.uint64)
         self.info = np.zeros(5, dtype=np.int64)
+        self._o_keys: dict[tuple[int, int], bytes] = {}  # O's words -> O as bool[128] bytes
 
     def grow(self, n: int) -> None:
         """Room for states ``0 .. n - 1`` at least."""
@@ -373,9 +374,13 @@ class ChainMemo:
         info = self.info
         if not info[_HAS_O]:
             return self.chain[:1].copy(), None, False, False
-        bits = np.unpackbits(self.o_out.view(np.uint8), bitorder="little").astype(np.bool_)
+        words = (int(self.o_out[0]), int(self.o_out[1]))
+        o_key = self._o_keys.get(words)
+        if o_key is None:
+            bits = np.unpackbits(self.o_out.view(np.uint8), bitorder="little").astype(np.bool_)
+            o_key = self._o_keys[words] = bits.tobytes()
         m = int(info[_M])
-        return self.chain[: m + 1].copy(), bits.tobytes(), bool(info[_LOOP]), bool(info[_DEAD])
+        return self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
 
     def walk_tails(
         self,

@@ -21,8 +21,9 @@ is walked (:func:`walk_tokens`, per state in :class:`TokenIndex`):
 
 With the ``accel`` extra (numba, :mod:`outlines_like.fsm._accel`), :class:`TokenIndex` computes
 the same rows with compiled kernels instead: a walk of the vocabulary's token trie per state
-(string-body states keep the lexeme sets, their few boundary tokens walked as one compiled
-list); :func:`walk_tokens` stays the numpy walk.
+(string-body states keep the lexeme sets: :mod:`outlines_like.fsm._accel_chain` follows their
+character chain as far as the longest token and walks only the few boundary tokens);
+:func:`walk_tokens` stays the numpy walk.
 
 :class:`TokenIndex` caches each state's packed int32 bitmask row (EOS bit in accepting
 states); the state a token leads to is found by walking its bytes when a matcher advances, and
@@ -30,7 +31,7 @@ memoised. The steady state of a matcher is a row copy and a dict lookup.
 
 
 One cohesive algorithm (the vectorised token walk and its shortcuts), kept in one module of
-some 1,000 lines: the shortcuts share the walk's tables and invariants.
+some 1,200 lines: the shortcuts share the walk's tables and invariants.
 """
 
 from __future__ import annotations

@@ -238,6 +238,10 @@ class KernelSubsetBuilder(SubsetBase):
         """
         return self._paths(item_walk_kernel, *items, resume, rows, done, mask)
 
+    def walk(self, kernel: Callable[..., bool], args: tuple[Any, ...]) -> bool:
+        """Run another module's path kernel ``kernel(store, *args, max_states)`` (as above)."""
+        return self._paths(kernel, *args)
+
     def class_table(self) -> I32:
         """Build every state (eagerly): ``int32[n_states, k]``, the class-indexed rows."""
         rows = np.empty((64, self.k), dtype=np.int32)

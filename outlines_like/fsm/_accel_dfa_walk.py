@@ -12,9 +12,17 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm._accel_dfa_kernels import _OPTIONS, _STORE, OK, STATUS, Store, _ready
+from outlines_like.fsm._accel_dfa_kernels import (
+    _OPTIONS,
+    _STORE,
+    OK,
+    STATUS,
+    Store,
+    _inner,
+    _ready,
+)
 
-__all__ = ["item_walk_kernel", "mark_kernel", "trie_walk_kernel"]
+__all__ = ["item_walk_kernel", "mark_kernel", "trie_walk_kernel", "walk_bytes"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -73,6 +81,25 @@ def _trie_walk(
     return True
 
 
+@_inner
+def walk_bytes(
+    store: Store, rows: I32, done: U8, flat: U8, p: int, e: int, s: int, max_states: int
+) -> int:  # pragma: no cover - compiled
+    """Walk ``flat[p:e]`` from ``s``, building each row it first reads.
+
+    Returns where it stopped: ``e`` when every byte lives, an earlier index at a dead byte,
+    ``-1`` when the builder stopped (``meta[STATUS]``).
+    """
+    while p < e:
+        if not _ready(s, store, rows, done, max_states):
+            return -1
+        s = rows[s, flat[p]]
+        if s < 0:
+            return p
+        p += 1
+    return p
+
+
 def _item_walk(
     store: Store,
     flat: U8,
@@ -95,16 +122,10 @@ def _item_walk(
     store[9][STATUS] = OK
     for q in range(resume[0], begin.shape[0]):
         resume[0] = q
-        s = chain[start[q]]
-        p = begin[q]
         e = end[q]
-        while p < e:
-            if not _ready(s, store, rows, done, max_states):
-                return False
-            s = rows[s, flat[p]]
-            if s < 0:
-                break
-            p += 1
+        p = walk_bytes(store, rows, done, flat, begin[q], e, chain[start[q]], max_states)
+        if p < 0:
+            return False
         if p == e:
             t = ids[q]
             mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)

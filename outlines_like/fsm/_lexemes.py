@@ -13,12 +13,14 @@ walk of the rest (:func:`outlines_like.fsm.index.TokenIndex`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "ChainTails",
     "CharSets",
     "LexemeCache",
     "SuffixTable",
@@ -103,6 +105,12 @@ class CharSets:
         self._masks: dict[int, I32] = {}
         self._words = (vocab_size + 31) // 32
         self._tails: dict[tuple[int, bool, bool], WalkList] = {}
+        self._chain_tails: ChainTails | None = None
+        self._longer: dict[int, WalkList] = {}
+        # the fitting tokens by characters: mask_upto(k) adds those past a smaller k's mask
+        by_chars = np.argsort(self.fit_chars, kind="stable")
+        self._ids_by_chars: I32 = ids[self.fit_pos[by_chars]]
+        self._chars_sorted: I32 = self.fit_chars[by_chars]
 
     @property
     def n_fit(self) -> int:
@@ -117,9 +125,20 @@ class CharSets:
         k = min(k, self.max_chars)
         mask = self._masks.get(k)
         if mask is None:
-            bits = np.zeros(self._words * 32, dtype=bool)
-            bits[: self._chars_by_id.shape[0]] = self._chars_by_id <= k
-            mask = np.packbits(bits, bitorder="little").view(np.int32)
+            below = [j for j in self._masks if j < k]
+            if below:  # a smaller k's mask, and the tokens of k' + 1 .. k characters
+                base = max(below)
+                lo, hi = np.searchsorted(self._chars_sorted, (base, k), side="right")
+                add = self._ids_by_chars[lo:hi]
+                words = self._masks[base].view(np.uint32).copy()
+                np.bitwise_or.at(
+                    words, add >> 5, np.left_shift(np.uint32(1), (add & 31).astype(np.uint32))
+                )
+                mask = words.view(np.int32)
+            else:
+                bits = np.zeros(self._words * 32, dtype=bool)
+                bits[: self._chars_by_id.shape[0]] = self._chars_by_id <= k
+                mask = np.packbits(bits, bitorder="little").view(np.int32)
             mask.flags.writeable = False
             self._masks[k] = mask
         return mask
@@ -131,6 +150,42 @@ class CharSets:
             sfx = SuffixTable(self.layout, self.unfit_pos, self._ids, self._in_set)
             self._suffixes = sfx
         return sfx
+
+    def chain_tails(self, characters: list[list[tuple[int, int]]]) -> ChainTails:
+        """The unfit tokens from where they leave the lexeme, sorted by suffix (built once).
+
+        ``characters``: what every chain step takes besides ``O`` (see :class:`ChainTails`;
+        the same list on every call).
+        """
+        tails = self._chain_tails
+        if tails is None:
+            tails = ChainTails.of(self.suffixes(), characters)
+            self._chain_tails = tails
+        return tails
+
+    def longer(self, m: int) -> WalkList:
+        """The tokens whose first ``m`` characters all fit and that have more (built per ``m``).
+
+        Fitting tokens, and unfit ones with longer prefixes, each from its character ``m`` on:
+        a range of the vocabulary's bytes (:attr:`layout`'s, not copied), to walk from a
+        chain's ``cm``. :attr:`WalkList.start` is ``m``.
+        """
+        walk = self._longer.get(m)
+        if walk is None:
+            sfx = self.suffixes()
+            pos = np.concatenate(
+                [self.fit_pos[self.fit_chars > m], sfx.orig_pos[sfx.pre_chars > m]]
+            )
+            lay = self.layout
+            walk = WalkList(
+                lay.flat,
+                (lay.offsets[pos] + lay.char_offsets(m)[pos]).astype(np.int64),
+                lay.offsets[pos + 1].astype(np.int64),
+                self._ids[pos].astype(np.int32),
+                np.full(pos.shape[0], m, dtype=np.int32),
+            )
+            self._longer[m] = walk
+        return walk
 
     def tails(self, m: int, loop: bool, longer: bool) -> WalkList:
         """What the compiled walk walks from a chain ``c0 .. cm`` on ``O`` (built once per key).
@@ -153,15 +208,13 @@ class CharSets:
             ids = [sfx.ids[items]]
             start = [np.minimum(pre[items], m).astype(np.int32)]
             if longer:
-                # each token from its character m on: a range of the vocabulary's bytes
-                pos = np.concatenate([self.fit_pos[self.fit_chars > m], sfx.orig_pos[pre > m]])
-                lay = self.layout
+                extra = self.longer(m)
                 shift = sfx.flat.shape[0]
-                flats.append(lay.flat)
-                begin.append(lay.offsets[pos] + lay.char_offsets(m)[pos] + shift)
-                end.append(lay.offsets[pos + 1] + shift)
-                ids.append(self._ids[pos])
-                start.append(np.full(pos.shape[0], m, dtype=np.int32))
+                flats.append(extra.flat)
+                begin.append(extra.begin + shift)
+                end.append(extra.end + shift)
+                ids.append(extra.ids)
+                start.append(extra.start)
             walk = WalkList(
                 np.concatenate(flats).astype(np.uint8),
                 np.concatenate(begin).astype(np.int64),
@@ -267,6 +320,90 @@ class WalkList:
     end: npt.NDArray[np.int64]
     ids: I32
     start: I32
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainTails:
+    """The tokens that leave a lexeme, for the compiled walk from any character chain.
+
+    :class:`SuffixTable`'s suffixes sorted by their bytes (equal ones side by side, so in runs
+    of one first byte: the *groups*), each with the characters of its fitting prefix: a chain
+    ``c0 .. cm`` walks suffix ``q`` from ``c[pre[q]]``. One table serves every chain on ``O``
+    (every length, loop or not).
+
+    Attributes:
+        flat, begin, end, ids: the suffixes as a :class:`WalkList`'s.
+        pre: ``int32``: characters of each token's fitting prefix.
+        same: ``uint8``: 1 where a suffix has the previous one's bytes.
+        partial: ``uint8``: 1 where a suffix is a proper prefix of a character of the chain's
+            (it lives from any chain state that steps on: every such character does).
+        group_byte: ``int32[G]``: the first byte of each group, ...
+        group_lo: ``int64[G + 1]``: ... where each starts (group ``g`` is items
+            ``group_lo[g] .. group_lo[g + 1] - 1``) ...
+        group_pre: ``int32[2 * G]``: ... and the least and the most ``pre`` in it.
+        max_pre: The largest of ``pre`` (-1 when there are none).
+    """
+
+    flat: npt.NDArray[np.uint8]
+    begin: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    ids: I32
+    pre: I32
+    same: npt.NDArray[np.uint8]
+    partial: npt.NDArray[np.uint8]
+    group_byte: I32
+    group_lo: npt.NDArray[np.int64]
+    group_pre: I32
+    max_pre: int
+
+    @classmethod
+    def of(cls, sfx: SuffixTable, characters: list[list[tuple[int, int]]]) -> ChainTails:
+        """Sort ``sfx``'s suffixes by their bytes (by ``pre``, then position, among equal ones).
+
+        ``characters``: the characters every chain step takes, as byte-range sequences (one
+        range per byte), for :attr:`partial`.
+        """
+        suffixes = sfx.tokens_by_pos
+        pre_of = sfx.pre_chars.tolist()
+        order = sorted(range(len(suffixes)), key=lambda k: (suffixes[k], pre_of[k], k))
+        ordered = [suffixes[k] for k in order]
+        n = len(ordered)
+        lengths = np.array([len(t) for t in ordered], dtype=np.int64)
+        end = np.cumsum(lengths)
+        same = np.zeros(n, dtype=np.uint8)
+        same[1:] = [a == b for a, b in itertools.pairwise(ordered)]
+        partial = np.array([_proper_prefix(t, characters) for t in ordered], dtype=np.uint8)
+        idx = np.array(order, dtype=np.int64)
+        pre = sfx.pre_chars[idx].astype(np.int32)
+        first = np.array([t[0] for t in ordered], dtype=np.int32)
+        starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]]) if n else first
+        group_lo = np.r_[starts, n].astype(np.int64)
+        group_pre = np.zeros(2 * starts.shape[0], dtype=np.int32)
+        if n:
+            group_pre[0::2] = np.minimum.reduceat(pre, starts)
+            group_pre[1::2] = np.maximum.reduceat(pre, starts)
+        return cls(
+            np.frombuffer(b"".join(ordered), dtype=np.uint8).copy(),
+            end - lengths,
+            end,
+            sfx.ids[idx].astype(np.int32),
+            pre,
+            same,
+            partial,
+            first[starts].astype(np.int32),
+            group_lo,
+            group_pre,
+            int(pre.max()) if n else -1,
+        )
+
+
+def _proper_prefix(data: bytes, characters: list[list[tuple[int, int]]]) -> bool:
+    """Whether ``data`` is a proper prefix of one of ``characters`` (byte-range sequences)."""
+    k = len(data)
+    return any(
+        k < len(seq) and all(lo <= x <= hi for x, (lo, hi) in zip(data, seq, strict=False))
+        for seq in characters
+    )
 
 
 class LexemeCache:

@@ -21,8 +21,9 @@ is walked (:func:`walk_tokens`, per state in :class:`TokenIndex`):
 
 With the ``accel`` extra (numba, :mod:`outlines_like.fsm._accel`), :class:`TokenIndex` computes
 the same rows with compiled kernels instead: a walk of the vocabulary's token trie per state
-(string-body states keep the lexeme sets, their few boundary tokens walked as one compiled
-list); :func:`walk_tokens` stays the numpy walk.
+(string-body states keep the lexeme sets: :mod:`outlines_like.fsm._accel_chain` follows their
+character chain as far as the longest token and walks only the few boundary tokens);
+:func:`walk_tokens` stays the numpy walk.
 
 :class:`TokenIndex` caches each state's packed int32 bitmask row (EOS bit in accepting
 states); the state a token leads to is found by walking its bytes when a matcher advances, and
@@ -30,13 +31,13 @@ memoised. The steady state of a matcher is a row copy and a dict lookup.
 
 
 One cohesive algorithm (the vectorised token walk and its shortcuts), kept in one module of
-some 1,000 lines: the shortcuts share the walk's tables and invariants.
+some 1,200 lines: the shortcuts share the walk's tables and invariants.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +56,9 @@ from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types._charset import utf8_byte_ranges
+
+if TYPE_CHECKING:
+    from outlines_like.fsm._accel_chain import ChainMemo
 
 __all__ = [
     "StateRow",
@@ -103,6 +107,7 @@ class TokenTable:
         ascii_words: ``uint64[2, n]``: the ASCII byte values in each token.
         n_chars: ``int32[n]``: bytes that are not UTF-8 continuation bytes (for a complete
             token: its number of characters).
+        max_chars: The most characters (non-continuation bytes) of a token.
         tokens_by_pos: the token bytes at each position.
         flat, offsets: the tokens end to end, in position order (token ``p`` is
             ``flat[offsets[p]:offsets[p + 1]]``).
@@ -175,6 +180,7 @@ class TokenTable:
             col = self.columns[j]
             n_chars[: col.shape[0]] += (col & 0xC0) != 0x80
         self.n_chars: I32 = n_chars
+        self.max_chars = int(n_chars.max()) if n else 0  # the most characters of a token
         self.vocab_size = vocab.size
         self.words = vocab.mask_words
         self.layout = TokenBytes(self.flat, self.offsets, valid)
@@ -237,11 +243,10 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     body.suffixes()
     for k in (*range(1, _CHAR_CHAIN_STEPS + 1), body.max_chars):
         body.mask_upto(k)
-    if _accel.enabled():  # the compiled walk's lists: free strings, bounded ones, long ones
-        for k in range(_CHAR_CHAIN_STEPS + 1):
-            body.tails(k, loop=False, longer=False)
-        body.tails(0, loop=True, longer=False)
-        body.tails(_CHAR_CHAIN_STEPS, loop=False, longer=True)
+    if _accel.enabled():  # the compiled walk's table, and the masks of every chain length
+        body.chain_tails(_NON_ASCII)
+        for k in range(body.max_chars + 1):
+            body.mask_upto(k)
     byte_table(vocab)
     _ = vocab.hash
 
@@ -694,6 +699,7 @@ def _lexeme_walk(
     lazy: LazyByteDFA | None,
     memo: dict[Any, Any],
     out: npt.NDArray[np.uint32] | None = None,
+    chain_memo: ChainMemo | None = None,
 ) -> tuple[I32, I32] | None:
     """The mask of a string-body state from the vocabulary's shared sets, plus a short walk.
 
@@ -704,7 +710,9 @@ def _lexeme_walk(
     decide) are walked. Returns ``(mask of the fitting tokens allowed, ids of the other
     tokens allowed)``, or ``None`` when ``state`` is no such state. With ``out`` (a packed
     ``uint32`` row), the rest is walked by the compiled kernels and set there instead (the
-    ids returned are then empty).
+    ids returned are then empty). With ``chain_memo`` too, both walks are compiled
+    (:mod:`outlines_like.fsm._accel_chain`): the chain is followed as far as the longest
+    token, so no fitting token is walked.
     """
     if lazy is not None:
         lazy.expand_one(state)
@@ -712,6 +720,12 @@ def _lexeme_walk(
     row = trans[state]
     if row[0xC3] < 0 or row[0xE4] < 0:  # a chain lets every non-ASCII character through
         return None
+    if out is not None and chain_memo is not None:
+        done = _compiled_lexeme_walk(trans, table, state, lazy, chain_memo, out)
+        if done is not None:
+            return done or None
+        if lazy is not None:
+            trans = lazy.transitions
     # follow the chain some way (memoised per state: a string's states are each stepped once);
     # tokens with more characters than it has steps are walked whole
     steps = min(_CHAR_CHAIN_STEPS, table.max_len)
@@ -769,6 +783,56 @@ def _lexeme_walk(
                 parts.append(table.ids[np.concatenate(done_pos)])
     tok: I32 = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
     return fit_mask, tok
+
+
+_COMPILED_CHAIN_STEPS = 1 << 16  # compiled chains: at most this many steps (tests lower it)
+
+
+def _chain_memo(table: TokenTable) -> ChainMemo:
+    """A DFA's memo of compiled chain steps, followed as far as the longest token (needs numba)."""
+    from outlines_like.fsm._accel_chain import ChainMemo
+
+    steps = min(table.max_chars, _COMPILED_CHAIN_STEPS)
+    return ChainMemo(_NON_ASCII, steps, _MIN_LOOP_BYTES)
+
+
+def _compiled_lexeme_walk(
+    trans: I32,
+    table: TokenTable,
+    state: int,
+    lazy: LazyByteDFA | None,
+    chain_memo: ChainMemo,
+    out: npt.NDArray[np.uint32],
+) -> tuple[I32, I32] | tuple[()] | None:
+    """:func:`_lexeme_walk`'s compiled form: the chain, then the boundary tokens, in kernels.
+
+    Returns its result, ``()`` when ``state`` is no string-body state, or ``None`` when a
+    lazy DFA's builder has no kernels (the caller goes on as without them). A chain that
+    stops before the longest tokens (its byte set changes, or ``_COMPILED_CHAIN_STEPS``)
+    leaves them to the item walk, from its end.
+    """
+    found = chain_memo.follow(trans, state, lazy)
+    if found is None:
+        return None
+    chain, o_key, loop, dead = found
+    if o_key is None:
+        return ()
+    sets = table.lexemes.chars(o_key)
+    if sets.n_fit * _LEXEME_SHARE < table.n_text:
+        return ()
+    m = chain.shape[0] - 1
+    tails = sets.chain_tails(_NON_ASCII)
+    if lazy is not None:
+        trans = lazy.transitions
+    if not chain_memo.walk_tails(tails, chain, loop, trans, lazy, out):
+        return None
+    if not (loop or dead or (sets.max_chars <= m and tails.max_pre <= m)):
+        longer = sets.longer(m)
+        items = (longer.flat, longer.begin, longer.end, longer.ids, longer.start, chain)
+        if lazy is None or not lazy.walk_items(items, out):
+            starts = np.full(longer.ids.shape[0], chain[m], dtype=np.int32)
+            _accel.walk_list(trans if lazy is None else lazy.transitions, longer, starts, lazy, out)
+    return sets.mask_upto(sets.max_chars if loop else m), np.zeros(0, dtype=np.int32)
 
 
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -991,6 +1055,7 @@ class TokenIndex:
         self._bits = np.zeros(self.table.words * 32, dtype=bool)
         self._char_memo: dict[Any, Any] = {}
         self._trie = token_trie(vocab) if _accel.enabled() else None
+        self._chain_memo = _chain_memo(self.table) if self._trie is not None else None
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
@@ -1077,7 +1142,13 @@ class TokenIndex:
                 ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
             else:  # the end states are not needed: shared sets may do
                 fast = _lexeme_walk(
-                    self.dfa.transitions, self.table, s, self._lazy, self._char_memo, out
+                    self.dfa.transitions,
+                    self.table,
+                    s,
+                    self._lazy,
+                    self._char_memo,
+                    out,
+                    self._chain_memo,
                 )
                 if fast is not None:
                     fit_mask = fast[0]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -363,6 +364,23 @@ class LazyByteDFA:
         resume = np.zeros(1, dtype=np.int64)
         with self._lock:
             while not b.item_walk(items, resume, self._table, self._done(), mask):
+                self._sync()
+            if b.n_states > self._filled:
+                self._sync()
+        return True
+
+    def walk_compiled(self, kernel: Callable[..., bool], args: tuple[Any, ...]) -> bool:
+        """Run ``kernel(store, rows, done, *args, max_states)``, building every row it reads.
+
+        A compiled walk of the caller's (:mod:`outlines_like.fsm._accel_chain`), run as
+        :meth:`walk_items` runs its own: called again after the table grows, so it must go on
+        where it stopped. Returns ``False`` (and does nothing) with the pure builder.
+        """
+        b = self._b
+        if isinstance(b, SubsetBuilder):
+            return False
+        with self._lock:
+            while not b.walk(kernel, (self._table, self._done(), *args)):
                 self._sync()
             if b.n_states > self._filled:
                 self._sync()

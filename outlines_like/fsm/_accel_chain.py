@@ -1,0 +1,423 @@
+r"""A string body's mask in two compiled calls: its character chain, then its boundary tokens.
+
+The compiled form (numba) of :func:`outlines_like.fsm.index._lexeme_walk`'s two walks:
+
+* :meth:`ChainMemo.follow` follows the *character chain* from a state (``c0 -> c1 -> ...``: every
+  non-ASCII character and every ASCII byte of one set ``O`` step ``ci`` to ``c(i+1)``, as in
+  ``[^"\\]{0,40}``) as far as the vocabulary's longest token of whole characters, so that every
+  token that fits ``O`` is decided by the chain's length (one cached mask of the vocabulary's
+  :class:`~outlines_like.fsm._lexemes.CharSets`) and none is walked. Each state's step is
+  memoised in arrays, so the next position of a bounded string costs one new step.
+* :meth:`ChainMemo.walk_tails` walks the tokens that leave the lexeme (a quote, an escape, a control
+  byte, a split character: :class:`~outlines_like.fsm._lexemes.ChainTails`, one table per
+  ``O`` whatever the chain) from the chain state their fitting prefix reaches. The table is
+  sorted by suffix, so equal suffixes are side by side: when two reach the same state after
+  their first byte (a closing quote from any position of a bounded string), the walk of the
+  rest is done once.
+
+A lazy DFA's rows are built as the walks read them (:meth:`LazyByteDFA.walk_compiled`); an
+eager DFA's table is read as it is (every row built).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.fsm._accel_dfa_kernels import (
+    _OPTIONS,
+    _STORE,
+    OK,
+    STATUS,
+    Store,
+    _ready,
+    utf8_kernel,
+)
+from outlines_like.fsm._accel_dfa_walk import walk_bytes
+from outlines_like.fsm._lexemes import ChainTails
+from outlines_like.fsm.regex_dfa import LazyByteDFA
+
+__all__ = ["ChainMemo", "chain_kernel", "tails_kernel"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+
+_UNSEEN = -2  # a state whose chain step is not known yet
+# info: what follow_chain found
+_NEED_MEMO, _M, _LOOP, _DEAD, _HAS_O = 0, 1, 2, 3, 4
+
+
+def _utf8_rows(
+    rows: I32, state: int, seq_off: I32, seq_lo: I32, seq_hi: I32
+) -> int:  # pragma: no cover - compiled
+    """The one state every byte sequence leads to from ``state`` through built rows, else -1.
+
+    As :func:`outlines_like.fsm.index._utf8_target` on an eager table: each byte range must
+    lead to one live state, every sequence to the same last one.
+    """
+    target = -1
+    for q in range(seq_off.shape[0] - 1):
+        cur = state
+        for p in range(seq_off[q], seq_off[q + 1]):
+            nxt = rows[cur, seq_lo[p]]
+            if nxt < 0:
+                return -1
+            for x in range(seq_lo[p] + 1, seq_hi[p] + 1):
+                if rows[cur, x] != nxt:
+                    return -1
+            cur = nxt
+        if q == 0:
+            target = cur
+        elif cur != target:
+            return -1
+    return target
+
+
+_utf8_rows_inner = numba.njit(**_OPTIONS)(_utf8_rows)
+
+
+def _chain(
+    store: Store,
+    rows: I32,
+    done: U8,
+    state: int,
+    max_steps: int,
+    eager: bool,
+    seq_off: I32,
+    seq_lo: I32,
+    seq_hi: I32,
+    min_bytes: int,
+    step_next: I32,
+    step_o: U64,
+    chain: I32,
+    o_out: U64,
+    info: I64,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """Follow the character chain from ``state`` (see :meth:`ChainMemo.follow`).
+
+    ``step_next[s]``/``step_o[2s:2s+2]`` memoise each state's step (``-2``: unseen, ``-1``:
+    none). ``False`` when the builder stopped (``meta[STATUS]``); calling again goes on.
+    """
+    store[9][STATUS] = OK
+    for k in range(info.shape[0]):
+        info[k] = 0
+    cap = step_next.shape[0]
+    chain[0] = state
+    m = 0
+    loop = False
+    has_o = False
+    o0 = np.uint64(0)
+    o1 = np.uint64(0)
+    cur = state
+    for _ in range(max_steps):
+        if cur >= cap:
+            info[_NEED_MEMO] = 1
+            return True
+        nxt = step_next[cur]
+        if nxt == _UNSEEN:
+            if eager:
+                t = _utf8_rows_inner(rows, cur, seq_off, seq_lo, seq_hi)
+            else:
+                t = utf8_kernel(store, cur, seq_off, seq_lo, seq_hi, max_states)
+                if t == -2:
+                    return False
+            w0 = np.uint64(0)
+            w1 = np.uint64(0)
+            nxt = -1
+            if t >= 0:
+                if not _ready(cur, store, rows, done, max_states):
+                    return False
+                count = 0
+                for b in range(128):
+                    if rows[cur, b] == t:
+                        count += 1
+                        if b < 64:
+                            w0 |= np.uint64(1) << np.uint64(b)
+                        else:
+                            w1 |= np.uint64(1) << np.uint64(b - 64)
+                if count >= min_bytes:
+                    nxt = t
+            step_o[2 * cur] = w0
+            step_o[2 * cur + 1] = w1
+            step_next[cur] = nxt
+        if nxt < 0:
+            break
+        w0 = step_o[2 * cur]
+        w1 = step_o[2 * cur + 1]
+        if has_o and (w0 != o0 or w1 != o1):
+            break
+        o0 = w0
+        o1 = w1
+        has_o = True
+        if nxt == cur:
+            loop = True
+            break
+        cur = nxt
+        m += 1
+        chain[m] = cur
+    dead = False
+    if has_o and not loop:
+        if not _ready(cur, store, rows, done, max_states):
+            return False
+        dead = True
+        for b in range(256):
+            inside = True
+            if b < 64:
+                inside = ((o0 >> np.uint64(b)) & np.uint64(1)) != 0
+            elif b < 128:
+                inside = ((o1 >> np.uint64(b - 64)) & np.uint64(1)) != 0
+            if inside and rows[cur, b] >= 0:
+                dead = False
+                break
+    o_out[0] = o0
+    o_out[1] = o1
+    info[_M] = m
+    info[_LOOP] = 1 if loop else 0
+    info[_DEAD] = 1 if dead else 0
+    info[_HAS_O] = 1 if has_o else 0
+    return True
+
+
+def _tails(
+    store: Store,
+    rows: I32,
+    done: U8,
+    flat: U8,
+    begin: I64,
+    end: I64,
+    ids: I32,
+    pre: I32,
+    same: U8,
+    partial: U8,
+    group_byte: I32,
+    group_lo: I64,
+    group_pre: I32,
+    chain: I32,
+    m: int,
+    loop: bool,
+    mask: U32,
+    resume: I64,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """Walk the boundary tokens from the chain ``chain[0..m]`` (see :meth:`ChainMemo.walk_tails`).
+
+    Item ``q`` is ``flat[begin[q]:end[q]]`` from ``chain[pre[q]]`` (``chain[m]`` on a loop;
+    skipped when ``pre[q] > m`` otherwise). A group whose first byte dies from every chain
+    state its items start from is skipped whole (control bytes in a JSON string); a partial
+    character lives from every state that steps on. ``same[q]``: item ``q`` has item
+    ``q - 1``'s bytes, so when both reach the same state after their first byte the rest is
+    not walked again. Starts at group ``resume[0]``, item ``resume[1]`` (at least), and leaves
+    there where it stopped.
+    """
+    store[9][STATUS] = OK
+    for g in range(resume[0], group_byte.shape[0]):
+        resume[0] = g
+        lo_p = group_pre[2 * g]
+        if lo_p > m and not loop:
+            continue
+        b = group_byte[g]
+        live_somewhere = False
+        for p in range(min(lo_p, m), min(group_pre[2 * g + 1], m) + 1):
+            s = chain[p]
+            if not _ready(s, store, rows, done, max_states):
+                return False
+            if rows[s, b] >= 0:
+                live_somewhere = True
+                break
+        if not live_somewhere:
+            continue
+        prev_s1 = -3  # the state item q - 1 reached after its first byte (-3: none)
+        prev_live = False
+        for q in range(max(group_lo[g], resume[1]), group_lo[g + 1]):
+            resume[1] = q
+            p = pre[q]
+            if p > m:
+                if not loop:
+                    prev_s1 = -3
+                    continue
+                p = m
+            live = False
+            if partial[q] and (p < m or loop):
+                s1 = -3
+                live = True
+            else:
+                s = chain[p]
+                if not _ready(s, store, rows, done, max_states):
+                    return False
+                i = begin[q]
+                s1 = rows[s, flat[i]]
+                if s1 >= 0:
+                    if same[q] and s1 == prev_s1:
+                        live = prev_live
+                    else:
+                        at = walk_bytes(store, rows, done, flat, i + 1, end[q], s1, max_states)
+                        if at < 0:
+                            return False
+                        live = at == end[q]
+            prev_s1 = s1
+            prev_live = live
+            if live:
+                t = ids[q]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    resume[0] = group_byte.shape[0]
+    return True
+
+
+_A, _int, _bool = numba.types.Array, numba.int64, numba.boolean
+_u8, _i32, _i64, _u32, _u64 = (
+    _A(t, 1, "C") for t in (numba.uint8, numba.int32, numba.int64, numba.uint32, numba.uint64)
+)
+_rows = _A(numba.int32, 2, "C")
+chain_kernel = numba.njit(
+    (
+        *(_STORE, _rows, _u8, _int, _int, _bool, _i32, _i32, _i32, _int, _i32, _u64, _i32),
+        *(_u64, _i64, _int),
+    ),
+    **_OPTIONS,
+)(_chain)
+tails_kernel = numba.njit(
+    (
+        *(_STORE, _rows, _u8, _u8, _i64, _i64, _i32, _i32, _u8, _u8, _i32, _i64, _i32, _i32),
+        *(_int, _bool, _u32, _i64, _int),
+    ),
+    **_OPTIONS,
+)(_tails)
+
+
+def _no_store() -> Store:
+    """A builder store for eager tables: never read (every row is built)."""
+    i32, i64 = np.zeros(1, dtype=np.int32), np.zeros(16, dtype=np.int64)
+    return (i32, i64, i64, i32, i64, i32, i64, np.zeros(1, np.uint8), i32, i64, i32)
+
+
+_NO_STORE = _no_store()
+
+
+class ChainMemo:
+    """Per DFA: each state's chain step, memoised (grown as needed), and the compiled walks.
+
+    Args:
+        sequences: The non-ASCII UTF-8 characters as byte-range sequences (see
+            :func:`outlines_like.fsm.index._utf8_target`).
+        max_steps: How far a chain is followed.
+        min_bytes: The fewest ASCII bytes ``O`` may have.
+    """
+
+    def __init__(
+        self, sequences: list[list[tuple[int, int]]], max_steps: int, min_bytes: int
+    ) -> None:
+        off = np.cumsum([0, *(len(seq) for seq in sequences)])
+        flat = [r for seq in sequences for r in seq]
+        self.seq = (
+            off.astype(np.int32),
+            np.array([lo for lo, _ in flat], dtype=np.int32),
+            np.array([hi for _, hi in flat], dtype=np.int32),
+        )
+        self.max_steps = max_steps
+        self.min_bytes = min_bytes
+        self.next = np.full(0, _UNSEEN, dtype=np.int32)
+        self.o = np.zeros(0, dtype=np.uint64)
+        self.chain = np.zeros(max_steps + 1, dtype=np.int32)
+        self.o_out = np.zeros(2, dtype=np.uint64)
+        self.info = np.zeros(5, dtype=np.int64)
+        self._o_keys: dict[tuple[int, int], bytes] = {}  # O's words -> O as bool[128] bytes
+
+    def grow(self, n: int) -> None:
+        """Room for states ``0 .. n - 1`` at least."""
+        cap = max(n, 2 * self.next.shape[0], 64)
+        nxt = np.full(cap, _UNSEEN, dtype=np.int32)
+        nxt[: self.next.shape[0]] = self.next
+        o = np.zeros(2 * cap, dtype=np.uint64)
+        o[: self.o.shape[0]] = self.o
+        self.next, self.o = nxt, o
+
+    def follow(
+        self, trans: I32, state: int, lazy: LazyByteDFA | None
+    ) -> tuple[I32, bytes | None, bool, bool] | None:
+        """The character chain from ``state``: ``(states c0 .. cm, O, loop, dead)``, compiled.
+
+        As :func:`outlines_like.fsm.index._char_chain` with ``max_steps`` steps: ``O`` as
+        ``bool[128]`` bytes (``None``: no chain), whether ``cm`` steps to itself, whether every
+        byte of ``O`` and every non-ASCII byte dies in ``cm``. ``trans`` is an eager DFA's table
+        (``lazy`` ``None``). ``None`` when a lazy DFA's builder is not the compiled one.
+        """
+        n_states = lazy.n_states if lazy is not None else trans.shape[0]
+        if self.next.shape[0] < n_states:
+            self.grow(n_states)
+        while True:
+            args = (
+                state,
+                self.max_steps,
+                lazy is None,
+                *self.seq,
+                self.min_bytes,
+                self.next,
+                self.o,
+                self.chain,
+                self.o_out,
+                self.info,
+            )
+            if lazy is None:
+                rows = np.ascontiguousarray(trans, dtype=np.int32)
+                done = np.ones(rows.shape[0], dtype=np.uint8)
+                chain_kernel(_NO_STORE, rows, done, *args, 0)
+            elif not lazy.walk_compiled(chain_kernel, args):
+                return None
+            if not self.info[_NEED_MEMO]:
+                break
+            self.grow(lazy.n_states if lazy is not None else n_states)
+        info = self.info
+        if not info[_HAS_O]:
+            return self.chain[:1].copy(), None, False, False
+        words = (int(self.o_out[0]), int(self.o_out[1]))
+        o_key = self._o_keys.get(words)
+        if o_key is None:
+            bits = np.unpackbits(self.o_out.view(np.uint8), bitorder="little").astype(np.bool_)
+            o_key = self._o_keys[words] = bits.tobytes()
+        m = int(info[_M])
+        return self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
+
+    def walk_tails(
+        self,
+        tails: ChainTails,
+        chain: I32,
+        loop: bool,
+        trans: I32,
+        lazy: LazyByteDFA | None,
+        mask: U32,
+    ) -> bool:
+        """Set in ``mask`` the boundary tokens that live from the chain ``chain`` (compiled).
+
+        Each from the chain state its fitting prefix reaches (see :class:`ChainTails`); those
+        whose prefix is longer than the chain are skipped unless it loops. ``False`` (nothing
+        done) when a lazy DFA's builder is not the compiled one.
+        """
+        m = int(chain.shape[0]) - 1
+        resume = np.zeros(2, dtype=np.int64)
+        args = (
+            tails.flat,
+            tails.begin,
+            tails.end,
+            tails.ids,
+            tails.pre,
+            tails.same,
+            tails.partial,
+            tails.group_byte,
+            tails.group_lo,
+            tails.group_pre,
+            chain,
+            m,
+            loop,
+            mask,
+            resume,
+        )
+        if lazy is not None:
+            return lazy.walk_compiled(tails_kernel, args)
+        rows = np.ascontiguousarray(trans, dtype=np.int32)
+        tails_kernel(_NO_STORE, rows, np.ones(rows.shape[0], dtype=np.uint8), *args, 0)
+        return True

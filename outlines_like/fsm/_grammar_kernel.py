@@ -15,6 +15,7 @@ GLR grammars keep the DFA walk.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,19 @@ U32 = npt.NDArray[np.uint32]
 Pending = tuple[int, int, Hashable, int]
 
 _SCRATCH = 4096  # room for the states an item pushes (grown on overflow)
+
+
+_CHILDREN: weakref.WeakKeyDictionary[TokenTrie, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _children(trie: TokenTrie, k: Any) -> tuple[Any, ...]:
+    """The trie as the kernel walks it: each node's children side by side (once per trie)."""
+    found = _CHILDREN.get(trie)
+    if found is None:
+        first, node = k.trie_children(trie.depth)
+        tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
+        found = _CHILDREN[trie] = (trie.byte[node], first, node, tok)
+    return found
 
 
 def _load() -> Any:
@@ -267,8 +281,7 @@ class LALRKernel:
         """
         k = self._k
         if self._trie_arrays is None:
-            tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
-            self._trie_arrays = (trie.byte, trie.depth, trie.skip, tok)
+            self._trie_arrays = _children(trie, k)
         states = np.asarray(stack, dtype=np.int32)
         cfg_first = np.array([0, len(states)], dtype=np.int64)
         none64 = np.zeros(0, dtype=np.int64)
@@ -277,7 +290,7 @@ class LALRKernel:
         limit = np.array([budget], dtype=np.int64)
         status = np.zeros(1, dtype=np.uint8)
         out_lex = np.zeros(1, dtype=np.int32)
-        saved = np.empty(6 * (trie.stack_size + 1), dtype=np.int32)
+        saved = np.empty(k.SAVED * (trie.stack_size + 2), dtype=np.int32)
         self._context(int(states[-1]))
         while True:
             self._sync()

@@ -15,6 +15,7 @@ GLR grammars keep the DFA walk.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from outlines_like.fsm._grammar_parser import LALRParser
     from outlines_like.fsm._grammar_walk import ByteTable
 
-__all__ = ["LALRKernel", "Pending"]
+__all__ = ["LALRKernel", "Pending", "RestTrie", "rest_trie"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -41,6 +42,7 @@ U32 = npt.NDArray[np.uint32]
 Pending = tuple[int, int, Hashable, int]
 
 _SCRATCH = 4096  # room for the states an item pushes (grown on overflow)
+_UNBOUNDED = 1 << 62  # a trie walk's budget of nodes when it has none
 
 
 _CHILDREN: weakref.WeakKeyDictionary[TokenTrie, tuple[Any, ...]] = weakref.WeakKeyDictionary()
@@ -54,6 +56,50 @@ def _children(trie: TokenTrie, k: Any) -> tuple[Any, ...]:
         tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
         found = _CHILDREN[trie] = (trie.byte[node], first, node, tok)
     return found
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RestTrie:
+    """Tokens that ran past a lexeme's end, their rests (from the byte that ended it) as a trie.
+
+    Every item stopped in the same lexer state, so what follows depends on the rest's bytes
+    and the parser configuration only: the kernel walks each distinct rest once, as a trie
+    (the lexeme's end fed once for all), and the items take their rest's outcome.
+
+    Attributes:
+        ids: The items' tokens.
+        rest_of: Per item, the index of its rest (the trie's "token").
+        arrays: The trie as the kernel walks it (see :func:`_children`).
+        stack_size: The longest rest plus one.
+        words: Words of a mask over the rests (a spare one included).
+    """
+
+    ids: I32
+    rest_of: I32
+    arrays: tuple[Any, ...]
+    stack_size: int
+    words: int
+
+
+def rest_trie(tokens: Sequence[bytes], ids: I32, offsets: I32) -> RestTrie:
+    """The :class:`RestTrie` of the items ``(ids[q], offsets[q])`` (rests non-empty)."""
+    from outlines_like.fsm._accel_kernels import build_trie
+
+    k = _load()
+    rests = [tokens[t][o:] for t, o in zip(ids.tolist(), offsets.tolist(), strict=True)]
+    distinct = sorted(set(rests))
+    index = {rest: i for i, rest in enumerate(distinct)}
+    rest_of = np.fromiter((index[r] for r in rests), dtype=np.int32, count=len(rests))
+    flat = np.frombuffer(b"".join(distinct) + b"\0", dtype=np.uint8)[:-1].copy()
+    bounds = np.zeros(len(distinct) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in distinct], out=bounds[1:])
+    byte, depth, _, node_of, n_nodes = build_trie(flat, bounds, flat.shape[0] + 1)
+    first, node = k.trie_children(np.ascontiguousarray(depth[:n_nodes]))
+    tok = np.full(n_nodes, -1, dtype=np.int32)
+    tok[node_of] = np.arange(len(distinct), dtype=np.int32)
+    arrays = (np.ascontiguousarray(byte[node]), first, node, tok)
+    size = int(depth[:n_nodes].max()) + 1
+    return RestTrie(ids.astype(np.int32), rest_of, arrays, size, len(distinct) // 32 + 2)
 
 
 def _load() -> Any:
@@ -279,9 +325,34 @@ class LALRKernel:
         parser inside; returns the mask's words (a spare one last), EOS not included, or None
         when the walk would visit more than ``budget`` nodes (it stops there).
         """
-        k = self._k
         if self._trie_arrays is None:
-            self._trie_arrays = _children(trie, k)
+            self._trie_arrays = _children(trie, self._k)
+        mask = self._walk_trie(
+            self._trie_arrays, trie.stack_size, trie.words + 1, stack, lex, budget
+        )
+        if mask is not None:
+            add_duplicates(trie, mask, None)
+        return mask
+
+    def rests(self, rests: RestTrie, stack: tuple[int, ...], lex: int) -> npt.NDArray[np.bool_]:
+        """Per item of ``rests``: is its token allowed, its rest walked from ``(stack, lex)``."""
+        mask = self._walk_trie(rests.arrays, rests.stack_size, rests.words, stack, lex, _UNBOUNDED)
+        assert mask is not None
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little").view(np.bool_)
+        allowed: npt.NDArray[np.bool_] = bits[rests.rest_of]
+        return allowed
+
+    def _walk_trie(
+        self,
+        arrays: tuple[Any, ...],
+        stack_size: int,
+        words: int,
+        stack: tuple[int, ...],
+        lex: int,
+        budget: int,
+    ) -> U32 | None:
+        """The kernel's trie walk (``arrays``: see :func:`_children`) from ``(stack, lex)``."""
+        k = self._k
         states = np.asarray(stack, dtype=np.int32)
         cfg_first = np.array([0, len(states)], dtype=np.int64)
         none64 = np.zeros(0, dtype=np.int64)
@@ -290,7 +361,7 @@ class LALRKernel:
         limit = np.array([budget], dtype=np.int64)
         status = np.zeros(1, dtype=np.uint8)
         out_lex = np.zeros(1, dtype=np.int32)
-        saved = np.empty(k.SAVED * (trie.stack_size + 2), dtype=np.int32)
+        saved = np.empty(k.SAVED * (stack_size + 2), dtype=np.int32)
         self._context(int(states[-1]))
         while True:
             self._sync()
@@ -298,24 +369,22 @@ class LALRKernel:
             tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
             undo = np.empty(2 * self._scratch, dtype=np.int32)
             memo = np.full(len(self.term_of), -1, dtype=np.int8)
-            mask = trie.new_mask()
+            mask = np.zeros(words, dtype=np.uint32)
             k.grammar_walk(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
                 self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
                 self.reach_term, cfg_first, states, self._no_trie[0],
                 limit, none64, none32, lexes, tmp, tmp2, status, none64, out_lex, none32,
-                none64, none32, *self._trie_arrays, mask, undo, saved, memo,
+                none64, none32, *arrays, mask, undo, saved, memo,
             )  # fmt: skip
             if status[0] == k.OK:
-                break
+                return mask
             if status[0] == k.OVER_BUDGET:
                 return None
             if status[0] == k.STUCK:
                 self._context(int(out_lex[0]))
             else:
                 self._scratch = 2 * self._scratch + 64
-        add_duplicates(trie, mask, None)
-        return mask
 
     def _context(self, state: int) -> None:
         if self.ctx_of_state[state] < 0:

@@ -331,10 +331,13 @@ class LexemeWalk:
             of those tokens.
         stops: Per accepting state where tokens stop (a byte with no transition): that state,
             the tokens and the offset of that byte, longest rest first.
+        rests: What the grammar masker derives from ``stops`` once per vocabulary (the rests
+            of those tokens as a trie, by state: ``CompiledGrammar._lexeme_row``).
     """
 
     end_rows: list[tuple[int, npt.NDArray[np.uint8]]]
     stops: list[tuple[int, npt.NDArray[np.int32], npt.NDArray[np.int32]]]
+    rests: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
 def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:

@@ -78,7 +78,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_kernel import LALRKernel, Pending
+from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -282,17 +282,25 @@ class _Lexed:
             their next byte, longest rest first (the matcher-state walk then slices instead
             of filtering).
         children: The walks of the groups on, by ``(class, next context)``.
+        stops: The tokens of ``groups`` again, all classes together, with the lexer state each
+            stopped in: ``(ids, offsets, states)`` (what the compiled walk takes on from a
+            whole stack, :meth:`CompiledGrammar._lexeme_row`); None for a restricted walk.
     """
 
-    __slots__ = ("children", "end_rows", "groups")
+    __slots__ = ("children", "end_rows", "groups", "rests", "shared_from", "stops")
 
     def __init__(
         self,
         end_rows: list[tuple[int, npt.NDArray[np.uint8]]],
         groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]],
+        stops: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]
+        | None = None,
     ) -> None:
         self.end_rows = end_rows
         self.groups = groups
+        self.stops = stops
+        self.rests: list[tuple[int, RestTrie]] | None = None  # (stops by state: _lexeme_row)
+        self.shared_from: tuple[LexemeWalk, list[int]] | None = None  # (the vocabulary's walk)
         self.children: dict[tuple[int, int], _Lexed] = {}
 
     @classmethod
@@ -311,8 +319,17 @@ class _Lexed:
         res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting, trie=trie)
         end_rows = rows_by_state(ids[res.end_items], res.end_states, table.size)
         classes = context.winner[res.stop_states]
-        stops = groups_by_key(classes, ids[res.stop_items], res.stop_offsets, table.lengths)
-        return cls(end_rows, {klass: (k_ids, k_offsets) for klass, k_ids, k_offsets in stops})
+        stop_ids = ids[res.stop_items]
+        stops = groups_by_key(classes, stop_ids, res.stop_offsets, table.lengths)
+        return cls(
+            end_rows,
+            {klass: (k_ids, k_offsets) for klass, k_ids, k_offsets in stops},
+            (
+                stop_ids.astype(np.int32),
+                res.stop_offsets.astype(np.int32),
+                res.stop_states.astype(np.int32),
+            ),
+        )
 
     @classmethod
     def shared(
@@ -323,6 +340,14 @@ class _Lexed:
         by_class: dict[int, list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]] = {}
         for state, ids, offsets in shared.stops:
             by_class.setdefault(int(context.winner[order[state]]), []).append((ids, offsets))
+        stops = (
+            np.concatenate([np.zeros(0, dtype=np.int32), *(p[1] for p in shared.stops)]),
+            np.concatenate([np.zeros(0, dtype=np.int32), *(p[2] for p in shared.stops)]),
+            np.repeat(
+                np.asarray([order[p[0]] for p in shared.stops], dtype=np.int32),
+                [len(p[1]) for p in shared.stops],
+            ),
+        )
         groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
         for klass, parts in by_class.items():
             if len(parts) == 1:  # (sorted already, longest rest first)
@@ -332,7 +357,9 @@ class _Lexed:
             offsets = np.concatenate([p[1] for p in parts])
             order_ = rest_order(offsets - table.lengths[ids])
             groups[klass] = (ids[order_], offsets[order_])
-        return cls(end_rows, groups)
+        lexed = cls(end_rows, groups, stops)
+        lexed.shared_from = (shared, order)
+        return lexed
 
     def restricted(self, ids: npt.NDArray[np.int32], size: int) -> _Lexed:
         """This walk, for the tokens ``ids`` only (a walk from byte 0 of a subset of tokens)."""
@@ -356,6 +383,12 @@ def _distinct_targets(row: npt.NDArray[Any]) -> tuple[list[int], npt.NDArray[np.
         values = values[1:]
         index = np.where(index == 0, -1, index - 1)
     return [int(v) for v in values], index
+
+
+def _set_bits(words: npt.NDArray[np.uint32], ids: npt.NDArray[np.integer[Any]]) -> None:
+    """Set the bits of token ``ids`` in a packed row of uint32 ``words``."""
+    ids = ids.astype(np.int64)
+    np.bitwise_or.at(words, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
 
 
 class _MatcherDFA:
@@ -1259,12 +1292,13 @@ class CompiledGrammar(Compiled):
             words = kernel.row(self._trie, cast("tuple[int, ...]", stack), lex, _TRIE_BUDGET)
             if words is not None:
                 if self._eos_ok(stack, lex):
-                    eos = self._eos
-                    np.bitwise_or.at(words, eos >> 5, np.uint32(1) << (eos & 31).astype(np.uint32))
+                    _set_bits(words, self._eos)
                 row: Row = words[:-1].view(np.int32)
                 row.flags.writeable = False
                 return row
             self._trie_over.add(state_key)  # (inside a string, say): the shared walks cost less
+        if kernel is not None:
+            return self._lexeme_row(kernel, stack, lex, state_key[0])
         parser = self._parser
         levels: list[tuple[Config, tuple[int, ...]]] = []
         for depth in self._key_depths:
@@ -1305,6 +1339,56 @@ class CompiledGrammar(Compiled):
         mask: Row = packed.view(np.int32)
         mask.flags.writeable = False
         return mask
+
+    def _lexeme_row(self, kernel: LALRKernel, stack: Config, lex: int, cid: int) -> Row:
+        """The row of a whole stack in a lexer state most bytes extend (a string's inside).
+
+        The lexical walk from ``(cid, lex)`` (shared by the vocabulary when the lexeme's part
+        of the DFA is small) splits the tokens: those that stay inside the lexeme are allowed
+        by the viability of the state they end in (one packed row per state), and only those
+        that run past its end (a closing quote and what follows: a thousand or so) walk on
+        in the compiled walk from the whole stack, their distinct rests as a trie from the
+        state they stopped in (:class:`~outlines_like.fsm._grammar_kernel.RestTrie`).
+        """
+        lexed = self._static_lexed(cid, lex)
+        viable = self._viable(stack, cid)
+        packed = np.zeros(self._finished_row.nbytes, dtype=np.uint8)
+        for state, lexical in lexed.end_rows:
+            if viable[state]:
+                np.bitwise_or(packed, lexical, out=packed)
+        if lexed.rests is None:
+            lexed.rests = self._rest_tries(lexed)
+        words = packed.view(np.uint32)
+        for state, rests in lexed.rests:
+            found = rests.ids[kernel.rests(rests, cast("tuple[int, ...]", stack), state)]
+            _set_bits(words, found)
+        if self._eos_ok(stack, lex):
+            _set_bits(words, self._eos)
+        row: Row = packed.view(np.int32)
+        row.flags.writeable = False
+        return row
+
+    def _rest_tries(self, lexed: _Lexed) -> list[tuple[int, RestTrie]]:
+        """The tokens that ran past the lexeme's end in ``lexed``, as a trie per lexer state.
+
+        Built once per vocabulary when the walk is the vocabulary's (:func:`lexeme_walk`).
+        """
+        tokens = self._vocab.tokens
+        if lexed.shared_from is not None:
+            shared, order = lexed.shared_from
+            out = []
+            for state, ids, offsets in shared.stops:
+                found = shared.rests.get(state)
+                if found is None:
+                    found = shared.rests[state] = rest_trie(tokens, ids, offsets)
+                out.append((order[state], found))
+            return out
+        assert lexed.stops is not None
+        ids, offsets, states = lexed.stops
+        return [
+            (state, rest_trie(tokens, ids[states == state], offsets[states == state]))
+            for state in np.unique(states).tolist()
+        ]
 
     def _static_lexed(self, cid: int, lex: int) -> _Lexed:
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""

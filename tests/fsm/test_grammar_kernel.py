@@ -217,3 +217,35 @@ def test_trie_walk_over_budget_falls_back(monkeypatch: pytest.MonkeyPatch) -> No
     m = matchers[0]
     assert m.allowed_token_ids().tolist() == matchers[1].allowed_token_ids().tolist()
     assert (grammar._context_id(m._stack), m._lex) in grammar._trie_over  # inside a string
+
+
+@pytest.mark.parametrize("name", LALR)
+def test_lexeme_rows_equal_the_pure_rows(name: str) -> None:
+    """A row from the lexical walk and the rests past the lexeme's end (walked as a trie in the
+    kernel, from the whole stack: what a string's inside takes) is the pure path's row, over
+    random configurations, from every lexer state of their context (not only wide ones)."""
+    _accel.set_enabled(False)
+    pure = CompiledGrammar(GRAMMARS[name][0], VOCAB)
+    _accel.set_enabled(True)
+    fast = CompiledGrammar(GRAMMARS[name][0], VOCAB)
+    kernel = fast._lalr_kernel()
+    assert kernel is not None
+    walks = _walks(fast, f"{name}-lexeme-rows", walks=12)
+    checked = rests = 0
+    for (config, lex), (same, same_lex) in list(
+        zip(_configs(fast, walks), _configs(pure, walks), strict=True)
+    )[:120]:
+        cid = fast._context_id(config)
+        context = fast._contexts[cid]
+        other = pure._contexts[pure._context_id(same)]
+        lexes = [(lex, same_lex)]
+        if np.array_equal(context.transitions, other.transitions):  # the same numbering
+            lexes += [(q, q) for q in range(1, context.n_states)]
+        for q, same_q in lexes:
+            row = fast._lexeme_row(kernel, config, q, cid)
+            np.testing.assert_array_equal(row, pure._compute_row(same, same_q))
+            lexed = fast._static[(cid, q)]
+            rests += sum(len(trie.ids) for _, trie in lexed.rests or [])
+            checked += 1
+    assert checked > 120
+    assert rests  # tokens ran past lexemes' ends and took the rests' trie walk

@@ -181,14 +181,24 @@ class LALRKernel:
             *[np.zeros(0, dtype=np.int32)] * 2,
             np.zeros(0, dtype=np.int8),
         )
+        self._none64 = np.zeros(0, dtype=np.int64)
         self._trie_arrays: tuple[Any, ...] | None = None
+        self._scratches: dict[str, npt.NDArray[Any]] = {}  # the trie walk's, kept between rows
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
         state = dict(self.__dict__)
         state["_trie_arrays"] = None
+        state["_scratches"] = {}
         state.update(_no_contexts())
         return state
+
+    def _scratch_array(self, name: str, size: int, dtype: type[np.generic]) -> npt.NDArray[Any]:
+        """A buffer of at least ``size`` items, kept for the next walk (contents undefined)."""
+        found = self._scratches.get(name)
+        if found is None or len(found) < size:
+            found = self._scratches[name] = np.empty(max(size, 64), dtype=dtype)
+        return found
 
     def _sync(self) -> None:
         """Append the contexts built since the last call to the flat arrays."""
@@ -355,20 +365,21 @@ class LALRKernel:
         k = self._k
         states = np.asarray(stack, dtype=np.int32)
         cfg_first = np.array([0, len(states)], dtype=np.int64)
-        none64 = np.zeros(0, dtype=np.int64)
-        none32 = np.zeros(0, dtype=np.int32)
+        none64, none32 = self._none64, self._no_trie[1]
         lexes = np.array([lex], dtype=np.int32)
         limit = np.array([budget], dtype=np.int64)
         status = np.zeros(1, dtype=np.uint8)
         out_lex = np.zeros(1, dtype=np.int32)
-        saved = np.empty(k.SAVED * (stack_size + 2), dtype=np.int32)
+        saved = self._scratch_array("saved", k.SAVED * (stack_size + 2), np.int32)
         self._context(int(states[-1]))
         while True:
             self._sync()
             cap = len(states) + self._scratch
-            tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
-            undo = np.empty(2 * self._scratch, dtype=np.int32)
-            memo = np.full(len(self.term_of), -1, dtype=np.int8)
+            tmp = self._scratch_array("tmp", cap, np.int32)
+            tmp2 = self._scratch_array("tmp2", cap, np.int32)
+            undo = self._scratch_array("undo", 2 * self._scratch, np.int32)
+            memo = self._scratch_array("memo", len(self.term_of), np.int8)
+            memo[:] = -1
             mask = np.zeros(words, dtype=np.uint32)
             k.grammar_walk(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,

@@ -315,6 +315,45 @@ def _cat(parts: list[IntArray]) -> IntArray:
 _LEXEME_KEY = "fsm.grammar.lexeme_walks"
 _MAX_SUB_STATES = 48  # sub-DFAs this small are shared by key (inside a string, a number ...)
 _MAX_LEXEME_WALKS = 256  # per vocabulary; each holds a few packed rows and the stopped tokens
+_MIN_BODY_BYTES = 64  # a start state that loops on this many ASCII bytes: a string's body
+# the UTF-8 characters of 2 to 4 bytes: lead bytes, then each continuation byte (ranges)
+_UTF8 = (
+    ((0xC2, 0xDF), ((0x80, 0xBF),)),
+    ((0xE0, 0xE0), ((0xA0, 0xBF), (0x80, 0xBF))),
+    ((0xE1, 0xEC), ((0x80, 0xBF), (0x80, 0xBF))),
+    ((0xED, 0xED), ((0x80, 0x9F), (0x80, 0xBF))),
+    ((0xEE, 0xEF), ((0x80, 0xBF), (0x80, 0xBF))),
+    ((0xF0, 0xF0), ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    ((0xF1, 0xF3), ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
+    ((0xF4, 0xF4), ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
+)
+
+#: A string body's token sets: given the ASCII bytes that loop on it (``bool[128]`` as bytes),
+#: the packed row of the tokens of whole characters whose ASCII bytes all loop, and the ids
+#: of the other text tokens (the vocabulary's :class:`~outlines_like.fsm._lexemes.CharSets`).
+BodySets = Callable[[bytes], tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]]
+
+
+def _body_key(canon: npt.NDArray[np.int32]) -> bytes | None:
+    """The ASCII bytes that loop on state 0 (as ``bool[128]`` bytes) when it is a string's body.
+
+    That is: many ASCII bytes loop on it, and every UTF-8 character of 2 to 4 bytes walks
+    from it back to it. A token of whole characters whose ASCII bytes loop then ends in state
+    0, unwalked. None otherwise.
+    """
+    loops = canon[0, :128] == 0
+    if int(np.count_nonzero(loops)) < _MIN_BODY_BYTES:
+        return None
+    for (lead_lo, lead_hi), rest in _UTF8:
+        states = np.unique(canon[0, lead_lo : lead_hi + 1])
+        for lo, hi in rest:
+            if states[0] < 0:
+                return None
+            states = np.unique(canon[states][:, lo : hi + 1])
+        if states.tolist() != [0]:
+            return None
+    key: bytes = loops.tobytes()
+    return key
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -356,6 +395,31 @@ def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:
     return order
 
 
+def _body_sets(
+    table: ByteTable, body: BodySets, key: bytes
+) -> tuple[npt.NDArray[np.uint8] | None, IntArray | None]:
+    """``body(key)``, with the tokens that do not fit longest first.
+
+    Checked to split the text tokens of ``table`` in two; else ``(None, None)``: the caller
+    walks them all.
+    """
+    fit, given = body(key)
+    unfit: IntArray = np.asarray(given, dtype=np.int64)
+    text = np.zeros(table.size, dtype=np.bool_)
+    text[table.text_ids] = True
+    fits = np.unpackbits(fit, bitorder="little")[: table.size].view(np.bool_)
+    n_fit = int(np.count_nonzero(fits))
+    if (
+        len(fit) * 8 < table.size
+        or n_fit + len(unfit) != len(table.text_ids)
+        or (fits & ~text).any()
+        or not text[unfit].all()
+        or fits[unfit].any()
+    ):
+        return None, None
+    return fit, unfit[np.argsort(-table.lengths[unfit], kind="stable")]  # longest first
+
+
 def lexeme_walk(
     vocab: Vocabulary,
     table: ByteTable,
@@ -363,11 +427,14 @@ def lexeme_walk(
     accepting: npt.NDArray[np.bool_],
     order: list[int],
     trie: _accel.TokenTrie | None = None,
+    body: BodySets | None = None,
 ) -> LexemeWalk:
     """The walk of every text token from ``order[0]`` through the sub-DFA on ``order``.
 
     Cached on the vocabulary by the sub-DFA's canonical form (see :class:`LexemeWalk`); the
-    states it reports are positions in ``order``.
+    states it reports are positions in ``order``. A string's body (:func:`_body_key`) with
+    ``body`` given walks only the tokens that do not fit it (a few thousand): the others
+    are the vocabulary's set, built once (``prepare_vocabulary`` builds JSON's).
     """
     remap = np.full(transitions.shape[0], -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
@@ -386,7 +453,16 @@ def lexeme_walk(
     stop_ids: AnyInts
     stop_offsets: AnyInts
     stop_states: AnyInts
-    if trie is not None:  # token ids straight from the trie, no round trip through positions
+    body_key = _body_key(canon) if body is not None else None
+    fit, unfit = (
+        (None, None) if body is None or body_key is None else _body_sets(table, body, body_key)
+    )
+    if fit is not None and unfit is not None:
+        res = walk(table, flat, 0, unfit, accepting=canon_accepting, trie=trie)
+        end_ids, end_states = unfit[res.end_items], res.end_states
+        stop_ids, stop_offsets = unfit[res.stop_items], res.stop_offsets
+        stop_states = res.stop_states
+    elif trie is not None:  # token ids straight from the trie, no round trip through positions
         end_ids, end_states, stop_ids, stop_offsets, stop_states = _accel.walk_lexer(
             trie, flat, canon_accepting, 0
         )
@@ -395,6 +471,10 @@ def lexeme_walk(
         end_ids, end_states = ids[res.end_items], res.end_states
         stop_ids, stop_offsets, stop_states = ids[res.stop_items], res.stop_offsets, res.stop_states
     end_rows = rows_by_state(end_ids, end_states, table.size)
+    if fit is not None:  # the fitting tokens end where they started
+        rows = dict(end_rows)
+        rows[0] = fit | rows[0] if 0 in rows else fit.copy()
+        end_rows = sorted(rows.items())
     stops = groups_by_key(stop_states, stop_ids, stop_offsets, table.lengths)
     found = LexemeWalk(end_rows, stops)
     if len(cache) >= _MAX_LEXEME_WALKS:

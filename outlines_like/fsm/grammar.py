@@ -111,7 +111,7 @@ from outlines_like.fsm._grammar_walk import (
 from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
-from outlines_like.fsm.index import token_trie
+from outlines_like.fsm.index import token_table, token_trie
 from outlines_like.types import CFG
 from outlines_like.types.grammars import ebnf_to_lexeme_lark
 
@@ -1395,6 +1395,12 @@ class CompiledGrammar(Compiled):
         row.flags.writeable = False
         return row
 
+    def _body_sets(self, key: bytes) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]:
+        """A string body's token sets (:data:`~outlines_like.fsm._grammar_walk.BodySets`)."""
+        tokens = token_table(self._vocab)
+        sets = tokens.lexemes.chars(key)
+        return sets.mask_upto(sets.max_chars).view(np.uint8), tokens.ids[sets.unfit_pos]
+
     def _rest_tries(self, lexed: _Lexed) -> list[tuple[int, RestTrie]]:
         """The tokens that ran past the lexeme's end in ``lexed``, as a trie per lexer state.
 
@@ -1433,6 +1439,7 @@ class CompiledGrammar(Compiled):
                     context.accepting,
                     order,
                     self._trie,
+                    self._body_sets,
                 )
                 found = _Lexed.shared(shared, order, context, self._table)
             self._static[(cid, lex)] = found

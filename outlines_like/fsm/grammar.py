@@ -903,8 +903,6 @@ class CompiledGrammar(Compiled):
     """
 
     def __init__(self, grammar: str, vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> None:
-        from lark.lexer import UnlessCallback
-
         self._vocab = vocab
         self.grammar = grammar
         self.budget = budget
@@ -947,7 +945,7 @@ class CompiledGrammar(Compiled):
         if isinstance(self._parser, LALRParser):
             _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
-        self._unless_cls = UnlessCallback
+        self._unless_pairs: dict[tuple[str, str], bool] = {}  # (Lark's retyping: _scanner)
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
         self._terminal_defs = {t.name: t for t in lark_terminals}
         self._ignore_names = frozenset(n for n in ignore if n in self._terminal_defs)
@@ -1063,15 +1061,19 @@ class CompiledGrammar(Compiled):
             cid = self._context_of[config] = self._glr_context(config)
         return cid
 
-    def _scanner(self, state: int) -> tuple[list[Any], dict[str, Any]]:
+    def _scanner(self, state: int) -> tuple[list[str], dict[str, list[str]]]:
         """Lark's contextual-lexer scanner of one LALR state: its terminals, order, retyping.
 
         As Lark's ``ContextualLexer`` builds it (the state's terminals plus ``%ignore``, sorted
-        by ``BasicLexer``), without compiling its regexes (a second for 5,000 terminals, and
-        the matcher never runs them).
-        """
-        from lark.lexer import _create_unless
+        by ``BasicLexer``; a string terminal that a regex terminal of the same priority
+        matches whole is retyped from it, and left out when its flags allow, as Lark's
+        ``_create_unless`` does), without compiling the scanner's regexes (a second for 5,000
+        terminals, and the matcher never runs them): which pairs match is kept across states.
 
+        Returns:
+            The terminal names in order, and per regex terminal the string terminals it
+            retypes (in order; only those that retype some).
+        """
         assert isinstance(self._parser, LALRParser)
         by_name = self._terminal_defs
         names = {n for n in self._parser.actions[state] if n in by_name} | self._ignore_names
@@ -1079,19 +1081,44 @@ class CompiledGrammar(Compiled):
             (by_name[n] for n in names),
             key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
         )
-        new_terminals, callbacks = _create_unless(terminals, 0, re, False)  # type: ignore[no-untyped-call]
-        return new_terminals, callbacks
+        strings = [t for t in terminals if t.pattern.type == "str"]
+        embedded: set[str] = set()
+        unless: dict[str, list[str]] = {}
+        for regex in terminals:
+            if regex.pattern.type != "re":
+                continue
+            found = [t.name for t in strings if self._retypes(regex, t)]
+            if found:
+                unless[regex.name] = found
+                embedded.update(
+                    t.name
+                    for t in strings
+                    if t.name in found and t.pattern.flags <= regex.pattern.flags
+                )
+        return [t.name for t in terminals if t.name not in embedded], unless
+
+    def _retypes(self, regex: Any, string: Any) -> bool:
+        """Whether Lark retypes terminal ``string`` from ``regex`` (``_create_unless``; kept)."""
+        key = (regex.name, string.name)
+        found = self._unless_pairs.get(key)
+        if found is None:
+            text = string.pattern.value
+            match = (
+                re.match(regex.pattern.to_regexp(), text)
+                if string.priority == regex.priority
+                else None
+            )
+            found = self._unless_pairs[key] = match is not None and match.group(0) == text
+        return found
 
     def _lark_context(self, state: int) -> int:
         """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
-        terminals, callbacks = self._scanner(state)
-        order = tuple(self._term_id[t.name] for t in terminals)
-        unless: dict[int, tuple[int, ...]] = {}
-        for name, callback in callbacks.items():
-            if isinstance(callback, self._unless_cls):
-                unless[self._term_id[name]] = tuple(
-                    self._term_id[t.name] for t in callback.scanner.terminals
-                )
+        names, retyped = self._scanner(state)
+        term_id = self._term_id
+        order = tuple(term_id[name] for name in names)
+        unless = {
+            term_id[name]: tuple(term_id[s] for s in found) for name, found in retyped.items()
+        }
         key = (order, tuple(sorted(unless.items())))
         cid = self._context_by_key.get(key)
         if cid is None:

@@ -59,7 +59,7 @@ OVER_BUDGET = 5  # (trie) the walk visited more nodes than it was allowed
 # (trie) ints kept per depth in ``saved``: the state at the node, then the feed its children
 # share (a child byte that ends the lexeme feeds the same terminal on the same stack)
 SAVED = 32
-_FED = 11  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
+_FED = 12  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
 
 
 def _grammar_walk(
@@ -119,9 +119,11 @@ def _grammar_walk(
     ``pos[0]`` nodes. Returns the nodes visited. ``saved`` holds :data:`SAVED` ints per trie
     depth (the state at the node of the path at that depth, the cursor over the children at
     that depth, and the feed of the lexeme that ends at the node's children, computed for the
-    first child whose byte ends it and reused by its siblings), ``undo`` pairs (position, old
-    state) to restore ``tmp`` on the way back up, ``memo`` (-1: unknown) the viability of each
-    lexer state while the stack is still the configuration's own.
+    first child whose byte ends it and reused by its siblings, with the next lexeme's context:
+    a sibling whose byte neither extends nor starts a lexeme is dead without a restore),
+    ``undo`` pairs (position, old state) to restore ``tmp`` on the way back up, ``memo`` (-1:
+    unknown) the viability of each lexer state while the stack is still the configuration's
+    own.
 
     The stack of a walk is ``cfg_states[b0:b0 + low] + tmp[low:h]`` (``tmp`` indexed by stack
     position: the states pushed over its configuration). A terminal is fed on a second
@@ -162,6 +164,7 @@ def _grammar_walk(
         saved[4] = 0
         saved[5] = 0
         saved[6] = -1
+        saved[11] = -1
         saved[SAVED + 9] = c_first[0]  # the root's children
         saved[SAVED + 10] = c_first[1]
         depth = 1
@@ -178,14 +181,43 @@ def _grammar_walk(
                     depth -= 1
                 if depth == 0:
                     break
+                base = (depth - 1) * SAVED
                 kc = saved[depth * SAVED + 9]
+                k_end = saved[depth * SAVED + 10]
+                # children dead by the parent's state alone, told apart without a restore: the
+                # byte neither extends the lexeme nor, once it ends (the feed its siblings
+                # share, when known), starts the next one
+                row = (saved[base + 1] + saved[base]) * 256
+                p_term = term_of[saved[base + 1] + saved[base]]
+                p_fed = saved[base + 6]
+                p_next = saved[base + 11]
+                while kc < k_end:
+                    byte = c_byte[kc]
+                    if trans[row + byte] >= 0:
+                        break
+                    if p_term >= 0:
+                        if ignore[p_term]:
+                            if trans[saved[base + 1] * 256 + byte] >= 0:
+                                break
+                        elif p_fed < 0 or (
+                            p_fed == 1 and (p_next < 0 or trans[p_next * 256 + byte] >= 0)
+                        ):
+                            break
+                    used += 1
+                    if used > budget:
+                        status[0] = OVER_BUDGET
+                        return used
+                    kc += 1
+                if kc >= k_end:
+                    saved[depth * SAVED + 9] = kc
+                    fresh = True
+                    continue
                 saved[depth * SAVED + 9] = kc + 1
                 u = c_node[kc]
                 used += 1  # (the nodes visited)
                 if used > budget:
                     status[0] = OVER_BUDGET
                     return used
-                base = (depth - 1) * SAVED
                 while n_undo > saved[base + 4]:  # back to the parent's stack
                     n_undo -= 1
                     tmp[undo[2 * n_undo]] = undo[2 * n_undo + 1]
@@ -353,6 +385,8 @@ def _grammar_walk(
                         out_lex[0 if trie else u] = top
                     else:
                         g = ctx_base[cid]
+                        if trie:  # (the next lexeme's context: the siblings' dead test)
+                            saved[(depth - 1) * SAVED + 11] = g
             else:
                 outcome = OK  # an ignored terminal: the same stack and context
             if outcome == OK:
@@ -382,6 +416,7 @@ def _grammar_walk(
                 saved[base + 4] = n_undo
                 saved[base + 5] = changed
                 saved[base + 6] = -1  # (its children's feed: not known yet)
+                saved[base + 11] = -1
                 saved[base + SAVED + 9] = c_first[u]  # then its children, one depth down
                 saved[base + SAVED + 10] = c_first[u + 1]
                 depth += 1

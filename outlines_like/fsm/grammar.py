@@ -879,9 +879,10 @@ class _Partial:
 
 # LALR with the accel extra: a row is one trie walk in the kernel while it visits fewer nodes
 # than this (~1 ms); past it (inside a string, all the tokens go on), that lexer state takes
-# the keyed rows and their shared lexical walks from then on
+# the shared lexical walk and the trie of the rests past the lexeme's end from then on
 _TRIE_BUDGET = 16_384
 _WIDE_LEXEME = 128  # ... and one that this many bytes extend takes them at once
+_MAX_RESTS = 8192  # ... unless more tokens than this run past the lexeme's end (keyed rows)
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
@@ -1337,7 +1338,9 @@ class CompiledGrammar(Compiled):
                 return row
             self._trie_over.add(state_key)  # (inside a string, say): the shared walks cost less
         if kernel is not None:
-            return self._lexeme_row(kernel, stack, lex, state_key[0])
+            found = self._lexeme_row(kernel, stack, lex, state_key[0])
+            if found is not None:
+                return found
         parser = self._parser
         levels: list[tuple[Config, tuple[int, ...]]] = []
         for depth in self._key_depths:
@@ -1379,7 +1382,7 @@ class CompiledGrammar(Compiled):
         mask.flags.writeable = False
         return mask
 
-    def _lexeme_row(self, kernel: LALRKernel, stack: Config, lex: int, cid: int) -> Row:
+    def _lexeme_row(self, kernel: LALRKernel, stack: Config, lex: int, cid: int) -> Row | None:
         """The row of a whole stack in a lexer state most bytes extend (a string's inside).
 
         The lexical walk from ``(cid, lex)`` (shared by the vocabulary when the lexeme's part
@@ -1387,9 +1390,13 @@ class CompiledGrammar(Compiled):
         by the viability of the state they end in (one packed row per state), and only those
         that run past its end (a closing quote and what follows: a thousand or so) walk on
         in the compiled walk from the whole stack, their distinct rests as a trie from the
-        state they stopped in (:class:`~outlines_like.fsm._grammar_kernel.RestTrie`).
+        state they stopped in (:class:`~outlines_like.fsm._grammar_kernel.RestTrie`). None
+        when too many tokens run past the lexeme's end (their tries would cost more than the
+        keyed rows: an identifier's start in a large context, say).
         """
         lexed = self._static_lexed(cid, lex)
+        if lexed.stops is not None and len(lexed.stops[0]) > _MAX_RESTS:
+            return None
         if lexed.rests is None:
             lexed.rests = self._rest_tries(lexed)
             lexed.union = np.bitwise_or.reduce(

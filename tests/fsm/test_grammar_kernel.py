@@ -247,3 +247,19 @@ def test_lexeme_rows_equal_the_pure_rows(name: str) -> None:
         checked += 1
     assert checked > 120
     assert rests  # tokens ran past lexemes' ends and took the rests' trie walk
+
+
+def test_many_rests_take_the_keyed_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where too many tokens run past the lexeme's end for their trie, the keyed rows serve."""
+    monkeypatch.setattr(grammar_module, "_TRIE_BUDGET", 40)  # (the test vocabulary is small)
+    monkeypatch.setattr(grammar_module, "_MAX_RESTS", 0)
+    grammar = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    _accel.set_enabled(False)
+    pure = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    matchers = [grammar.matcher(), pure.matcher()]  # (their LALR states may be numbered apart)
+    for token in [*greedy(b'{"abc": [1, "x\\n"], "d": {"e": null}}'), EOS_ID]:
+        rows = [m.allowed_token_ids().tolist() for m in matchers]
+        assert rows[0] == rows[1]
+        for m in matchers:
+            m.advance(token)
+    assert grammar._partials  # (the keyed rows ran)

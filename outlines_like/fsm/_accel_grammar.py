@@ -420,10 +420,17 @@ def _grammar_walk(
                 saved[base + SAVED + 9] = c_first[u]  # then its children, one depth down
                 saved[base + SAVED + 10] = c_first[u + 1]
                 depth += 1
-                if t_tok[u] >= 0:
-                    at_end = True  # then the children
-                else:
+                t = t_tok[u]
+                if t < 0:
                     fresh = True
+                elif (
+                    not changed and memo[g + lex] >= 0
+                ):  # the token's end, known: then the children
+                    if memo[g + lex]:
+                        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                    fresh = True
+                else:
+                    at_end = True  # then the children
             continue
         if at_end or outcome != OK:
             if outcome == PENDING:

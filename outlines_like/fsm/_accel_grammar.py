@@ -408,29 +408,28 @@ def _grammar_walk(
             elif outcome != OK:  # dead (a whole stack never needs the bottom): skip the subtree
                 fresh = True
             else:
-                base = depth * SAVED
-                saved[base] = lex
-                saved[base + 1] = g
-                saved[base + 2] = h
-                saved[base + 3] = low
-                saved[base + 4] = n_undo
-                saved[base + 5] = changed
-                saved[base + 6] = -1  # (its children's feed: not known yet)
-                saved[base + 11] = -1
-                saved[base + SAVED + 9] = c_first[u]  # then its children, one depth down
-                saved[base + SAVED + 10] = c_first[u + 1]
-                depth += 1
+                if c_first[u] < c_first[u + 1]:  # its children next, one depth down
+                    base = depth * SAVED
+                    saved[base] = lex
+                    saved[base + 1] = g
+                    saved[base + 2] = h
+                    saved[base + 3] = low
+                    saved[base + 4] = n_undo
+                    saved[base + 5] = changed
+                    saved[base + 6] = -1  # (its children's feed: not known yet)
+                    saved[base + 11] = -1
+                    saved[base + SAVED + 9] = c_first[u]
+                    saved[base + SAVED + 10] = c_first[u + 1]
+                    depth += 1
                 t = t_tok[u]
                 if t < 0:
                     fresh = True
-                elif (
-                    not changed and memo[g + lex] >= 0
-                ):  # the token's end, known: then the children
+                elif not changed and memo[g + lex] >= 0:  # the token's end, known
                     if memo[g + lex]:
                         mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
                     fresh = True
                 else:
-                    at_end = True  # then the children
+                    at_end = True  # (then its children)
             continue
         if at_end or outcome != OK:
             if outcome == PENDING:

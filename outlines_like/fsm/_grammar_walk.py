@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_body import BodySets, body_key, body_sets
 
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
@@ -315,45 +316,6 @@ def _cat(parts: list[IntArray]) -> IntArray:
 _LEXEME_KEY = "fsm.grammar.lexeme_walks"
 _MAX_SUB_STATES = 48  # sub-DFAs this small are shared by key (inside a string, a number ...)
 _MAX_LEXEME_WALKS = 256  # per vocabulary; each holds a few packed rows and the stopped tokens
-_MIN_BODY_BYTES = 64  # a start state that loops on this many ASCII bytes: a string's body
-# the UTF-8 characters of 2 to 4 bytes: lead bytes, then each continuation byte (ranges)
-_UTF8 = (
-    ((0xC2, 0xDF), ((0x80, 0xBF),)),
-    ((0xE0, 0xE0), ((0xA0, 0xBF), (0x80, 0xBF))),
-    ((0xE1, 0xEC), ((0x80, 0xBF), (0x80, 0xBF))),
-    ((0xED, 0xED), ((0x80, 0x9F), (0x80, 0xBF))),
-    ((0xEE, 0xEF), ((0x80, 0xBF), (0x80, 0xBF))),
-    ((0xF0, 0xF0), ((0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
-    ((0xF1, 0xF3), ((0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF))),
-    ((0xF4, 0xF4), ((0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF))),
-)
-
-#: A string body's token sets: given the ASCII bytes that loop on it (``bool[128]`` as bytes),
-#: the packed row of the tokens of whole characters whose ASCII bytes all loop, and the ids
-#: of the other text tokens (the vocabulary's :class:`~outlines_like.fsm._lexemes.CharSets`).
-BodySets = Callable[[bytes], tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]]
-
-
-def _body_key(canon: npt.NDArray[np.int32]) -> bytes | None:
-    """The ASCII bytes that loop on state 0 (as ``bool[128]`` bytes) when it is a string's body.
-
-    That is: many ASCII bytes loop on it, and every UTF-8 character of 2 to 4 bytes walks
-    from it back to it. A token of whole characters whose ASCII bytes loop then ends in state
-    0, unwalked. None otherwise.
-    """
-    loops = canon[0, :128] == 0
-    if int(np.count_nonzero(loops)) < _MIN_BODY_BYTES:
-        return None
-    for (lead_lo, lead_hi), rest in _UTF8:
-        states = np.unique(canon[0, lead_lo : lead_hi + 1])
-        for lo, hi in rest:
-            if states[0] < 0:
-                return None
-            states = np.unique(canon[states][:, lo : hi + 1])
-        if states.tolist() != [0]:
-            return None
-    key: bytes = loops.tobytes()
-    return key
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -395,31 +357,6 @@ def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:
     return order
 
 
-def _body_sets(
-    table: ByteTable, body: BodySets, key: bytes
-) -> tuple[npt.NDArray[np.uint8] | None, IntArray | None]:
-    """``body(key)``, with the tokens that do not fit longest first.
-
-    Checked to split the text tokens of ``table`` in two; else ``(None, None)``: the caller
-    walks them all.
-    """
-    fit, given = body(key)
-    unfit: IntArray = np.asarray(given, dtype=np.int64)
-    text = np.zeros(table.size, dtype=np.bool_)
-    text[table.text_ids] = True
-    fits = np.unpackbits(fit, bitorder="little")[: table.size].view(np.bool_)
-    n_fit = int(np.count_nonzero(fits))
-    if (
-        len(fit) * 8 < table.size
-        or n_fit + len(unfit) != len(table.text_ids)
-        or (fits & ~text).any()
-        or not text[unfit].all()
-        or fits[unfit].any()
-    ):
-        return None, None
-    return fit, unfit[np.argsort(-table.lengths[unfit], kind="stable")]  # longest first
-
-
 def lexeme_walk(
     vocab: Vocabulary,
     table: ByteTable,
@@ -432,9 +369,8 @@ def lexeme_walk(
     """The walk of every text token from ``order[0]`` through the sub-DFA on ``order``.
 
     Cached on the vocabulary by the sub-DFA's canonical form (see :class:`LexemeWalk`); the
-    states it reports are positions in ``order``. A string's body (:func:`_body_key`) with
-    ``body`` given walks only the tokens that do not fit it (a few thousand): the others
-    are the vocabulary's set, built once (``prepare_vocabulary`` builds JSON's).
+    states it reports are positions in ``order``. A string's body with ``body`` given walks
+    only the tokens that do not fit it, a few thousand (:mod:`._grammar_body`).
     """
     remap = np.full(transitions.shape[0], -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
@@ -453,9 +389,9 @@ def lexeme_walk(
     stop_ids: AnyInts
     stop_offsets: AnyInts
     stop_states: AnyInts
-    body_key = _body_key(canon) if body is not None else None
+    string_body = body_key(canon) if body is not None else None
     fit, unfit = (
-        (None, None) if body is None or body_key is None else _body_sets(table, body, body_key)
+        (None, None) if body is None or string_body is None else body_sets(table, body, string_body)
     )
     if fit is not None and unfit is not None:
         res = walk(table, flat, 0, unfit, accepting=canon_accepting, trie=trie)

@@ -1,4 +1,5 @@
-"""The grammar masker's shared lexical walks (:mod:`outlines_like.fsm._grammar_walk`).
+"""The grammar masker's shared lexical walks (:mod:`outlines_like.fsm._grammar_walk`, string
+bodies: :mod:`outlines_like.fsm._grammar_body`).
 
 A string's body walked through the vocabulary's token sets (only the tokens that do not fit
 are walked) must give the same rows and stops as the walk of every token, in every lexer
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from outlines_like.fsm import _accel
-from outlines_like.fsm import _grammar_walk as walk_module
+from outlines_like.fsm._grammar_body import body_key
 from outlines_like.fsm._grammar_walk import LexemeWalk, lexeme_walk, sub_dfa
 from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.index import token_trie
@@ -80,7 +81,7 @@ def test_string_bodies_walk_only_the_tokens_that_do_not_fit(name: str, accel: bo
             expected = lexeme_walk(plain, grammar._table, *args, trie)
             found = lexeme_walk(fast, fast_grammar._table, *args, trie, fast_grammar._body_sets)
             assert _as_sets(found) == _as_sets(expected)
-            shortcuts += walk_module._body_key(_canon(context.transitions, order)) is not None
+            shortcuts += body_key(_canon(context.transitions, order)) is not None
     if name in ("json", "lark_tutorial_json"):
         assert shortcuts  # a string's inside took the vocabulary's token sets
     if name == "picky":

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from outlines_like.fsm._grammar_parser import LALRParser
     from outlines_like.fsm._grammar_walk import ByteTable
 
-__all__ = ["LALRKernel", "Pending", "RestTrie", "rest_trie"]
+__all__ = ["LALRKernel", "Pending", "RestTrie", "rest_trie", "trie_layout"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -48,11 +48,16 @@ _UNBOUNDED = 1 << 62  # a trie walk's budget of nodes when it has none
 _CHILDREN: weakref.WeakKeyDictionary[TokenTrie, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
-def _children(trie: TokenTrie, k: Any) -> tuple[Any, ...]:
-    """The trie as the kernel walks it: each node's children side by side (once per trie)."""
+def trie_layout(trie: TokenTrie) -> tuple[Any, ...]:
+    """The trie as the kernel walks it: each node's children side by side (once per trie).
+
+    ``(byte, first, node, token)``: node ``x``'s children are ``node[first[x]:first[x + 1]]``,
+    reached by ``byte[...]``; ``token[x]`` ends at ``x`` (-1: none). A few milliseconds on a
+    large vocabulary: the grammar's compile builds it, never a mask.
+    """
     found = _CHILDREN.get(trie)
     if found is None:
-        first, node = k.trie_children(trie.depth)
+        first, node = _load().trie_children(trie.depth)
         tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
         found = _CHILDREN[trie] = (trie.byte[node], first, node, tok)
     return found
@@ -69,7 +74,7 @@ class RestTrie:
     Attributes:
         ids: The items' tokens.
         rest_of: Per item, the index of its rest (the trie's "token").
-        arrays: The trie as the kernel walks it (see :func:`_children`).
+        arrays: The trie as the kernel walks it (see :func:`trie_layout`).
         stack_size: The longest rest plus one.
         words: Words of a mask over the rests (a spare one included).
     """
@@ -336,7 +341,7 @@ class LALRKernel:
         when the walk would visit more than ``budget`` nodes (it stops there).
         """
         if self._trie_arrays is None:
-            self._trie_arrays = _children(trie, self._k)
+            self._trie_arrays = trie_layout(trie)
         mask = self._walk_trie(
             self._trie_arrays, trie.stack_size, trie.words + 1, stack, lex, budget
         )
@@ -361,7 +366,7 @@ class LALRKernel:
         lex: int,
         budget: int,
     ) -> U32 | None:
-        """The kernel's trie walk (``arrays``: see :func:`_children`) from ``(stack, lex)``."""
+        """The kernel's trie walk (``arrays``: see :func:`trie_layout`) from ``(stack, lex)``."""
         k = self._k
         states = np.asarray(stack, dtype=np.int32)
         cfg_first = np.array([0, len(states)], dtype=np.int64)

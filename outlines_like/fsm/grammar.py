@@ -80,7 +80,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie
+from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie, trie_layout
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -1005,6 +1005,8 @@ class CompiledGrammar(Compiled):
         self._trie_over: set[tuple[int, int]] = set()  # lexer states whose trie walks run long
         self._trie_rows = True  # tests set False to run the keyed rows (and the items' kernel)
         _accel.warm_up()  # (the kernels load here, never in a mask; a no-op once done)
+        if self._use_kernel and self._trie is not None:  # (the trie's layout, once per vocabulary)
+            trie_layout(self._trie)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
         self._lock = threading.RLock()

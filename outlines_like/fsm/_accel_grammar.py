@@ -35,9 +35,11 @@ __all__ = [
     "OVERFLOW",
     "OVER_BUDGET",
     "PENDING",
+    "SAVED",
     "STUCK",
     "grammar_walk",
     "pack_rows",
+    "trie_children",
 ]
 
 I32 = npt.NDArray[np.int32]
@@ -54,6 +56,10 @@ PENDING = 2  # needs the stack's bottom (truncated configurations)
 STUCK = 3  # a lexer context not built yet (its LALR state in ``out_lex``)
 OVERFLOW = 4  # a scratch buffer was too small: grow it and walk the item again
 OVER_BUDGET = 5  # (trie) the walk visited more nodes than it was allowed
+# (trie) ints kept per depth in ``saved``: the state at the node, then the feed its children
+# share (a child byte that ends the lexeme feeds the same terminal on the same stack)
+SAVED = 32
+_FED = 12  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
 
 
 def _grammar_walk(
@@ -84,16 +90,16 @@ def _grammar_walk(
     out_low: I32,
     out_first: I64,
     out_stack: I32,
-    t_byte: U8,
-    t_depth: I32,
-    t_skip: I32,
+    c_byte: U8,
+    c_first: I32,
+    c_node: I32,
     t_tok: I32,
     mask: U32,
     undo: I32,
     saved: I32,
     memo: I8,
 ) -> int:  # pragma: no cover - compiled
-    """Walk items (``t_byte`` empty) or a token trie (a whole row); see the module docstring.
+    """Walk items (``c_node`` empty) or a token trie (a whole row); see the module docstring.
 
     Items: item ``q`` is the bytes ``buf[pos[q]:end[q]]`` from lexer state ``item_lex[q]``
     and the configuration ``cfg_states[cfg_first[c]:cfg_first[c + 1]]``, ``c = item_cfg[q]``.
@@ -104,15 +110,20 @@ def _grammar_walk(
     entries). A :data:`STUCK` item reports the LALR state whose context is missing in
     ``out_lex[q]``. Returns the room used in ``out_stack``.
 
-    Trie: every token of the trie (nodes depth first: ``t_byte``, ``t_depth``, ``t_skip``,
-    ``t_tok``, -1 where no token ends) from configuration 0 (a whole stack) and lexer state
-    ``item_lex[0]``; an allowed token sets its bit in ``mask``. ``status[0]`` gets :data:`OK`,
-    or :data:`STUCK` (the LALR state in ``out_lex[0]``) or :data:`OVERFLOW`, and the caller
-    walks again once that is fixed, or :data:`OVER_BUDGET`: the walk stopped past ``pos[0]``
-    nodes. Returns the nodes visited. ``saved`` holds 6 ints per trie depth (the state at each
-    node on the path), ``undo`` pairs (position, old state) to restore ``tmp`` on the way
-    back up, ``memo`` (-1: unknown) the viability of each lexer state while the stack is
-    still the configuration's own.
+    Trie: every token of the trie (the children of node ``x`` are ``c_node[c_first[x]:c_first[x
+    + 1]]``, reached by the bytes ``c_byte[...]``: side by side, so a dead child costs a byte
+    read; ``t_tok`` per node, -1 where no token ends) from configuration 0 (a whole stack) and
+    lexer state ``item_lex[0]``; an allowed token sets its bit in ``mask``. ``status[0]`` gets
+    :data:`OK`, or :data:`STUCK` (the LALR state in ``out_lex[0]``) or :data:`OVERFLOW`, and the
+    caller walks again once that is fixed, or :data:`OVER_BUDGET`: the walk stopped past
+    ``pos[0]`` nodes. Returns the nodes visited. ``saved`` holds :data:`SAVED` ints per trie
+    depth (the state at the node of the path at that depth, the cursor over the children at
+    that depth, and the feed of the lexeme that ends at the node's children, computed for the
+    first child whose byte ends it and reused by its siblings, with the next lexeme's context:
+    a sibling whose byte neither extends nor starts a lexeme is dead without a restore),
+    ``undo`` pairs (position, old state) to restore ``tmp`` on the way back up, ``memo`` (-1:
+    unknown) the viability of each lexer state while the stack is still the configuration's
+    own.
 
     The stack of a walk is ``cfg_states[b0:b0 + low] + tmp[low:h]`` (``tmp`` indexed by stack
     position: the states pushed over its configuration). A terminal is fed on a second
@@ -120,8 +131,8 @@ def _grammar_walk(
     token's end (is some terminal the lexeme can still become taken?) are never committed.
     (The feed is written once, inline: a helper taking the arrays counts references, 10x.)
     """
-    trie = t_byte.shape[0] > 0
-    n = t_byte.shape[0] if trie else pos.shape[0]
+    trie = c_node.shape[0] > 0
+    n = pos.shape[0]
     budget = pos[0] if trie else 0
     cap = tmp.shape[0]
     undo_cap = undo.shape[0] // 2
@@ -152,24 +163,61 @@ def _grammar_walk(
         saved[3] = low
         saved[4] = 0
         saved[5] = 0
+        saved[6] = -1
+        saved[11] = -1
+        saved[SAVED + 9] = c_first[0]  # the root's children
+        saved[SAVED + 10] = c_first[1]
+        depth = 1
         status[0] = OK
-    u = 0 if trie else -1  # the item, or the trie node (node 0: the root)
+    u = -1  # the item, or the trie node
     fresh = True  # go on to the next item / node
     at_end = False
     while True:
         if fresh:
-            u += 1
-            if u >= n:
-                break
             fresh = False
             at_end = False
-            if trie:
+            if trie:  # the next child at this depth, else back up
+                while depth > 0 and saved[depth * SAVED + 9] >= saved[depth * SAVED + 10]:
+                    depth -= 1
+                if depth == 0:
+                    break
+                base = (depth - 1) * SAVED
+                kc = saved[depth * SAVED + 9]
+                k_end = saved[depth * SAVED + 10]
+                # children dead by the parent's state alone, told apart without a restore: the
+                # byte neither extends the lexeme nor, once it ends (the feed its siblings
+                # share, when known), starts the next one
+                row = (saved[base + 1] + saved[base]) * 256
+                p_term = term_of[saved[base + 1] + saved[base]]
+                p_fed = saved[base + 6]
+                p_next = saved[base + 11]
+                while kc < k_end:
+                    byte = c_byte[kc]
+                    if trans[row + byte] >= 0:
+                        break
+                    if p_term >= 0:
+                        if ignore[p_term]:
+                            if trans[saved[base + 1] * 256 + byte] >= 0:
+                                break
+                        elif p_fed < 0 or (
+                            p_fed == 1 and (p_next < 0 or trans[p_next * 256 + byte] >= 0)
+                        ):
+                            break
+                    used += 1
+                    if used > budget:
+                        status[0] = OVER_BUDGET
+                        return used
+                    kc += 1
+                if kc >= k_end:
+                    saved[depth * SAVED + 9] = kc
+                    fresh = True
+                    continue
+                saved[depth * SAVED + 9] = kc + 1
+                u = c_node[kc]
                 used += 1  # (the nodes visited)
                 if used > budget:
                     status[0] = OVER_BUDGET
                     return used
-                depth = t_depth[u]
-                base = (depth - 1) * 6
                 while n_undo > saved[base + 4]:  # back to the parent's stack
                     n_undo -= 1
                     tmp[undo[2 * n_undo]] = undo[2 * n_undo + 1]
@@ -178,8 +226,11 @@ def _grammar_walk(
                 h = saved[base + 2]
                 low = saved[base + 3]
                 changed = saved[base + 5]
-                byte = t_byte[u]
+                byte = c_byte[kc]
             else:
+                u += 1
+                if u >= n:
+                    break
                 out_first[u] = used
                 c = item_cfg[u]
                 b0 = cfg_first[c]
@@ -223,6 +274,17 @@ def _grammar_walk(
         low2 = h
         h2 = h
         deep = False
+        fed = -1  # (trie) where the parent's feed is kept: its siblings end the same lexeme
+        if trie and k_hi and not at_end:
+            fed = (depth - 1) * SAVED
+            if saved[fed + 6] >= 0:  # a sibling fed it: the same stack, the same result
+                code = saved[fed + 6]
+                low2 = saved[fed + 7]
+                h2 = saved[fed + 8]
+                for i in range(low2, h2):
+                    tmp2[i] = saved[fed + _FED + i - low2]
+                k_lo = k_hi
+                fed = -1
         for k in range(k_lo, k_hi):
             if at_end:
                 term = reach_term[k]
@@ -281,6 +343,12 @@ def _grammar_walk(
                 break
             if code == 2:
                 deep = True
+        if fed >= 0 and code != 3 and h2 - low2 <= SAVED - _FED:
+            saved[fed + 6] = code
+            saved[fed + 7] = low2
+            saved[fed + 8] = h2
+            for i in range(low2, h2):
+                saved[fed + _FED + i - low2] = tmp2[i]
         if at_end:
             if known >= 0:
                 outcome = OK if known else DEAD
@@ -317,6 +385,8 @@ def _grammar_walk(
                         out_lex[0 if trie else u] = top
                     else:
                         g = ctx_base[cid]
+                        if trie:  # (the next lexeme's context: the siblings' dead test)
+                            saved[(depth - 1) * SAVED + 11] = g
             else:
                 outcome = OK  # an ignored terminal: the same stack and context
             if outcome == OK:
@@ -336,20 +406,30 @@ def _grammar_walk(
                     mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
                 fresh = True
             elif outcome != OK:  # dead (a whole stack never needs the bottom): skip the subtree
-                u = t_skip[u] - 1
                 fresh = True
             else:
-                base = depth * 6
-                saved[base] = lex
-                saved[base + 1] = g
-                saved[base + 2] = h
-                saved[base + 3] = low
-                saved[base + 4] = n_undo
-                saved[base + 5] = changed
-                if t_tok[u] >= 0:
-                    at_end = True  # then the children
-                else:
+                if c_first[u] < c_first[u + 1]:  # its children next, one depth down
+                    base = depth * SAVED
+                    saved[base] = lex
+                    saved[base + 1] = g
+                    saved[base + 2] = h
+                    saved[base + 3] = low
+                    saved[base + 4] = n_undo
+                    saved[base + 5] = changed
+                    saved[base + 6] = -1  # (its children's feed: not known yet)
+                    saved[base + 11] = -1
+                    saved[base + SAVED + 9] = c_first[u]
+                    saved[base + SAVED + 10] = c_first[u + 1]
+                    depth += 1
+                t = t_tok[u]
+                if t < 0:
                     fresh = True
+                elif not changed and memo[g + lex] >= 0:  # the token's end, known
+                    if memo[g + lex]:
+                        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                    fresh = True
+                else:
+                    at_end = True  # (then its children)
             continue
         if at_end or outcome != OK:
             if outcome == PENDING:
@@ -369,6 +449,32 @@ def _grammar_walk(
     if not trie:
         out_first[n] = used
     return used
+
+
+def _trie_children(depth: I32) -> tuple[I32, I32]:  # pragma: no cover - compiled
+    """The children of each node of a depth-first trie (node 0: the root), as CSR arrays.
+
+    Returns ``first`` (``n + 1``) and ``node``: node ``x``'s children are
+    ``node[first[x]:first[x + 1]]``, in the trie's order.
+    """
+    n = depth.shape[0]
+    path = np.zeros(n + 1, dtype=np.int32)  # the node of the current path at each depth
+    parent = np.zeros(n, dtype=np.int32)
+    first = np.zeros(n + 1, dtype=np.int32)
+    for j in range(1, n):
+        d = depth[j]
+        path[d] = j
+        parent[j] = path[d - 1]
+        first[parent[j] + 1] += 1
+    for x in range(n):
+        first[x + 1] += first[x]
+    fill = first[:n].copy()
+    node = np.zeros(max(n - 1, 0), dtype=np.int32)
+    for j in range(1, n):
+        x = parent[j]
+        node[fill[x]] = j
+        fill[x] += 1
+    return first, node
 
 
 def _pack_rows(ids: I32, states: I32, words: int) -> tuple[I32, U32]:  # pragma: no cover
@@ -432,3 +538,4 @@ grammar_walk: Callable[..., int] = _jit(
     _i8,
 )
 pack_rows: Callable[..., tuple[I32, U32]] = _jit(_pack_rows, _i32, _i32, numba.int64)
+trie_children: Callable[[I32], tuple[I32, I32]] = _jit(_trie_children, _i32)

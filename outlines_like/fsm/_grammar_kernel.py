@@ -15,6 +15,8 @@ GLR grammars keep the DFA walk.
 
 from __future__ import annotations
 
+import dataclasses
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from outlines_like.fsm._grammar_parser import LALRParser
     from outlines_like.fsm._grammar_walk import ByteTable
 
-__all__ = ["LALRKernel", "Pending"]
+__all__ = ["LALRKernel", "Pending", "RestTrie", "rest_trie", "trie_layout"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -40,6 +42,69 @@ U32 = npt.NDArray[np.uint32]
 Pending = tuple[int, int, Hashable, int]
 
 _SCRATCH = 4096  # room for the states an item pushes (grown on overflow)
+_UNBOUNDED = 1 << 62  # a trie walk's budget of nodes when it has none
+
+
+_CHILDREN: weakref.WeakKeyDictionary[TokenTrie, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def trie_layout(trie: TokenTrie) -> tuple[Any, ...]:
+    """The trie as the kernel walks it: each node's children side by side (once per trie).
+
+    ``(byte, first, node, token)``: node ``x``'s children are ``node[first[x]:first[x + 1]]``,
+    reached by ``byte[...]``; ``token[x]`` ends at ``x`` (-1: none). A few milliseconds on a
+    large vocabulary: the grammar's compile builds it, never a mask.
+    """
+    found = _CHILDREN.get(trie)
+    if found is None:
+        first, node = _load().trie_children(trie.depth)
+        tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
+        found = _CHILDREN[trie] = (trie.byte[node], first, node, tok)
+    return found
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RestTrie:
+    """Tokens that ran past a lexeme's end, their rests (from the byte that ended it) as a trie.
+
+    Every item stopped in the same lexer state, so what follows depends on the rest's bytes
+    and the parser configuration only: the kernel walks each distinct rest once, as a trie
+    (the lexeme's end fed once for all), and the items take their rest's outcome.
+
+    Attributes:
+        ids: The items' tokens.
+        rest_of: Per item, the index of its rest (the trie's "token").
+        arrays: The trie as the kernel walks it (see :func:`trie_layout`).
+        stack_size: The longest rest plus one.
+        words: Words of a mask over the rests (a spare one included).
+    """
+
+    ids: I32
+    rest_of: I32
+    arrays: tuple[Any, ...]
+    stack_size: int
+    words: int
+
+
+def rest_trie(tokens: Sequence[bytes], ids: I32, offsets: I32) -> RestTrie:
+    """The :class:`RestTrie` of the items ``(ids[q], offsets[q])`` (rests non-empty)."""
+    from outlines_like.fsm._accel_kernels import build_trie
+
+    k = _load()
+    rests = [tokens[t][o:] for t, o in zip(ids.tolist(), offsets.tolist(), strict=True)]
+    distinct = sorted(set(rests))
+    index = {rest: i for i, rest in enumerate(distinct)}
+    rest_of = np.fromiter((index[r] for r in rests), dtype=np.int32, count=len(rests))
+    flat = np.frombuffer(b"".join(distinct) + b"\0", dtype=np.uint8)[:-1].copy()
+    bounds = np.zeros(len(distinct) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in distinct], out=bounds[1:])
+    byte, depth, _, node_of, n_nodes = build_trie(flat, bounds, flat.shape[0] + 1)
+    first, node = k.trie_children(np.ascontiguousarray(depth[:n_nodes]))
+    tok = np.full(n_nodes, -1, dtype=np.int32)
+    tok[node_of] = np.arange(len(distinct), dtype=np.int32)
+    arrays = (np.ascontiguousarray(byte[node]), first, node, tok)
+    size = int(depth[:n_nodes].max()) + 1
+    return RestTrie(ids.astype(np.int32), rest_of, arrays, size, len(distinct) // 32 + 2)
 
 
 def _load() -> Any:
@@ -121,14 +186,24 @@ class LALRKernel:
             *[np.zeros(0, dtype=np.int32)] * 2,
             np.zeros(0, dtype=np.int8),
         )
+        self._none64 = np.zeros(0, dtype=np.int64)
         self._trie_arrays: tuple[Any, ...] | None = None
+        self._scratches: dict[str, npt.NDArray[Any]] = {}  # the trie walk's, kept between rows
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
         state = dict(self.__dict__)
         state["_trie_arrays"] = None
+        state["_scratches"] = {}
         state.update(_no_contexts())
         return state
+
+    def _scratch_array(self, name: str, size: int, dtype: type[np.generic]) -> npt.NDArray[Any]:
+        """A buffer of at least ``size`` items, kept for the next walk (contents undefined)."""
+        found = self._scratches.get(name)
+        if found is None or len(found) < size:
+            found = self._scratches[name] = np.empty(max(size, 64), dtype=dtype)
+        return found
 
     def _sync(self) -> None:
         """Append the contexts built since the last call to the flat arrays."""
@@ -265,44 +340,67 @@ class LALRKernel:
         parser inside; returns the mask's words (a spare one last), EOS not included, or None
         when the walk would visit more than ``budget`` nodes (it stops there).
         """
-        k = self._k
         if self._trie_arrays is None:
-            tok = np.where(trie.node_tok == trie.sentinel, -1, trie.node_tok).astype(np.int32)
-            self._trie_arrays = (trie.byte, trie.depth, trie.skip, tok)
+            self._trie_arrays = trie_layout(trie)
+        mask = self._walk_trie(
+            self._trie_arrays, trie.stack_size, trie.words + 1, stack, lex, budget
+        )
+        if mask is not None:
+            add_duplicates(trie, mask, None)
+        return mask
+
+    def rests(self, rests: RestTrie, stack: tuple[int, ...], lex: int) -> npt.NDArray[np.bool_]:
+        """Per item of ``rests``: is its token allowed, its rest walked from ``(stack, lex)``."""
+        mask = self._walk_trie(rests.arrays, rests.stack_size, rests.words, stack, lex, _UNBOUNDED)
+        assert mask is not None
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little").view(np.bool_)
+        allowed: npt.NDArray[np.bool_] = bits[rests.rest_of]
+        return allowed
+
+    def _walk_trie(
+        self,
+        arrays: tuple[Any, ...],
+        stack_size: int,
+        words: int,
+        stack: tuple[int, ...],
+        lex: int,
+        budget: int,
+    ) -> U32 | None:
+        """The kernel's trie walk (``arrays``: see :func:`trie_layout`) from ``(stack, lex)``."""
+        k = self._k
         states = np.asarray(stack, dtype=np.int32)
         cfg_first = np.array([0, len(states)], dtype=np.int64)
-        none64 = np.zeros(0, dtype=np.int64)
-        none32 = np.zeros(0, dtype=np.int32)
+        none64, none32 = self._none64, self._no_trie[1]
         lexes = np.array([lex], dtype=np.int32)
         limit = np.array([budget], dtype=np.int64)
         status = np.zeros(1, dtype=np.uint8)
         out_lex = np.zeros(1, dtype=np.int32)
-        saved = np.empty(6 * (trie.stack_size + 1), dtype=np.int32)
+        saved = self._scratch_array("saved", k.SAVED * (stack_size + 2), np.int32)
         self._context(int(states[-1]))
         while True:
             self._sync()
             cap = len(states) + self._scratch
-            tmp, tmp2 = np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)
-            undo = np.empty(2 * self._scratch, dtype=np.int32)
-            memo = np.full(len(self.term_of), -1, dtype=np.int8)
-            mask = trie.new_mask()
+            tmp = self._scratch_array("tmp", cap, np.int32)
+            tmp2 = self._scratch_array("tmp2", cap, np.int32)
+            undo = self._scratch_array("undo", 2 * self._scratch, np.int32)
+            memo = self._scratch_array("memo", len(self.term_of), np.int8)
+            memo[:] = -1
+            mask = np.zeros(words, dtype=np.uint32)
             k.grammar_walk(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
                 self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
                 self.reach_term, cfg_first, states, self._no_trie[0],
                 limit, none64, none32, lexes, tmp, tmp2, status, none64, out_lex, none32,
-                none64, none32, *self._trie_arrays, mask, undo, saved, memo,
+                none64, none32, *arrays, mask, undo, saved, memo,
             )  # fmt: skip
             if status[0] == k.OK:
-                break
+                return mask
             if status[0] == k.OVER_BUDGET:
                 return None
             if status[0] == k.STUCK:
                 self._context(int(out_lex[0]))
             else:
                 self._scratch = 2 * self._scratch + 64
-        add_duplicates(trie, mask, None)
-        return mask
 
     def _context(self, state: int) -> None:
         if self.ctx_of_state[state] < 0:

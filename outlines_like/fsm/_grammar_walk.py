@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_body import BodySets, body_key, body_sets
 
 if TYPE_CHECKING:
     from outlines_like.fsm.vocabulary import Vocabulary
@@ -331,10 +332,13 @@ class LexemeWalk:
             of those tokens.
         stops: Per accepting state where tokens stop (a byte with no transition): that state,
             the tokens and the offset of that byte, longest rest first.
+        rests: What the grammar masker derives from ``stops`` once per vocabulary (the rests
+            of those tokens as a trie, by state: ``CompiledGrammar._lexeme_row``).
     """
 
     end_rows: list[tuple[int, npt.NDArray[np.uint8]]]
     stops: list[tuple[int, npt.NDArray[np.int32], npt.NDArray[np.int32]]]
+    rests: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
 def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:
@@ -360,11 +364,13 @@ def lexeme_walk(
     accepting: npt.NDArray[np.bool_],
     order: list[int],
     trie: _accel.TokenTrie | None = None,
+    body: BodySets | None = None,
 ) -> LexemeWalk:
     """The walk of every text token from ``order[0]`` through the sub-DFA on ``order``.
 
     Cached on the vocabulary by the sub-DFA's canonical form (see :class:`LexemeWalk`); the
-    states it reports are positions in ``order``.
+    states it reports are positions in ``order``. A string's body with ``body`` given walks
+    only the tokens that do not fit it, a few thousand (:mod:`._grammar_body`).
     """
     remap = np.full(transitions.shape[0], -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
@@ -383,7 +389,16 @@ def lexeme_walk(
     stop_ids: AnyInts
     stop_offsets: AnyInts
     stop_states: AnyInts
-    if trie is not None:  # token ids straight from the trie, no round trip through positions
+    string_body = body_key(canon) if body is not None else None
+    fit, unfit = (
+        (None, None) if body is None or string_body is None else body_sets(table, body, string_body)
+    )
+    if fit is not None and unfit is not None:
+        res = walk(table, flat, 0, unfit, accepting=canon_accepting, trie=trie)
+        end_ids, end_states = unfit[res.end_items], res.end_states
+        stop_ids, stop_offsets = unfit[res.stop_items], res.stop_offsets
+        stop_states = res.stop_states
+    elif trie is not None:  # token ids straight from the trie, no round trip through positions
         end_ids, end_states, stop_ids, stop_offsets, stop_states = _accel.walk_lexer(
             trie, flat, canon_accepting, 0
         )
@@ -392,6 +407,10 @@ def lexeme_walk(
         end_ids, end_states = ids[res.end_items], res.end_states
         stop_ids, stop_offsets, stop_states = ids[res.stop_items], res.stop_offsets, res.stop_states
     end_rows = rows_by_state(end_ids, end_states, table.size)
+    if fit is not None:  # the fitting tokens end where they started
+        rows = dict(end_rows)
+        rows[0] = fit | rows[0] if 0 in rows else fit.copy()
+        end_rows = sorted(rows.items())
     stops = groups_by_key(stop_states, stop_ids, stop_offsets, table.lengths)
     found = LexemeWalk(end_rows, stops)
     if len(cache) >= _MAX_LEXEME_WALKS:

@@ -26,13 +26,15 @@ How it works:
   the ``accel`` extra, an LALR grammar's walk (2) runs instead in a compiled kernel with the
   parser inside (:mod:`~outlines_like.fsm._grammar_kernel`): same decisions, no DFA rows; and
   a whole row is first tried as one walk of the token trie in that kernel (a dead byte skips
-  its subtree), within a budget of nodes: past it (inside a string, where every token goes
-  on), that lexer state takes the two walks above, whose lexical part the vocabulary shares.
-* Rows are computed for the top of the stack first (LALR): the configuration truncated to its
-  top 1, 2, 4 ... states decides every token whose walk stays above the cut, once for every
-  stack with that top (inside a JSON string at any depth, say); the tokens that reach below
-  are left pending and decided level by level down to the whole stack (``CompiledGrammar._mask``
-  says why a shared key is sound).
+  its subtree), within a budget of nodes. Past it, or in a lexer state most bytes extend (a
+  string's inside, where every token goes on), the row of the whole stack is walk (1), whose
+  rows the vocabulary shares, plus the tokens that ran past the lexeme's end: their rests,
+  a few hundred distinct, as one trie walk in the kernel (``CompiledGrammar._lexeme_row``).
+* Without the kernel (or under GLR), rows are computed for the top of the stack first (LALR):
+  the configuration truncated to its top 1, 2, 4 ... states decides every token whose walk
+  stays above the cut, once for every stack with that top (inside a JSON string at any depth,
+  say); the tokens that reach below are left pending and decided level by level down to the
+  whole stack (``CompiledGrammar._mask`` says why a shared key is sound).
 
 Lexing semantics (maximal munch without backtracking): a lexeme goes on as long as the next
 byte can extend it (some terminal of the context can still match); it ends only when the next
@@ -58,7 +60,7 @@ finished matcher allows only EOS).
 
 
 One cohesive algorithm (the grammar matcher: parser configurations, contextual lexing and the
-two shared walks, and the rows keyed by the top of the stack), kept in one module of some 1,300
+two shared walks, and the rows keyed by the top of the stack), kept in one module of some 1,600
 lines so its invariants read in one place.
 """
 
@@ -78,7 +80,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_kernel import LALRKernel, Pending
+from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie, trie_layout
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -109,7 +111,7 @@ from outlines_like.fsm._grammar_walk import (
 from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
-from outlines_like.fsm.index import token_trie
+from outlines_like.fsm.index import token_table, token_trie
 from outlines_like.types import CFG
 from outlines_like.types.grammars import ebnf_to_lexeme_lark
 
@@ -282,17 +284,26 @@ class _Lexed:
             their next byte, longest rest first (the matcher-state walk then slices instead
             of filtering).
         children: The walks of the groups on, by ``(class, next context)``.
+        stops: The tokens of ``groups`` again, all classes together, with the lexer state each
+            stopped in: ``(ids, offsets, states)`` (what the compiled walk takes on from a
+            whole stack, :meth:`CompiledGrammar._lexeme_row`); None for a restricted walk.
     """
 
-    __slots__ = ("children", "end_rows", "groups")
+    __slots__ = ("children", "end_rows", "groups", "rests", "shared_from", "stops", "union")
 
     def __init__(
         self,
         end_rows: list[tuple[int, npt.NDArray[np.uint8]]],
         groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]],
+        stops: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]
+        | None = None,
     ) -> None:
         self.end_rows = end_rows
         self.groups = groups
+        self.stops = stops
+        self.rests: list[tuple[int, RestTrie]] | None = None  # (stops by state: _lexeme_row)
+        self.union: npt.NDArray[np.uint8] | None = None  # (end_rows OR-ed: _lexeme_row)
+        self.shared_from: tuple[LexemeWalk, list[int]] | None = None  # (the vocabulary's walk)
         self.children: dict[tuple[int, int], _Lexed] = {}
 
     @classmethod
@@ -311,8 +322,17 @@ class _Lexed:
         res = walk(table, context.flat, lex, ids, offsets, accepting=context.accepting, trie=trie)
         end_rows = rows_by_state(ids[res.end_items], res.end_states, table.size)
         classes = context.winner[res.stop_states]
-        stops = groups_by_key(classes, ids[res.stop_items], res.stop_offsets, table.lengths)
-        return cls(end_rows, {klass: (k_ids, k_offsets) for klass, k_ids, k_offsets in stops})
+        stop_ids = ids[res.stop_items]
+        stops = groups_by_key(classes, stop_ids, res.stop_offsets, table.lengths)
+        return cls(
+            end_rows,
+            {klass: (k_ids, k_offsets) for klass, k_ids, k_offsets in stops},
+            (
+                stop_ids.astype(np.int32),
+                res.stop_offsets.astype(np.int32),
+                res.stop_states.astype(np.int32),
+            ),
+        )
 
     @classmethod
     def shared(
@@ -323,6 +343,14 @@ class _Lexed:
         by_class: dict[int, list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]] = {}
         for state, ids, offsets in shared.stops:
             by_class.setdefault(int(context.winner[order[state]]), []).append((ids, offsets))
+        stops = (
+            np.concatenate([np.zeros(0, dtype=np.int32), *(p[1] for p in shared.stops)]),
+            np.concatenate([np.zeros(0, dtype=np.int32), *(p[2] for p in shared.stops)]),
+            np.repeat(
+                np.asarray([order[p[0]] for p in shared.stops], dtype=np.int32),
+                [len(p[1]) for p in shared.stops],
+            ),
+        )
         groups: dict[int, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] = {}
         for klass, parts in by_class.items():
             if len(parts) == 1:  # (sorted already, longest rest first)
@@ -332,7 +360,9 @@ class _Lexed:
             offsets = np.concatenate([p[1] for p in parts])
             order_ = rest_order(offsets - table.lengths[ids])
             groups[klass] = (ids[order_], offsets[order_])
-        return cls(end_rows, groups)
+        lexed = cls(end_rows, groups, stops)
+        lexed.shared_from = (shared, order)
+        return lexed
 
     def restricted(self, ids: npt.NDArray[np.int32], size: int) -> _Lexed:
         """This walk, for the tokens ``ids`` only (a walk from byte 0 of a subset of tokens)."""
@@ -356,6 +386,21 @@ def _distinct_targets(row: npt.NDArray[Any]) -> tuple[list[int], npt.NDArray[np.
         values = values[1:]
         index = np.where(index == 0, -1, index - 1)
     return [int(v) for v in values], index
+
+
+def _set_bits(words: npt.NDArray[np.uint32], ids: npt.NDArray[np.integer[Any]]) -> None:
+    """Set the bits of token ``ids`` (distinct) in a packed row of uint32 ``words``.
+
+    Distinct bits of a word add up to their OR: one ``bincount`` (exact in float64 below
+    2**53) instead of ``bitwise_or.at``, which costs ten times more per token.
+    """
+    if len(ids) <= 8:  # (EOS, say)
+        for token in ids.tolist():
+            words[token >> 5] |= np.uint32(1 << (token & 31))
+        return
+    ids = ids.astype(np.int64)
+    bits = np.bincount(ids >> 5, weights=np.left_shift(1, ids & 31), minlength=len(words))
+    np.bitwise_or(words, bits.astype(np.uint32), out=words)
 
 
 class _MatcherDFA:
@@ -834,9 +879,10 @@ class _Partial:
 
 # LALR with the accel extra: a row is one trie walk in the kernel while it visits fewer nodes
 # than this (~1 ms); past it (inside a string, all the tokens go on), that lexer state takes
-# the keyed rows and their shared lexical walks from then on
+# the shared lexical walk and the trie of the rests past the lexeme's end from then on
 _TRIE_BUDGET = 16_384
 _WIDE_LEXEME = 128  # ... and one that this many bytes extend takes them at once
+_MAX_RESTS = 8192  # ... unless more tokens than this run past the lexeme's end (keyed rows)
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
@@ -858,8 +904,6 @@ class CompiledGrammar(Compiled):
     """
 
     def __init__(self, grammar: str, vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> None:
-        from lark.lexer import UnlessCallback
-
         self._vocab = vocab
         self.grammar = grammar
         self.budget = budget
@@ -902,7 +946,7 @@ class CompiledGrammar(Compiled):
         if isinstance(self._parser, LALRParser):
             _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
-        self._unless_cls = UnlessCallback
+        self._unless_pairs: dict[tuple[str, str], bool] = {}  # (Lark's retyping: _scanner)
         self.terminal_names: list[str] = [t.name for t in lark_terminals]
         self._terminal_defs = {t.name: t for t in lark_terminals}
         self._ignore_names = frozenset(n for n in ignore if n in self._terminal_defs)
@@ -961,6 +1005,8 @@ class CompiledGrammar(Compiled):
         self._trie_over: set[tuple[int, int]] = set()  # lexer states whose trie walks run long
         self._trie_rows = True  # tests set False to run the keyed rows (and the items' kernel)
         _accel.warm_up()  # (the kernels load here, never in a mask; a no-op once done)
+        if self._use_kernel and self._trie is not None:  # (the trie's layout, once per vocabulary)
+            trie_layout(self._trie)
         self._lexical_group = _LEXICAL_GROUP  # tests lower it to run the lexical tree deep
         self._lexical_nodes = 0  # walks cached in the lexical trees below `_static`
         self._lock = threading.RLock()
@@ -1018,15 +1064,19 @@ class CompiledGrammar(Compiled):
             cid = self._context_of[config] = self._glr_context(config)
         return cid
 
-    def _scanner(self, state: int) -> tuple[list[Any], dict[str, Any]]:
+    def _scanner(self, state: int) -> tuple[list[str], dict[str, list[str]]]:
         """Lark's contextual-lexer scanner of one LALR state: its terminals, order, retyping.
 
         As Lark's ``ContextualLexer`` builds it (the state's terminals plus ``%ignore``, sorted
-        by ``BasicLexer``), without compiling its regexes (a second for 5,000 terminals, and
-        the matcher never runs them).
-        """
-        from lark.lexer import _create_unless
+        by ``BasicLexer``; a string terminal that a regex terminal of the same priority
+        matches whole is retyped from it, and left out when its flags allow, as Lark's
+        ``_create_unless`` does), without compiling the scanner's regexes (a second for 5,000
+        terminals, and the matcher never runs them): which pairs match is kept across states.
 
+        Returns:
+            The terminal names in order, and per regex terminal the string terminals it
+            retypes (in order; only those that retype some).
+        """
         assert isinstance(self._parser, LALRParser)
         by_name = self._terminal_defs
         names = {n for n in self._parser.actions[state] if n in by_name} | self._ignore_names
@@ -1034,19 +1084,44 @@ class CompiledGrammar(Compiled):
             (by_name[n] for n in names),
             key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
         )
-        new_terminals, callbacks = _create_unless(terminals, 0, re, False)  # type: ignore[no-untyped-call]
-        return new_terminals, callbacks
+        strings = [t for t in terminals if t.pattern.type == "str"]
+        embedded: set[str] = set()
+        unless: dict[str, list[str]] = {}
+        for regex in terminals:
+            if regex.pattern.type != "re":
+                continue
+            found = [t.name for t in strings if self._retypes(regex, t)]
+            if found:
+                unless[regex.name] = found
+                embedded.update(
+                    t.name
+                    for t in strings
+                    if t.name in found and t.pattern.flags <= regex.pattern.flags
+                )
+        return [t.name for t in terminals if t.name not in embedded], unless
+
+    def _retypes(self, regex: Any, string: Any) -> bool:
+        """Whether Lark retypes terminal ``string`` from ``regex`` (``_create_unless``; kept)."""
+        key = (regex.name, string.name)
+        found = self._unless_pairs.get(key)
+        if found is None:
+            text = string.pattern.value
+            match = (
+                re.match(regex.pattern.to_regexp(), text)
+                if string.priority == regex.priority
+                else None
+            )
+            found = self._unless_pairs[key] = match is not None and match.group(0) == text
+        return found
 
     def _lark_context(self, state: int) -> int:
         """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
-        terminals, callbacks = self._scanner(state)
-        order = tuple(self._term_id[t.name] for t in terminals)
-        unless: dict[int, tuple[int, ...]] = {}
-        for name, callback in callbacks.items():
-            if isinstance(callback, self._unless_cls):
-                unless[self._term_id[name]] = tuple(
-                    self._term_id[t.name] for t in callback.scanner.terminals
-                )
+        names, retyped = self._scanner(state)
+        term_id = self._term_id
+        order = tuple(term_id[name] for name in names)
+        unless = {
+            term_id[name]: tuple(term_id[s] for s in found) for name, found in retyped.items()
+        }
         key = (order, tuple(sorted(unless.items())))
         cid = self._context_by_key.get(key)
         if cid is None:
@@ -1259,12 +1334,15 @@ class CompiledGrammar(Compiled):
             words = kernel.row(self._trie, cast("tuple[int, ...]", stack), lex, _TRIE_BUDGET)
             if words is not None:
                 if self._eos_ok(stack, lex):
-                    eos = self._eos
-                    np.bitwise_or.at(words, eos >> 5, np.uint32(1) << (eos & 31).astype(np.uint32))
+                    _set_bits(words, self._eos)
                 row: Row = words[:-1].view(np.int32)
                 row.flags.writeable = False
                 return row
             self._trie_over.add(state_key)  # (inside a string, say): the shared walks cost less
+        if kernel is not None:
+            found = self._lexeme_row(kernel, stack, lex, state_key[0])
+            if found is not None:
+                return found
         parser = self._parser
         levels: list[tuple[Config, tuple[int, ...]]] = []
         for depth in self._key_depths:
@@ -1306,6 +1384,81 @@ class CompiledGrammar(Compiled):
         mask.flags.writeable = False
         return mask
 
+    def _lexeme_row(self, kernel: LALRKernel, stack: Config, lex: int, cid: int) -> Row | None:
+        """The row of a whole stack in a lexer state most bytes extend (a string's inside).
+
+        The lexical walk from ``(cid, lex)`` (shared by the vocabulary when the lexeme's part
+        of the DFA is small) splits the tokens: those that stay inside the lexeme are allowed
+        by the viability of the state they end in (one packed row per state), and only those
+        that run past its end (a closing quote and what follows: a thousand or so) walk on
+        in the compiled walk from the whole stack, their distinct rests as a trie from the
+        state they stopped in (:class:`~outlines_like.fsm._grammar_kernel.RestTrie`). None
+        when too many tokens run past the lexeme's end (their tries would cost more than the
+        keyed rows: an identifier's start in a large context, say).
+        """
+        lexed = self._static_lexed(cid, lex)
+        if lexed.stops is not None and len(lexed.stops[0]) > _MAX_RESTS:
+            return None
+        if lexed.rests is None:
+            lexed.rests = self._rest_tries(lexed)
+            lexed.union = np.bitwise_or.reduce(
+                [np.zeros(self._finished_row.nbytes, dtype=np.uint8)]
+                + [lexical for _, lexical in lexed.end_rows]
+            )
+        assert lexed.union is not None
+        # the states tokens end in: viable as in _viable, from their own terminals only
+        reach = self._contexts[cid].reach[[state for state, _ in lexed.end_rows]]
+        taken = np.zeros(reach.shape[1], dtype=np.bool_)
+        for term in np.flatnonzero(reach.any(axis=0)).tolist():
+            taken[term] = self._after_term(stack, term) is not None
+        viable = np.asarray((reach & taken).any(axis=1), dtype=np.bool_)
+        if viable.all():  # (inside a string: every state it ends in can close it)
+            packed = lexed.union.copy()
+        else:
+            packed = np.zeros(self._finished_row.nbytes, dtype=np.uint8)
+            for (_, lexical), ok in zip(
+                lexed.end_rows, cast("list[bool]", viable.tolist()), strict=True
+            ):
+                if ok:
+                    np.bitwise_or(packed, lexical, out=packed)
+        words = packed.view(np.uint32)
+        for state, rests in lexed.rests:
+            found = rests.ids[kernel.rests(rests, cast("tuple[int, ...]", stack), state)]
+            _set_bits(words, found)
+        if self._eos_ok(stack, lex):
+            _set_bits(words, self._eos)
+        row: Row = packed.view(np.int32)
+        row.flags.writeable = False
+        return row
+
+    def _body_sets(self, key: bytes) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]:
+        """A string body's token sets (:data:`~outlines_like.fsm._grammar_walk.BodySets`)."""
+        tokens = token_table(self._vocab)
+        sets = tokens.lexemes.chars(key)
+        return sets.mask_upto(sets.max_chars).view(np.uint8), tokens.ids[sets.unfit_pos]
+
+    def _rest_tries(self, lexed: _Lexed) -> list[tuple[int, RestTrie]]:
+        """The tokens that ran past the lexeme's end in ``lexed``, as a trie per lexer state.
+
+        Built once per vocabulary when the walk is the vocabulary's (:func:`lexeme_walk`).
+        """
+        tokens = self._vocab.tokens
+        if lexed.shared_from is not None:
+            shared, order = lexed.shared_from
+            out = []
+            for state, ids, offsets in shared.stops:
+                found = shared.rests.get(state)
+                if found is None:
+                    found = shared.rests[state] = rest_trie(tokens, ids, offsets)
+                out.append((order[state], found))
+            return out
+        assert lexed.stops is not None
+        ids, offsets, states = lexed.stops
+        return [
+            (state, rest_trie(tokens, ids[states == state], offsets[states == state]))
+            for state in np.unique(states).tolist()
+        ]
+
     def _static_lexed(self, cid: int, lex: int) -> _Lexed:
         """The whole vocabulary walked in context ``cid`` from lexer state ``lex`` (cached)."""
         found = self._static.get((cid, lex))
@@ -1322,6 +1475,7 @@ class CompiledGrammar(Compiled):
                     context.accepting,
                     order,
                     self._trie,
+                    self._body_sets,
                 )
                 found = _Lexed.shared(shared, order, context, self._table)
             self._static[(cid, lex)] = found

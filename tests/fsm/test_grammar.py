@@ -349,7 +349,7 @@ def test_lexer_contexts_match_larks_contextual_lexer(grammar: str) -> None:
     parser = compiled._parser
     assert isinstance(parser, LALRParser)
 
-    def scanner(terminals: list[Any], callbacks: dict[str, Any]) -> Any:
+    def scanner(terminals: list[Any], callbacks: dict[str, Any]) -> tuple[Any, Any]:
         order = [t.name for t in terminals]
         unless = {
             name: [t.name for t in callback.scanner.terminals]
@@ -359,10 +359,7 @@ def test_lexer_contexts_match_larks_contextual_lexer(grammar: str) -> None:
         return order, unless
 
     # the two tables may number the LALR states differently: key a state by its actions
-    ours = {
-        frozenset(parser.actions[state]): scanner(*compiled._scanner(state))
-        for state in parser.actions
-    }
+    ours = {frozenset(parser.actions[state]): compiled._scanner(state) for state in parser.actions}
     table = reference.parser.parser._parse_table
     theirs = {
         frozenset(table.states[state]): scanner(lexer.scanner.terminals, lexer.callback)

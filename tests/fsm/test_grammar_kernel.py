@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable, Iterator
+from typing import cast
 
 import numpy as np
 import pytest
@@ -164,23 +165,21 @@ def test_glr_keeps_the_matcher_dfa() -> None:
     assert grammar._lalr_kernel() is None
 
 
-@pytest.mark.parametrize("name", LALR)
-def test_trie_rows_equal_the_pure_rows(name: str) -> None:
-    """A whole row from one trie walk in the kernel is the pure path's row of the whole stack,
-    over random configurations (deep ones too), from every lexer state of their context.
+def _row_cases(
+    name: str, seed: str
+) -> Iterator[tuple[CompiledGrammar, Hashable, int, CompiledGrammar, Hashable, int]]:
+    """Matcher states of random walks, in a kernel grammar and in a pure one, side by side.
 
-    Both grammars replay the same token walks (their LALR states may be numbered apart).
-    Lexer state 0 is a matcher state at the start only: a lexeme ends at the byte after it.
+    Yields ``(fast, config, lex, pure, same config, same lex)``: every lexer state of each
+    configuration's context where both number them alike, else the walk's own. Both grammars
+    replay the same token walks (their LALR states may be numbered apart). Lexer state 0 is a
+    matcher state at the start only: a lexeme ends at the byte after it.
     """
     _accel.set_enabled(False)
     pure = CompiledGrammar(GRAMMARS[name][0], VOCAB)
     _accel.set_enabled(True)
     fast = CompiledGrammar(GRAMMARS[name][0], VOCAB)
-    kernel = fast._lalr_kernel()
-    assert kernel is not None
-    assert fast._trie is not None
-    walks = _walks(fast, f"{name}-rows", walks=12)
-    checked = 0
+    walks = _walks(fast, seed, walks=12)
     for (config, lex), (same, same_lex) in list(
         zip(_configs(fast, walks), _configs(pure, walks), strict=True)
     )[:120]:
@@ -190,15 +189,27 @@ def test_trie_rows_equal_the_pure_rows(name: str) -> None:
         if np.array_equal(context.transitions, other.transitions):  # the same numbering
             lexes += [(q, q) for q in range(1, context.n_states)]
         for q, same_q in lexes:
-            words = kernel.row(fast._trie, config, q, 1 << 30)
-            assert words is not None
-            expected = pure._compute_row(same, same_q).view(np.uint32).copy()
-            if pure._eos_ok(same, same_q):  # the kernel's row leaves EOS to the caller
-                expected[EOS_ID >> 5] &= ~np.uint32(1 << (EOS_ID & 31))
-            np.testing.assert_array_equal(words[:-1], expected)
-            checked += 1
-            small = kernel.row(fast._trie, config, q, 1)  # past its budget: None
-            assert small is None or not small.any()
+            yield fast, config, q, pure, same, same_q
+
+
+@pytest.mark.parametrize("name", LALR)
+def test_trie_rows_equal_the_pure_rows(name: str) -> None:
+    """A whole row from one trie walk in the kernel is the pure path's row of the whole stack,
+    over random configurations (deep ones too), from every lexer state of their context."""
+    checked = 0
+    for fast, config, q, pure, same, same_q in _row_cases(name, f"{name}-rows"):
+        kernel = fast._lalr_kernel()
+        assert kernel is not None
+        assert fast._trie is not None
+        words = kernel.row(fast._trie, cast("tuple[int, ...]", config), q, 1 << 30)
+        assert words is not None
+        expected = pure._compute_row(same, same_q).view(np.uint32).copy()
+        if pure._eos_ok(same, same_q):  # the kernel's row leaves EOS to the caller
+            expected[EOS_ID >> 5] &= ~np.uint32(1 << (EOS_ID & 31))
+        np.testing.assert_array_equal(words[:-1], expected)
+        checked += 1
+        small = kernel.row(fast._trie, cast("tuple[int, ...]", config), q, 1)  # past its budget
+        assert small is None or not small.any()
     assert checked > 120
 
 
@@ -217,3 +228,38 @@ def test_trie_walk_over_budget_falls_back(monkeypatch: pytest.MonkeyPatch) -> No
     m = matchers[0]
     assert m.allowed_token_ids().tolist() == matchers[1].allowed_token_ids().tolist()
     assert (grammar._context_id(m._stack), m._lex) in grammar._trie_over  # inside a string
+
+
+@pytest.mark.parametrize("name", LALR)
+def test_lexeme_rows_equal_the_pure_rows(name: str) -> None:
+    """A row from the lexical walk and the rests past the lexeme's end (walked as a trie in the
+    kernel, from the whole stack: what a string's inside takes) is the pure path's row, over
+    random configurations, from every lexer state of their context (not only wide ones)."""
+    checked = rests = 0
+    for fast, config, q, pure, same, same_q in _row_cases(name, f"{name}-lexeme-rows"):
+        kernel = fast._lalr_kernel()
+        assert kernel is not None
+        cid = fast._context_id(config)
+        row = fast._lexeme_row(kernel, config, q, cid)
+        np.testing.assert_array_equal(row, pure._compute_row(same, same_q))
+        lexed = fast._static[(cid, q)]
+        rests += sum(len(trie.ids) for _, trie in lexed.rests or [])
+        checked += 1
+    assert checked > 120
+    assert rests  # tokens ran past lexemes' ends and took the rests' trie walk
+
+
+def test_many_rests_take_the_keyed_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where too many tokens run past the lexeme's end for their trie, the keyed rows serve."""
+    monkeypatch.setattr(grammar_module, "_TRIE_BUDGET", 40)  # (the test vocabulary is small)
+    monkeypatch.setattr(grammar_module, "_MAX_RESTS", 0)
+    grammar = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    _accel.set_enabled(False)
+    pure = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    matchers = [grammar.matcher(), pure.matcher()]  # (their LALR states may be numbered apart)
+    for token in [*greedy(b'{"abc": [1, "x\\n"], "d": {"e": null}}'), EOS_ID]:
+        rows = [m.allowed_token_ids().tolist() for m in matchers]
+        assert rows[0] == rows[1]
+        for m in matchers:
+            m.advance(token)
+    assert grammar._partials  # (the keyed rows ran)

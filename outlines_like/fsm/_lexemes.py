@@ -364,18 +364,25 @@ class ChainTails:
         range per byte), for :attr:`partial`.
         """
         suffixes = sfx.tokens_by_pos
-        pre_of = sfx.pre_chars.tolist()
-        order = sorted(range(len(suffixes)), key=lambda k: (suffixes[k], pre_of[k], k))
+        # by bytes, then pre, then position: a stable sort by bytes of the (pre, position) order
+        by_pre = np.argsort(sfx.pre_chars, kind="stable").tolist()
+        order = sorted(by_pre, key=suffixes.__getitem__)
         ordered = [suffixes[k] for k in order]
         n = len(ordered)
-        lengths = np.array([len(t) for t in ordered], dtype=np.int64)
+        idx = np.array(order, dtype=np.int64)
+        lengths = sfx.lengths[idx].astype(np.int64)
+        first = sfx.first[idx].astype(np.int32)
         end = np.cumsum(lengths)
         same = np.zeros(n, dtype=np.uint8)
         same[1:] = [a == b for a, b in itertools.pairwise(ordered)]
-        partial = np.array([_proper_prefix(t, characters) for t in ordered], dtype=np.uint8)
-        idx = np.array(order, dtype=np.int64)
+        # a proper prefix is shorter than the longest character and starts with a first byte
+        # of a character of two bytes or more: most suffixes are out at once
+        longest = max((len(seq) for seq in characters), default=0)
+        lowest = min((seq[0][0] for seq in characters if len(seq) > 1), default=256)
+        partial = np.zeros(n, dtype=np.uint8)
+        for k in np.flatnonzero((lengths < longest) & (first >= lowest)).tolist():
+            partial[k] = _proper_prefix(ordered[k], characters)
         pre = sfx.pre_chars[idx].astype(np.int32)
-        first = np.array([t[0] for t in ordered], dtype=np.int32)
         starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]]) if n else first
         group_lo = np.r_[starts, n].astype(np.int64)
         group_pre = np.zeros(2 * starts.shape[0], dtype=np.int32)

@@ -103,6 +103,7 @@ class CharSets:
         by_id[ids[self.fit_pos]] = self.fit_chars
         self._chars_by_id = by_id
         self._masks: dict[int, I32] = {}
+        self._masks_lock = threading.Lock()
         self._words = (vocab_size + 31) // 32
         self._tails: dict[tuple[int, bool, bool], WalkList] = {}
         self._chain_tails: ChainTails | None = None
@@ -123,6 +124,15 @@ class CharSets:
         Cached per ``k``; the caller must not write to it.
         """
         k = min(k, self.max_chars)
+        mask = self._masks.get(k)
+        if mask is not None:
+            return mask
+        # the sets are shared by every constraint of the vocabulary, in any thread: the masks
+        # are read while others are added
+        with self._masks_lock:
+            return self._mask_upto(k)
+
+    def _mask_upto(self, k: int) -> I32:
         mask = self._masks.get(k)
         if mask is None:
             below = [j for j in self._masks if j < k]

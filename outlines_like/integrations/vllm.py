@@ -40,6 +40,7 @@ import time
 import types
 from typing import TYPE_CHECKING, Any
 
+from outlines_like.fsm.index import prepare_vocabulary
 from outlines_like.fsm.processors import import_torch
 from outlines_like.integrations._batch import (
     PROMPT_TAIL,
@@ -161,6 +162,9 @@ class _Processor:
                 "(draft tokens would need their own matcher states); start vLLM without it"
             )
         vocabulary, think_end = build_vocabulary(vllm_config)
+        # token tables, shared lexeme sets and the compiled kernels at start-up, not in the
+        # first request (a machine's first run compiles the kernels: seconds)
+        prepare_vocabulary(vocabulary)
         self.batch = ConstrainedBatch(
             vocabulary,
             think_end_token_id=think_end,

@@ -32,6 +32,9 @@ PIECES = [b"a", b"b", b" ", b"e", b"\"", b"\\", b"\\n", b"\n", b"\t", b",", b"}"
 PATTERNS = [
     *LEXEME_PATTERNS[:-1],
     r'\{"a": ?"[^"\\\x00-\x1f]{0,12}"(, ?"b": ?"[^"\\\x00-\x1f]*")?\}',
+    # the chain's byte set changes on the way (the longer tokens are walked from its end)
+    r'"[^"\\x]{2}[^"\\y]*"',
+    r'"[^"\\x]{0,3}[^"\\y]{0,4}"',
 ]
 
 

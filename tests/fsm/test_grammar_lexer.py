@@ -107,6 +107,15 @@ def test_context_builds_agree(grammar: str, monkeypatch: pytest.MonkeyPatch) -> 
         built.append(args[0])
         return a
 
+    kernel_built: list[bool] = []
+    compiled_context = _grammar_lexer._compiled_context
+
+    def counted(*args: Any) -> Any:
+        out = compiled_context(*args)
+        kernel_built.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_grammar_lexer, "_compiled_context", counted)
     monkeypatch.setattr(grammar_module, "build_context", each)
     compiled = CompiledGrammar(grammar, VOCAB)
     compiled.matcher().fill_bitmask(np.zeros((1, VOCAB.mask_words), dtype=np.int32))
@@ -114,3 +123,5 @@ def test_context_builds_agree(grammar: str, monkeypatch: pytest.MonkeyPatch) -> 
         for state in compiled._parser.actions:
             compiled._state_context(state)
     assert built
+    if len(hooks) > 1 and grammar in (MEMBERS, MANY_WORDS, grammar_cases.JSON_LARK):
+        assert any(kernel_built)  # the kernel's way was taken, not only the Python builds

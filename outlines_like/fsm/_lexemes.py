@@ -19,7 +19,10 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.types._charset import utf8_byte_ranges
+
 __all__ = [
+    "NON_ASCII",
     "ChainTails",
     "CharSets",
     "LexemeCache",
@@ -31,6 +34,19 @@ __all__ = [
 ]
 
 I32 = npt.NDArray[np.int32]
+
+
+def _non_ascii_sequences() -> list[list[tuple[int, int]]]:
+    out: list[list[tuple[int, int]]] = []
+    for lo, hi in ((0x80, 0xD7FF), (0xE000, 0x10FFFF)):
+        out.extend(utf8_byte_ranges(lo, hi))
+    return out
+
+
+NON_ASCII = _non_ascii_sequences()
+"""Every non-ASCII character (no surrogate) as UTF-8 byte-range sequences, a range per byte:
+what a character chain's every step takes besides its ASCII set ``O``."""
+
 _MAX_SETS = 64  # byte sets kept per vocabulary (a JSON schema uses one or two)
 
 
@@ -105,7 +121,6 @@ class CharSets:
         self._masks: dict[int, I32] = {}
         self._masks_lock = threading.Lock()
         self._words = (vocab_size + 31) // 32
-        self._tails: dict[tuple[int, bool, bool], WalkList] = {}
         self._chain_tails: ChainTails | None = None
         self._longer: dict[int, WalkList] = {}
         # the fitting tokens by characters: mask_upto(k) adds those past a smaller k's mask
@@ -161,15 +176,14 @@ class CharSets:
             self._suffixes = sfx
         return sfx
 
-    def chain_tails(self, characters: list[list[tuple[int, int]]]) -> ChainTails:
+    def chain_tails(self) -> ChainTails:
         """The unfit tokens from where they leave the lexeme, sorted by suffix (built once).
 
-        ``characters``: what every chain step takes besides ``O`` (see :class:`ChainTails`;
-        the same list on every call).
+        Their partial characters are those of :data:`NON_ASCII` (see :class:`ChainTails`).
         """
         tails = self._chain_tails
         if tails is None:
-            tails = ChainTails.of(self.suffixes(), characters)
+            tails = ChainTails.of(self.suffixes(), NON_ASCII)
             self._chain_tails = tails
         return tails
 
@@ -195,44 +209,6 @@ class CharSets:
                 np.full(pos.shape[0], m, dtype=np.int32),
             )
             self._longer[m] = walk
-        return walk
-
-    def tails(self, m: int, loop: bool, longer: bool) -> WalkList:
-        """What the compiled walk walks from a chain ``c0 .. cm`` on ``O`` (built once per key).
-
-        The unfit tokens from where they leave the lexeme, each from ``c[min(pre, m)]`` (all
-        of them on a loop, else those whose fitting prefix has at most ``m`` characters); with
-        ``longer``, also the tokens whose first ``m`` characters all fit and that have more
-        (fitting tokens, and unfit ones with longer prefixes), from ``cm`` after those ``m``
-        characters. :attr:`WalkList.start` holds chain indexes.
-        """
-        key = (m, loop, longer)
-        walk = self._tails.get(key)
-        if walk is None:
-            sfx = self.suffixes()
-            pre = sfx.pre_chars
-            items = np.arange(pre.shape[0]) if loop else np.flatnonzero(pre <= m)
-            flats = [sfx.flat]
-            begin = [sfx.offsets[:-1][items]]
-            end = [sfx.offsets[1:][items]]
-            ids = [sfx.ids[items]]
-            start = [np.minimum(pre[items], m).astype(np.int32)]
-            if longer:
-                extra = self.longer(m)
-                shift = sfx.flat.shape[0]
-                flats.append(extra.flat)
-                begin.append(extra.begin + shift)
-                end.append(extra.end + shift)
-                ids.append(extra.ids)
-                start.append(extra.start)
-            walk = WalkList(
-                np.concatenate(flats).astype(np.uint8),
-                np.concatenate(begin).astype(np.int64),
-                np.concatenate(end).astype(np.int64),
-                np.concatenate(ids).astype(np.int32),
-                np.concatenate(start).astype(np.int32),
-            )
-            self._tails[key] = walk
         return walk
 
 

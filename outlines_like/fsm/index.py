@@ -46,6 +46,7 @@ from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm import _accel
 from outlines_like.fsm._grammar_walk import byte_table
 from outlines_like.fsm._lexemes import (
+    NON_ASCII,
     LexemeCache,
     SuffixTable,
     TokenBytes,
@@ -55,7 +56,6 @@ from outlines_like.fsm._lexemes import (
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
-from outlines_like.types._charset import utf8_byte_ranges
 
 if TYPE_CHECKING:
     from outlines_like.fsm._accel_chain import ChainMemo
@@ -244,7 +244,7 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     for k in (*range(1, _CHAR_CHAIN_STEPS + 1), body.max_chars):
         body.mask_upto(k)
     if _accel.enabled():  # the compiled walk's table, and the masks of every chain length
-        body.chain_tails(_NON_ASCII)
+        body.chain_tails()
         for k in range(body.max_chars + 1):
             body.mask_upto(k)
     byte_table(vocab)
@@ -506,19 +506,9 @@ def _pair_candidates(
     return pos
 
 
-def _non_ascii_sequences() -> list[list[tuple[int, int]]]:
-    out: list[list[tuple[int, int]]] = []
-    for lo, hi in ((0x80, 0xD7FF), (0xE000, 0x10FFFF)):
-        out.extend(utf8_byte_ranges(lo, hi))
-    return out
-
-
-_NON_ASCII = _non_ascii_sequences()
-
-
 def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
     """Whether every non-ASCII UTF-8 character leads from ``state`` back to ``state``."""
-    for seq in _NON_ASCII:
+    for seq in NON_ASCII:
         states = [state]
         for lo, hi in seq:
             if lazy is not None:
@@ -536,15 +526,15 @@ def _utf8_closed(trans: I32, state: int, lazy: LazyByteDFA | None) -> bool:
 def _utf8_plan() -> list[tuple[npt.NDArray[np.int64], ...]]:
     """The gathers of :func:`_utf8_target`, one per byte of a UTF-8 character.
 
-    Each: which sequences of ``_NON_ASCII`` are that long, the bytes of their ranges laid end
+    Each: which sequences of ``NON_ASCII`` are that long, the bytes of their ranges laid end
     to end, the sequence of each byte, and each range's start.
     """
     plan: list[tuple[npt.NDArray[np.int64], ...]] = []
     for level in range(4):
-        act = [i for i, seq in enumerate(_NON_ASCII) if len(seq) > level]
+        act = [i for i, seq in enumerate(NON_ASCII) if len(seq) > level]
         if not act:
             break
-        ranges = [_NON_ASCII[i][level] for i in act]
+        ranges = [NON_ASCII[i][level] for i in act]
         sizes = [hi - lo + 1 for lo, hi in ranges]
         byte_idx = np.concatenate([np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in ranges])
         seg_of = np.repeat(np.arange(len(act), dtype=np.int64), sizes)
@@ -565,8 +555,8 @@ def _utf8_target(trans: I32, state: int, lazy: LazyByteDFA | None) -> int:
     means the caller walks instead.
     """
     if lazy is not None:  # on the subsets: the lazy DFA builds no state inside a character
-        return lazy.utf8_target(state, _NON_ASCII)
-    cur = np.full(len(_NON_ASCII), state, dtype=np.int64)
+        return lazy.utf8_target(state, NON_ASCII)
+    cur = np.full(len(NON_ASCII), state, dtype=np.int64)
     for act, byte_idx, seg_of, starts in _UTF8_PLAN:
         xs = cur[act]
         vals = trans[xs[seg_of], byte_idx]
@@ -709,10 +699,10 @@ def _lexeme_walk(
     only the rest (tokens that cross the lexeme's boundary, and longer ones the chain cannot
     decide) are walked. Returns ``(mask of the fitting tokens allowed, ids of the other
     tokens allowed)``, or ``None`` when ``state`` is no such state. With ``out`` (a packed
-    ``uint32`` row), the rest is walked by the compiled kernels and set there instead (the
-    ids returned are then empty). With ``chain_memo`` too, both walks are compiled
-    (:mod:`outlines_like.fsm._accel_chain`): the chain is followed as far as the longest
-    token, so no fitting token is walked.
+    ``uint32`` row) and ``chain_memo`` (the ``accel`` extra), both walks are compiled
+    (:func:`_compiled_lexeme_walk`) and the rest is set in ``out`` (the ids returned are
+    then empty); ``None`` there also when a lazy DFA's builder has no kernels (the caller
+    walks the token trie instead).
     """
     if lazy is not None:
         lazy.expand_one(state)
@@ -720,12 +710,10 @@ def _lexeme_walk(
     row = trans[state]
     if row[0xC3] < 0 or row[0xE4] < 0:  # a chain lets every non-ASCII character through
         return None
-    if out is not None and chain_memo is not None:
-        done = _compiled_lexeme_walk(trans, table, state, lazy, chain_memo, out)
-        if done is not None:
-            return done or None
-        if lazy is not None:
-            trans = lazy.transitions
+    if out is not None:
+        if chain_memo is None:
+            raise ValueError("a compiled lexeme walk needs the DFA's chain memo")
+        return _compiled_lexeme_walk(trans, table, state, lazy, chain_memo, out)
     # follow the chain some way (memoised per state: a string's states are each stepped once);
     # tokens with more characters than it has steps are walked whole
     steps = min(_CHAR_CHAIN_STEPS, table.max_len)
@@ -739,16 +727,6 @@ def _lexeme_walk(
     fit_mask = sets.mask_upto(sets.max_chars if loop else m)
     if lazy is not None:
         trans = lazy.transitions
-    if out is not None:
-        # the same walks, compiled: the unfit tokens from where they leave the lexeme and the
-        # longer ones from cm, as one cached list per (O, chain shape)
-        tails = sets.tails(m, loop, longer=not loop and not dead)
-        states = np.array(chain, dtype=np.int32)
-        # compiled: the walk builds every row it reads, in one pass
-        items = (tails.flat, tails.begin, tails.end, tails.ids, tails.start, states)
-        if lazy is None or not lazy.walk_items(items, out):
-            _accel.walk_list(trans, tails, states[tails.start], lazy, out)
-        return fit_mask, np.zeros(0, dtype=np.int32)
     tflat = trans.reshape(-1)
     done_pos: list[npt.NDArray[np.intp]] = []
     done_cur: list[I32] = []
@@ -793,7 +771,7 @@ def _chain_memo(table: TokenTable) -> ChainMemo:
     from outlines_like.fsm._accel_chain import ChainMemo
 
     steps = min(table.max_chars, _COMPILED_CHAIN_STEPS)
-    return ChainMemo(_NON_ASCII, steps, _MIN_LOOP_BYTES)
+    return ChainMemo(NON_ASCII, steps, _MIN_LOOP_BYTES)
 
 
 def _compiled_lexeme_walk(
@@ -803,11 +781,11 @@ def _compiled_lexeme_walk(
     lazy: LazyByteDFA | None,
     chain_memo: ChainMemo,
     out: npt.NDArray[np.uint32],
-) -> tuple[I32, I32] | tuple[()] | None:
+) -> tuple[I32, I32] | None:
     """:func:`_lexeme_walk`'s compiled form: the chain, then the boundary tokens, in kernels.
 
-    Returns its result, ``()`` when ``state`` is no string-body state, or ``None`` when a
-    lazy DFA's builder has no kernels (the caller goes on as without them). A chain that
+    Returns its result, or ``None`` when ``state`` is no string-body state or a lazy DFA's
+    builder has no kernels (either way the caller walks the token trie). A chain that
     stops before the longest tokens (its byte set changes, or ``_COMPILED_CHAIN_STEPS``)
     leaves them to the item walk, from its end.
     """
@@ -816,12 +794,12 @@ def _compiled_lexeme_walk(
         return None
     chain, o_key, loop, dead = found
     if o_key is None:
-        return ()
+        return None
     sets = table.lexemes.chars(o_key)
     if sets.n_fit * _LEXEME_SHARE < table.n_text:
-        return ()
+        return None
     m = chain.shape[0] - 1
-    tails = sets.chain_tails(_NON_ASCII)
+    tails = sets.chain_tails()
     if lazy is not None:
         trans = lazy.transitions
     if not chain_memo.walk_tails(tails, chain, loop, trans, lazy, out):

@@ -105,6 +105,34 @@ def test_compiled_string_rows_equal_the_byte_walk(
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_lazy_dfa_of_the_pure_builder_takes_the_trie_walk(
+    monkeypatch: pytest.MonkeyPatch, pattern: str
+) -> None:
+    """A lazy DFA built with the compiled walk off has no kernels for its rows: with the walk
+    back on, its string bodies take the trie walk (the compiled string-body walk declines)."""
+    monkeypatch.setattr(index_mod, "_LEXEME_SHARE", 10**6)
+    declined = [0]
+    real = index_mod._compiled_lexeme_walk
+
+    def counting(*args: object) -> object:
+        out = real(*args)  # type: ignore[arg-type]
+        declined[0] += out is None
+        return out
+
+    monkeypatch.setattr(index_mod, "_compiled_lexeme_walk", counting)
+    vocab = random_vocab(4)
+    _accel.set_enabled(False)
+    try:
+        dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
+    finally:
+        _accel.set_enabled(None)
+    assert isinstance(dfa, LazyByteDFA)
+    for state, ids in reachable_rows(dfa, vocab, 60):
+        assert ids == byte_walk_ids(dfa, vocab, state), (pattern, state)
+    assert declined[0] > 0
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
 def test_compiled_chain_equals_the_pure_chain(pattern: str) -> None:
     """:meth:`ChainMemo.follow` finds :func:`_char_chain`'s chain, state by state."""
     vocab = random_vocab(3)
@@ -131,7 +159,7 @@ def test_chain_tails_cover_every_unfit_token() -> None:
     """The compiled walk's table: the suffix table's items, sorted, grouped by first byte."""
     vocab = random_vocab(4)
     sets = token_table(vocab).lexemes.chars(JSON_STRING_BODY)
-    tails = sets.chain_tails(index_mod._NON_ASCII)
+    tails = sets.chain_tails()
     sfx = sets.suffixes()
     got = sorted(
         (int(t), bytes(tails.flat[b:e]), int(p))

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm import Vocabulary, _accel
+from outlines_like.fsm._lexemes import NON_ASCII
 from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import SubsetBuilder
-from outlines_like.fsm.index import _NON_ASCII, TokenIndex
+from outlines_like.fsm.index import TokenIndex
 from outlines_like.fsm.regex_dfa import LazyByteDFA, _build, compile_regex, compile_regex_auto
 from outlines_like.types import JsonSchema, to_regex
 from outlines_like.types._regex import parse_regex
@@ -96,8 +97,8 @@ def assert_same_construction(pattern: str) -> None:
     for i in range(pure.n_states):
         assert fast.subset(i) == pure.order[i]  # type: ignore[attr-defined]
     for i in range(pure.n_states):  # may add states: the same ones, in the same order
-        want = pure.utf8_target(i, _NON_ASCII)
-        assert fast.utf8_target(i, _NON_ASCII) == want  # type: ignore[attr-defined]
+        want = pure.utf8_target(i, NON_ASCII)
+        assert fast.utf8_target(i, NON_ASCII) == want  # type: ignore[attr-defined]
     assert fast.n_states == pure.n_states  # type: ignore[attr-defined]
 
 

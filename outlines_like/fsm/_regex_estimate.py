@@ -26,17 +26,31 @@ _CAP = 1 << 62
 
 
 def nfa_states(node: Node) -> int:
-    """A rough count of the NFA states of ``node`` (capped, so it never overflows)."""
+    """A rough count of the NFA states of ``node`` (capped, so it never overflows).
+
+    Linear in the tree's distinct nodes: a node the reader shares (a group text read before)
+    is counted once and its count reused.
+    """
+    return _nfa_states(node, {})
+
+
+def _nfa_states(node: Node, memo: dict[int, int]) -> int:
     if isinstance(node, Chars):
         return 1 + min(len(node.ranges), 4)
     if isinstance(node, Anchor):
         return 0
+    got = memo.get(id(node))  # the tree holds its nodes while the memo lives
+    if got is not None:
+        return got
     if isinstance(node, (Concat, Alt)):
-        return min(_CAP, sum(nfa_states(item) for item in node.items) + 1)
-    if isinstance(node, Atomic):
-        return nfa_states(node.item)
-    copies = node.high if node.high is not None else node.low + 1
-    return min(_CAP, max(copies, 1) * nfa_states(node.item) + 1)
+        got = min(_CAP, sum(_nfa_states(item, memo) for item in node.items) + 1)
+    elif isinstance(node, Atomic):
+        got = _nfa_states(node.item, memo)
+    else:
+        copies = node.high if node.high is not None else node.low + 1
+        got = min(_CAP, max(copies, 1) * _nfa_states(node.item, memo) + 1)
+    memo[id(node)] = got
+    return got
 
 
 class _Facts:
@@ -161,8 +175,12 @@ def dfa_blowup(node: Node) -> int:
     facts = _Facts()
     worst = 0
     todo = [node]
+    seen: set[int] = set()  # a node the reader shares is looked at once: same worst
     while todo:
         n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
         if isinstance(n, Concat):
             items = _flat(n)
             for k, item in enumerate(items):

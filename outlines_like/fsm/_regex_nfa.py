@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from array import array
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -12,6 +14,70 @@ from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm.budget import check as _check
 from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
 from outlines_like.types._regex import Alt, Anchor, Atomic, Chars, Concat, Node
+
+_Span: TypeAlias = tuple[Node, int, int, int, int, int, int, int, int, int, bool]
+"""Where a node's first build went: ``(node, start, end, n0, n1, e0, e1, p0, p1, shared,
+empty)``: its states ``n0 .. n1 - 1``, its ints of the edge and epsilon lists, the shared
+states and whether it added an empty set."""
+
+# a fragment with fewer edge ints than this is copied in Python (numpy's calls cost more)
+_NUMPY_COPY = 96
+
+
+class _Edges:
+    """The edges of a fragment, ``width`` ints each (``src, ..., dst``), to add again shifted.
+
+    Sources are the fragment's start (``-1``) or its own states (from ``0``), destinations its
+    own states: a copy from start ``s`` on states from ``n0`` is ``src -> s`` or ``+ n0``,
+    ``dst + n0``, the ints in between as they are.
+    """
+
+    __slots__ = ("flat", "from_start", "shift", "small", "width")
+
+    def __init__(self, ints: array[int], width: int, s: int, n0: int) -> None:
+        rows = np.frombuffer(ints, dtype=np.int32).reshape(-1, width).copy()
+        self.width = width
+        starts = rows[:, 0] == s
+        rows[:, 0] -= n0
+        rows[:, -1] -= n0
+        rows[starts, 0] = -1
+        self.small = len(ints) < _NUMPY_COPY
+        if self.small:  # (src, *middle, dst) tuples
+            self.flat: list[tuple[int, ...]] | npt.NDArray[np.int32] = [
+                tuple(r) for r in rows.tolist()
+            ]
+        else:
+            self.flat = rows
+            self.from_start = np.flatnonzero(starts)
+            self.shift = np.zeros(width, dtype=np.int32)
+            self.shift[0] = self.shift[-1] = 1
+
+    def emit(self, out: array[int], s: int, n0: int) -> None:
+        """Append the edges to ``out``, from ``s`` on states from ``n0``."""
+        if self.small:
+            add = out.extend
+            if self.width == 4:
+                for a, lo, hi, d in self.flat:
+                    add((s if a < 0 else a + n0, lo, hi, d + n0))
+            else:
+                for a, d in self.flat:
+                    add((s if a < 0 else a + n0, d + n0))
+            return
+        rows = self.flat + self.shift * np.int32(n0)
+        rows[self.from_start, 0] = s
+        out.frombytes(rows.tobytes())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fragment:
+    """A node's NFA fragment, cut from its first build, to add again from another state."""
+
+    n_new: int  # states it adds
+    shared: int  # states its sets' templates saved
+    empty: bool  # whether it holds an empty set
+    end: int  # its end state (``-1``: the start)
+    edges: _Edges
+    eps: _Edges
 
 __all__ = ["MAX_NFA_STATES", "NFA", "ints", "set_template", "too_many_nfa_states"]
 
@@ -50,6 +116,8 @@ class NFA:
         # states the set templates saved by sharing UTF-8 suffixes: size limits and the
         # eager/lazy choice count them, so they decide as they did before the sharing
         self.shared = 0
+        # id(node) -> where its first build went, then its fragment (see :meth:`_again`)
+        self._built: dict[int, _Span | _Fragment] = {}
 
     @property
     def size(self) -> int:
@@ -80,11 +148,70 @@ class NFA:
         self.eps_off = ints(np.searchsorted(eps[:, 0], np.arange(n + 1)))
         self.eps_dst = ints(eps[:, 1])
         self.edge_list, self.eps_list = array("i"), array("i")
+        self._built.clear()
 
     def build_into(self, node: Node, s: int) -> int:
-        """Add the paths of ``node`` leaving ``s``; return the end state."""
-        if isinstance(node, Chars):
+        """Add the paths of ``node`` leaving ``s``; return the end state.
+
+        A node met again (the reader shares the nodes of a group text it read before, and a
+        counted repetition builds its item once per copy) is not built again: the edges its
+        first build added are copied, their states shifted (:meth:`_again`). The arrays come
+        out as a build from scratch makes them, edge for edge.
+        """
+        if type(node) is Chars:
             return self.build_set(_encodable(node.ranges), s)
+        built = self._built.get(id(node))
+        if built is not None:
+            return self._again(id(node), built, s)
+        n0, e0, p0, sh0 = self.n, len(self.edge_list), len(self.eps_list), self.shared
+        empty = self.has_empty_set
+        end = self._build_node(node, s)
+        self._built[id(node)] = (
+            node,
+            s,
+            end,
+            n0,
+            self.n,
+            e0,
+            len(self.edge_list),
+            p0,
+            len(self.eps_list),
+            self.shared - sh0,
+            self.has_empty_set and not empty,
+        )
+        return end
+
+    def _again(self, key: int, built: _Span | _Fragment, s: int) -> int:
+        """Add the edges of a node's first build again from ``s``, on new states."""
+        if isinstance(built, tuple):  # the first build's span of the arrays: cut it out
+            built = self._built[key] = self._fragment(built)
+        n0 = self.n
+        n_new = built.n_new
+        if n0 + n_new + self.shared + built.shared > MAX_NFA_STATES:
+            raise too_many_nfa_states()
+        if n0 >> 10 != (n0 + n_new) >> 10 or not n0 & 1023:  # where new() checks the clock
+            _check("regex NFA")
+        self.n = n0 + n_new
+        self.shared += built.shared
+        self.has_empty_set |= built.empty
+        built.edges.emit(self.edge_list, s, n0)
+        built.eps.emit(self.eps_list, s, n0)
+        return s if built.end < 0 else n0 + built.end
+
+    def _fragment(self, span: _Span) -> _Fragment:
+        """The fragment a first build added: its states from 0, its start state as ``-1``."""
+        _, s, end, n0, n1, e0, e1, p0, p1, shared, empty = span
+        return _Fragment(
+            n_new=n1 - n0,
+            shared=shared,
+            empty=empty,
+            end=-1 if end == s else end - n0,
+            edges=_Edges(self.edge_list[e0:e1], 4, s, n0),
+            eps=_Edges(self.eps_list[p0:p1], 2, s, n0),
+        )
+
+    def _build_node(self, node: Node, s: int) -> int:
+        """Build a node other than a set (see :meth:`build_into`)."""
         if isinstance(node, Concat):
             for item in node.items:
                 s = self.build_into(item, s)

@@ -110,8 +110,8 @@ def warm_up() -> float:
     fresh = "outlines_like.fsm._accel_lexer" not in sys.modules  # the last kernels loaded
     if _dfa_kernels() is None:  # the walk and DFA kernels, when the compiled walk is on
         return 0.0
-    # the string bodies', the grammar path's and the lexer contexts' kernels
-    from outlines_like.fsm import _accel_chain, _accel_grammar, _accel_lexer  # noqa: F401
+    # the string bodies', the grammar path's, the lexer contexts' and small regex DFAs' kernels
+    from outlines_like.fsm import _accel_chain, _accel_grammar, _accel_lexer, _accel_regex  # noqa: F401
 
     return time.perf_counter() - t0 if fresh else 0.0
 

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm.budget import check as _check
 from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
-from outlines_like.types._regex import Alt, Anchor, Atomic, Chars, Concat, Node
+from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat
 
 _Span: TypeAlias = tuple[Node, int, int, int, int, int, int, int, int, int, bool]
 """Where a node's first build went: ``(node, start, end, n0, n1, e0, e1, p0, p1, shared,
@@ -78,6 +78,7 @@ class _Fragment:
     end: int  # its end state (``-1``: the start)
     edges: _Edges
     eps: _Edges
+
 
 __all__ = ["MAX_NFA_STATES", "NFA", "ints", "set_template", "too_many_nfa_states"]
 
@@ -222,7 +223,7 @@ class NFA:
             for item in node.items:
                 eps.extend((self.build_into(item, s), e))
             return e
-        if isinstance(node, (Anchor, Atomic)):  # stripped / refused by the reader
+        if not isinstance(node, Repeat):  # anchors and atomic groups: stripped / refused
             raise AssertionError(f"unexpected {node!r} in the NFA build")
         sub, lo, hi = node.item, node.low, node.high  # lazy: same language
         for _ in range(lo):

@@ -161,12 +161,20 @@ def _eager(builder: Builder) -> ByteDFA:
     table = builder.class_table()
     accepting = builder.accepting_array()
     s0 = 0
-    if table.shape[0] <= _MINIMIZE_LIMIT:
-        # Moore refinement costs (states x classes) per round and needs as many rounds as the
-        # longest distinguishing path; above this size a non-minimal DFA (still exact) is
-        # cheaper than minimising it (~100 ms for 2,000-state JSON Schema DFAs)
-        table, accepting, s0 = minimize(table, accepting, 0)
-    table, classes = merge_classes(table, builder.classes)
+    if builder.compiled:  # the same minimisation, compiled (numba is there)
+        from outlines_like.fsm import _accel_regex
+
+        if table.shape[0] <= _MINIMIZE_LIMIT:
+            table, acc8, s0 = _accel_regex.minimize(table, accepting.view(np.uint8), 0)
+            accepting = acc8.view(bool)
+        table, classes = _accel_regex.merge_classes(table, builder.classes)
+    else:
+        if table.shape[0] <= _MINIMIZE_LIMIT:
+            # Moore refinement costs (states x classes) per round and needs as many rounds as
+            # the longest distinguishing path; above this size a non-minimal DFA (still exact)
+            # is cheaper than minimising it (~100 ms for 2,000-state JSON Schema DFAs)
+            table, accepting, s0 = minimize(table, accepting, 0)
+        table, classes = merge_classes(table, builder.classes)
     return ByteDFA(
         start=s0,
         transitions=np.ascontiguousarray(table[:, classes], dtype=np.int32),

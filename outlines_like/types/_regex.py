@@ -267,20 +267,26 @@ class _Reader:
 
     def sequence(self, flags: int) -> Node:
         items: list[Node] = []
-        p = self.p
+        p, n = self.p, self.n
+        verbose = flags & _VERBOSE
         plain = not flags & (_VERBOSE | _IGNORECASE)
+        run_at = _PLAIN_RUN.match
         while True:
-            self.skip_verbose(flags)
-            if self.i >= self.n or p[self.i] in "|)":
+            if verbose:
+                self.skip_verbose(flags)
+            start = self.i
+            if start >= n or p[start] in "|)":
                 break
             if plain:
-                run = _PLAIN_RUN.match(p, self.i)
+                run = run_at(p, start)
                 if run is not None:  # all but the last, which a quantifier may follow
-                    items.extend(_literal(ord(c)) for c in p[self.i : run.end() - 1])
-                    self.i = run.end() - 1
-            start = self.i
+                    start = run.end() - 1
+                    items.extend([_literal(ord(c)) for c in p[self.i : start]])
+                    self.i = start
             atom = self.atom(flags)
-            items.append(self.quantified(atom, start, flags))
+            if self.i < n and (verbose or p[self.i] in "*+?{"):
+                atom = self.quantified(atom, start, flags)
+            items.append(atom)
         return items[0] if len(items) == 1 else Concat(tuple(items))
 
     def quantified(self, atom: Node, start: int, flags: int) -> Node:
@@ -640,7 +646,7 @@ def _clip(pattern: str) -> str:
 _CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
 # Characters that are themselves outside a set (with no flags that change their reading)
 _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]{2,}")
-_GROUP_PARTS: Final = re.compile(r"\\.|" + _CLASS_EXTENT.pattern + r"|[()]", re.DOTALL)
+_PARENS: Final = re.compile(r"(?<!\\)[()]")
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""
 
@@ -651,20 +657,21 @@ def _literal(cp: int) -> Chars:
 
 
 def _closing_parens(pattern: str) -> dict[int, int]:
-    """Where each ``(`` likely closes, skipping escapes and sets.
+    """Where each ``(`` likely closes, skipping escaped parentheses.
 
     A hint only: the memo of :meth:`_Reader.group` holds texts read in full, so a wrong guess
-    (a ``(`` in a comment under ``re.VERBOSE``) only misses it.
+    (a parenthesis in a set, or after an escaped backslash, or in a comment under
+    ``re.VERBOSE``) only misses it. Parentheses only are looked at (a set or an escape per
+    match cost ~3x more).
     """
     closes: dict[int, int] = {}
     opened: list[int] = []
-    for m in _GROUP_PARTS.finditer(pattern):
-        at = m.start()
-        c = pattern[at]
-        if c == "(":
-            opened.append(at)
-        elif c == ")" and opened:
-            closes[opened.pop()] = at
+    push, pop = opened.append, opened.pop
+    for at in [m.start() for m in _PARENS.finditer(pattern)]:
+        if pattern[at] == "(":
+            push(at)
+        elif opened:
+            closes[pop()] = at
     return closes
 
 

@@ -43,7 +43,13 @@ def _nfa_states(node: Node, memo: dict[int, int]) -> int:
     if got is not None:
         return got
     if isinstance(node, (Concat, Alt)):
-        got = min(_CAP, sum(_nfa_states(item, memo) for item in node.items) + 1)
+        total = 1
+        for item in node.items:  # sets inline: most items of a JSON Schema's regex
+            if type(item) is Chars:
+                total += 1 + min(len(item.ranges), 4)
+            else:
+                total += _nfa_states(item, memo)
+        got = min(_CAP, total)
     elif isinstance(node, Atomic):
         got = _nfa_states(node.item, memo)
     else:
@@ -134,22 +140,24 @@ def _size(a: Ranges) -> int:
 
 
 def _flat(node: Concat) -> list[Node]:
+    """The items of ``node`` with the concatenations in it opened, in order."""
     out: list[Node] = []
-    todo: list[Node] = [node]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, Concat):
-            todo.extend(reversed(n.items))
+    add = out.append
+    for item in node.items:
+        if type(item) is Concat:
+            out.extend(_flat(item))
         else:
-            out.append(n)
+            add(item)
     return out
 
 
-def _blowup_after(facts: _Facts, loop: Ranges, rest: list[Node]) -> int:
-    """Positions after a loop over ``loop`` whose threads the DFA must track independently."""
+def _blowup_after(facts: _Facts, loop: Ranges, items: list[Node], begin: int) -> int:
+    """Positions of ``items[begin:]``, after a loop over ``loop``, whose threads the DFA must
+    track independently."""
     started = False
     w = 0
-    for item in rest:
+    for k in range(begin, len(items)):
+        item = items[k]
         common = _common(facts.chars(item), loop)
         if not common:
             if facts.nullable(item):
@@ -171,24 +179,32 @@ def _blowup_after(facts: _Facts, loop: Ranges, rest: list[Node]) -> int:
 
 
 def dfa_blowup(node: Node) -> int:
-    """An estimate of ``log2`` of the DFA states the subset construction needs (0: no blowup)."""
+    """An estimate of ``log2`` of the DFA states the subset construction needs (0: no blowup).
+
+    Linear in the tree's distinct nodes: a node the reader shares is looked at once.
+    """
     facts = _Facts()
     worst = 0
     todo = [node]
-    seen: set[int] = set()  # a node the reader shares is looked at once: same worst
+    seen = {id(node)}
+    push, mark = todo.append, seen.add
     while todo:
         n = todo.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
         if isinstance(n, Concat):
             items = _flat(n)
             for k, item in enumerate(items):
-                if isinstance(item, Repeat) and item.high is None:
-                    worst = max(worst, _blowup_after(facts, facts.first(item.item), items[k + 1 :]))
-            todo.extend(items)
+                if type(item) is Repeat and item.high is None:
+                    loop = facts.first(item.item)
+                    worst = max(worst, _blowup_after(facts, loop, items, k + 1))
+            inner: tuple[Node, ...] | list[Node] = items
         elif isinstance(n, Alt):
-            todo.extend(n.items)
+            inner = n.items
         elif isinstance(n, (Repeat, Atomic)):
-            todo.append(n.item)
+            inner = (n.item,)
+        else:
+            continue
+        for item in inner:  # sets and anchors hold no loop
+            if type(item) is not Chars and type(item) is not Anchor and id(item) not in seen:
+                mark(id(item))
+                push(item)
     return worst

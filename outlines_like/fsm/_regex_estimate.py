@@ -152,8 +152,10 @@ def _flat(node: Concat) -> list[Node]:
 
 
 def _blowup_after(facts: _Facts, loop: Ranges, items: list[Node], begin: int) -> int:
-    """Positions of ``items[begin:]``, after a loop over ``loop``, whose threads the DFA must
-    track independently."""
+    """Positions after a loop over ``loop`` whose threads the DFA must track independently.
+
+    The positions are those of ``items[begin:]`` (read in place: no slice per loop).
+    """
     started = False
     w = 0
     for k in range(begin, len(items)):

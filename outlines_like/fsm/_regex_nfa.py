@@ -80,7 +80,7 @@ class _Fragment:
     eps: _Edges
 
 
-__all__ = ["MAX_NFA_STATES", "NFA", "ints", "set_template", "too_many_nfa_states"]
+__all__ = ["MAX_NFA_STATES", "NFA", "encodable", "ints", "set_template", "too_many_nfa_states"]
 
 MAX_NFA_STATES = 400_000
 
@@ -160,7 +160,7 @@ class NFA:
         out as a build from scratch makes them, edge for edge.
         """
         if type(node) is Chars:
-            return self.build_set(_encodable(node.ranges), s)
+            return self.build_set(encodable(node.ranges), s)
         built = self._built.get(id(node))
         if built is not None:
             return self._again(id(node), built, s)
@@ -269,7 +269,7 @@ def ints(a: npt.NDArray[np.integer]) -> array[int]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _encodable(ranges: Ranges) -> Ranges:
+def encodable(ranges: Ranges) -> Ranges:
     """``ranges`` less the surrogates (UTF-8 cannot encode them)."""
     s_lo, s_hi = SURROGATES
     if any(lo <= s_hi and hi >= s_lo for lo, hi in ranges):

@@ -116,7 +116,14 @@ def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> Builde
     if not isinstance(pattern, str):
         raise TypeError(f"compile_regex takes a str pattern, got {type(pattern).__name__}")
     ast = parse_regex(pattern, strip_anchors=True)
-    if nfa_states(ast) > 2 * MAX_NFA_STATES:  # refused before the states are built
+    kernels = dfa_kernels()  # the compiled construction (same states, same numbering)
+    program = None
+    if kernels is not None:  # the same NFA, built in a kernel
+        from outlines_like.fsm._accel_nfa import Program
+
+        program = Program(ast)
+    estimate = nfa_states(ast) if program is None else program.nfa_states()
+    if estimate > 2 * MAX_NFA_STATES:  # refused before the states are built
         raise too_many_nfa_states()
     if refuse_blowup:
         w = dfa_blowup(ast)
@@ -128,13 +135,13 @@ def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> Builde
                 limit="states",
                 where="regex DFA (estimate)",
             )
+    if kernels is not None and program is not None:
+        nfa, start, final = program.build()
+        built: Builder = kernels.KernelSubsetBuilder(nfa, start, final, max_states, pattern)
+        return built
     nfa = NFA()
     start, final = nfa.build(ast)
     nfa.freeze()
-    kernels = dfa_kernels()  # the compiled construction (same states, same numbering)
-    if kernels is not None:
-        built: Builder = kernels.KernelSubsetBuilder(nfa, start, final, max_states, pattern)
-        return built
     return SubsetBuilder(nfa, start, final, max_states, pattern)
 
 

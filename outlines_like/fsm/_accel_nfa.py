@@ -1,0 +1,399 @@
+"""The regex NFA built in compiled kernels (the ``accel`` extra: numba), edge for edge.
+
+:meth:`~outlines_like.fsm._regex_nfa.NFA.build` walks the regex tree in Python, a call per
+node and a few per edge, and JSON Schema regexes repeat their sub-patterns (string bodies,
+numbers, separators) hundreds of times. Here the tree's distinct nodes (the reader shares a
+group text's node wherever the text comes again) are written once into flat arrays, a
+program, in one Python pass; a kernel then runs the same construction over the program (the
+same states in the same order, the same edges in the same order) and sorts the edges by
+source as :meth:`~outlines_like.fsm._regex_nfa.NFA.freeze` does (stably). The arrays are the
+Python build's, int for int (the tests compare them); the sizes are known from the program
+before a state is built, so a regex over :data:`~outlines_like.fsm._regex_nfa.MAX_NFA_STATES`
+is refused as the Python build refuses it, with the same error.
+
+Imported by :func:`~outlines_like.fsm.regex_dfa.compile_regex` while the compiled subset
+construction is on, and loaded by :func:`outlines_like.fsm._accel.warm_up`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from outlines_like.fsm._accel_kernels import _i32, _i64, _jit
+from outlines_like.fsm._regex_nfa import (
+    MAX_NFA_STATES,
+    NFA,
+    encodable,
+    ints,
+    set_template,
+    too_many_nfa_states,
+)
+from outlines_like.fsm.budget import check as _check
+from outlines_like.types._charset import Ranges
+from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat
+
+__all__ = ["Program"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+
+# program node kinds; a node is four ints ``kind, a0, a1, a2`` in ``code``
+_SET = 0  # a0: its set template, a2: its term of the size estimate
+_EMPTY = 1  # a set with no character: one state, no edge (a2: as a set's)
+_CONCAT = 2  # a0, a1: its items in kids[a0 : a0 + a1]
+_ALT = 3  # same
+_REPEAT = 4  # a0: the item's node, a1: low, a2: high (-1: unbounded)
+_SIZE_CAP = 1 << 40  # sizes saturate here (far past MAX_NFA_STATES)
+_ESTIMATE_CAP = 1 << 62  # as nfa_states caps
+
+
+class Program:
+    """A regex tree's distinct nodes as flat ints, children first (one Python pass).
+
+    Nodes are told apart by identity (the reader shares a repeated group text's node), sets
+    by their ranges.
+    """
+
+    def __init__(self, tree: Node) -> None:
+        self.code: list[int] = []
+        self.kids: list[int] = []
+        self.index: dict[int, int] = {}  # id(node) -> its number (the tree holds the nodes)
+        self.sets: dict[Ranges, int] = {}  # ranges -> their program node
+        self.t_off: list[int] = [0]
+        self.t_edges: list[int] = []
+        self.t_n: list[int] = []
+        self.t_shared: list[int] = []
+        self.root = self.node(tree)
+        self._arrays: tuple[I32, I32] | None = None
+
+    def chars(self, ranges: Ranges) -> int:
+        """The program node of a set."""
+        got = self.sets.get(ranges)
+        if got is not None:
+            return got
+        got = len(self.code) >> 2
+        usable = encodable(ranges)
+        estimate = 1 + min(len(ranges), 4)  # as nfa_states counts it
+        if not usable:
+            self.code.extend((_EMPTY, 0, 0, estimate))
+        else:
+            n_local, local_edges, n_trie = set_template(usable)
+            self.code.extend((_SET, len(self.t_n), 0, estimate))
+            for edge in local_edges:
+                self.t_edges.extend(edge)
+            self.t_off.append(len(self.t_edges) >> 2)
+            self.t_n.append(n_local)
+            self.t_shared.append(n_trie - n_local)
+        self.sets[ranges] = got
+        return got
+
+    def node(self, node: Node) -> int:
+        """The program node of ``node`` (not seen yet), added after its children."""
+        index = self.index
+        if type(node) is Chars:
+            got = self.chars(node.ranges)
+        elif type(node) is Concat or type(node) is Alt:
+            items = []
+            for item in node.items:
+                k = index.get(id(item))
+                items.append(self.node(item) if k is None else k)
+            got = len(self.code) >> 2
+            alt = type(node) is Alt
+            self.code.extend((_ALT if alt else _CONCAT, len(self.kids), len(items), 0))
+            self.kids.extend(items)
+        elif isinstance(node, Repeat):
+            k = index.get(id(node.item))
+            sub = self.node(node.item) if k is None else k
+            got = len(self.code) >> 2
+            self.code.extend((_REPEAT, sub, node.low, -1 if node.high is None else node.high))
+        else:  # anchors and atomic groups: stripped / refused by the reader
+            raise AssertionError(f"unexpected {node!r} in the NFA build")
+        index[id(node)] = got
+        return got
+
+    def code_arrays(self) -> tuple[I32, I32]:
+        """``code`` and ``kids`` as arrays."""
+        if self._arrays is None:
+            code = np.array(self.code, dtype=np.int32)
+            self._arrays = code, np.array(self.kids, dtype=np.int32)
+        return self._arrays
+
+    def nfa_states(self) -> int:
+        """:func:`~outlines_like.fsm._regex_estimate.nfa_states` of the tree (the same count)."""
+        code, kids = self.code_arrays()
+        return int(_estimate_kernel(code, kids)[self.root])
+
+    def build(self) -> tuple[NFA, int, int]:
+        """The frozen NFA of the tree and its start and final states (as ``NFA.build``).
+
+        Raises:
+            ConstraintTooLargeError: The NFA would need more than ``MAX_NFA_STATES`` states.
+        """
+        _check("regex NFA")
+        code, kids = self.code_arrays()
+        t_off = np.array(self.t_off, dtype=np.int64)
+        t_edges = np.array(self.t_edges, dtype=np.int32)
+        t_n = np.array(self.t_n, dtype=np.int32)
+        t_shared = np.array(self.t_shared, dtype=np.int64)
+        sizes = _sizes_kernel(code, kids, t_off, t_n, t_shared)[self.root]
+        n, n_edges, n_eps, shared, empty = (int(x) for x in sizes)
+        n += 1  # and the start state
+        if n + shared > MAX_NFA_STATES:
+            raise too_many_nfa_states()
+        out = np.empty(2 * n + 2 + 3 * n_edges + n_eps, dtype=np.int32)
+        final = int(_run_kernel(self.root, code, kids, t_off, t_edges, t_n, n, n_edges, n_eps, out))
+        if final < 0:  # pragma: no cover - the sizes are the build's
+            raise AssertionError("the compiled NFA build's sizes disagree with its program")
+        nfa = NFA()
+        nfa.n, nfa.shared, nfa.has_empty_set = n, shared, bool(empty)
+        cut = np.cumsum([n + 1, n_edges, n_edges, n_edges, n + 1])
+        parts = np.split(out, cut)
+        nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst = (ints(p) for p in parts)
+        return nfa, 0, final
+
+
+def _estimate(code: I32, kids: I32) -> I64:  # pragma: no cover - compiled
+    """Each node's ``nfa_states`` (capped at ``2**62`` as it is)."""
+    m = code.shape[0] // 4
+    out = np.zeros(m, dtype=np.int64)
+    for x in range(m):
+        k, a0, a1, a2 = code[4 * x], code[4 * x + 1], code[4 * x + 2], code[4 * x + 3]
+        if k <= _EMPTY:  # a set
+            out[x] = a2
+        elif k <= _ALT:  # a concatenation or an alternation
+            total = 1
+            for j in range(a0, a0 + a1):
+                total = min(total + out[kids[j]], _ESTIMATE_CAP)
+            out[x] = total
+        else:
+            copies = max(a2 if a2 >= 0 else a1 + 1, 1)
+            sub = out[a0]
+            if sub > (_ESTIMATE_CAP - 1) // copies:
+                out[x] = _ESTIMATE_CAP
+            else:
+                out[x] = min(copies * sub + 1, _ESTIMATE_CAP)
+    return out
+
+
+def _sizes(code: I32, kids: I32, t_off: I64, t_n: I32, t_shared: I64) -> I64:  # pragma: no cover
+    """Each node's NFA ``(states, byte edges, epsilon edges, shared states, empty set)``.
+
+    Children come first, so one pass; counts saturate at ``_SIZE_CAP``.
+    """
+    m = code.shape[0] // 4
+    out = np.zeros((m, 5), dtype=np.int64)
+    for x in range(m):
+        k, a0, a1, a2 = code[4 * x], code[4 * x + 1], code[4 * x + 2], code[4 * x + 3]
+        if k == _SET:
+            out[x, 0] = t_n[a0] - 1
+            out[x, 1] = t_off[a0 + 1] - t_off[a0]
+            out[x, 3] = t_shared[a0]
+        elif k == _EMPTY:
+            out[x, 0] = 1
+            out[x, 4] = 1
+        elif k <= _ALT:  # a concatenation or an alternation
+            for j in range(a0, a0 + a1):
+                for c in range(4):
+                    out[x, c] = min(out[x, c] + out[kids[j], c], _SIZE_CAP)
+                out[x, 4] |= out[kids[j], 4]
+            if k == _ALT:
+                out[x, 0] += 1
+                out[x, 2] += a1
+        else:  # a repetition: its item's copies, and a loop or an end state
+            copies = a1 + 1 if a2 < 0 else a2
+            for c in range(4):
+                out[x, c] = min(copies * out[a0, c], _SIZE_CAP)
+            out[x, 4] = out[a0, 4] if copies > 0 else 0
+            if a2 < 0:
+                out[x, 0] += 1
+                out[x, 2] += 2
+            elif a2 != a1:
+                out[x, 0] += 1
+                out[x, 2] += a2 - a1 + 1
+    return out
+
+
+def _run(
+    root: int,
+    code: I32,
+    kids: I32,
+    t_off: I64,
+    t_edges: I32,
+    t_n: I32,
+    n: int,
+    n_edges: int,
+    n_eps: int,
+    out: I32,
+) -> int:  # pragma: no cover - compiled
+    """Build the program's NFA into ``out`` (sorted by source); return the final state.
+
+    ``NFA.build_into`` with an explicit stack: a frame is a node being built, its current
+    state, the copies or items launched, its end state and (repetitions) its phase. ``out``
+    gets ``off`` (``n + 1``), ``lo``, ``hi``, ``dst`` (``n_edges`` each), ``eps_off``
+    (``n + 1``) and ``eps_dst``; ``-1`` when the sizes were wrong.
+    """
+    edges = np.empty(4 * n_edges + 4, dtype=np.int32)  # src, lo, hi, dst as they are added
+    eps = np.empty(2 * n_eps + 2, dtype=np.int32)  # src, dst
+    depth = code.shape[0] // 4 + 1  # a path down the tree meets a node at most once
+    st_node = np.empty(depth, dtype=np.int64)
+    st_s = np.empty(depth, dtype=np.int64)
+    st_j = np.empty(depth, dtype=np.int64)
+    st_end = np.empty(depth, dtype=np.int64)
+    st_phase = np.empty(depth, dtype=np.int64)
+    n_states = 1  # state 0: the start
+    ne = 0
+    np_ = 0
+    sp = 1
+    st_node[0], st_s[0], st_j[0], st_phase[0] = root, 0, 0, 0
+    ret = 0
+    while sp > 0:
+        f = sp - 1
+        node = st_node[f]
+        k, a0, a1, a2 = code[4 * node], code[4 * node + 1], code[4 * node + 2], code[4 * node + 3]
+        s = st_s[f]
+        if k == _SET:
+            t = a0
+            base = n_states - 1  # local state 0 is s; local j >= 1 is base + j
+            n_states += t_n[t] - 1
+            for j in range(t_off[t], t_off[t + 1]):
+                src = t_edges[4 * j]
+                edges[4 * ne] = s if src == 0 else base + src
+                edges[4 * ne + 1] = t_edges[4 * j + 1]
+                edges[4 * ne + 2] = t_edges[4 * j + 2]
+                edges[4 * ne + 3] = base + t_edges[4 * j + 3]
+                ne += 1
+            ret = base + 1
+            sp -= 1
+            continue
+        if k == _EMPTY:
+            ret = n_states
+            n_states += 1
+            sp -= 1
+            continue
+        j = st_j[f]
+        if k == _CONCAT:
+            if j > 0:
+                s = st_s[f] = ret
+            if j < a1:
+                st_j[f] = j + 1
+                st_node[sp], st_s[sp], st_j[sp], st_phase[sp] = kids[a0 + j], s, 0, 0
+                sp += 1
+                continue
+            ret = s
+            sp -= 1
+            continue
+        if k == _ALT:
+            if j == 0:
+                st_end[f] = n_states
+                n_states += 1
+            else:
+                eps[2 * np_] = ret
+                eps[2 * np_ + 1] = st_end[f]
+                np_ += 1
+            if j < a1:
+                st_j[f] = j + 1
+                st_node[sp], st_s[sp], st_j[sp], st_phase[sp] = kids[a0 + j], s, 0, 0
+                sp += 1
+                continue
+            ret = st_end[f]
+            sp -= 1
+            continue
+        sub, lo, hi = a0, a1, a2
+        phase = st_phase[f]
+        if phase == 0:  # the copies every match has
+            if j > 0:
+                s = st_s[f] = ret
+            if j < lo:
+                st_j[f] = j + 1
+                st_node[sp], st_s[sp], st_j[sp], st_phase[sp] = sub, s, 0, 0
+                sp += 1
+                continue
+            if hi < 0:  # a loop: the item once more, from and back to a new state
+                loop = n_states
+                n_states += 1
+                eps[2 * np_] = s
+                eps[2 * np_ + 1] = loop
+                np_ += 1
+                st_end[f] = loop
+                st_phase[f] = 2
+                st_node[sp], st_s[sp], st_j[sp], st_phase[sp] = sub, loop, 0, 0
+                sp += 1
+                continue
+            if hi == lo:
+                ret = s
+                sp -= 1
+                continue
+            st_end[f] = n_states
+            n_states += 1
+            st_phase[f] = 3
+            st_j[f] = j = 0
+            phase = 3
+        if phase == 2:
+            eps[2 * np_] = ret
+            eps[2 * np_ + 1] = st_end[f]
+            np_ += 1
+            ret = st_end[f]
+            sp -= 1
+            continue
+        # phase 3: the optional copies, each skippable to the end
+        if j > 0:
+            s = st_s[f] = ret
+        eps[2 * np_] = s
+        eps[2 * np_ + 1] = st_end[f]
+        np_ += 1
+        if j < hi - lo:
+            st_j[f] = j + 1
+            st_node[sp], st_s[sp], st_j[sp], st_phase[sp] = sub, s, 0, 0
+            sp += 1
+            continue
+        ret = st_end[f]
+        sp -= 1
+    if n_states != n or ne != n_edges or np_ != n_eps:
+        return -1
+    # stable counting sort by source: the order NFA.freeze's stable argsort gives
+    lo_at, hi_at, dst_at = n + 1, n + 1 + n_edges, n + 1 + 2 * n_edges
+    eoff_at = n + 1 + 3 * n_edges
+    edst_at = eoff_at + n + 1
+    out[: n + 1] = 0
+    for e in range(n_edges):
+        out[edges[4 * e] + 1] += 1
+    out[eoff_at : eoff_at + n + 1] = 0
+    for e in range(n_eps):
+        out[eoff_at + eps[2 * e] + 1] += 1
+    for x in range(n):
+        out[x + 1] += out[x]
+        out[eoff_at + x + 1] += out[eoff_at + x]
+    fill = out[:n].copy()
+    for e in range(n_edges):
+        p = fill[edges[4 * e]]
+        fill[edges[4 * e]] = p + 1
+        out[lo_at + p] = edges[4 * e + 1]
+        out[hi_at + p] = edges[4 * e + 2]
+        out[dst_at + p] = edges[4 * e + 3]
+    fill = out[eoff_at : eoff_at + n].copy()
+    for e in range(n_eps):
+        p = fill[eps[2 * e]]
+        fill[eps[2 * e]] = p + 1
+        out[edst_at + p] = eps[2 * e + 1]
+    return ret
+
+
+_run_kernel: Callable[..., int] = _jit(
+    _run,
+    numba.int64,
+    _i32,
+    _i32,
+    _i64,
+    _i32,
+    _i32,
+    numba.int64,
+    numba.int64,
+    numba.int64,
+    _i32,
+)
+_sizes_kernel: Callable[[I32, I32, I64, I32, I64], I64] = _jit(_sizes, _i32, _i32, _i64, _i32, _i64)
+_estimate_kernel: Callable[[I32, I32], I64] = _jit(_estimate, _i32, _i32)

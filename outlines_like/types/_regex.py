@@ -407,8 +407,7 @@ class _Reader:
         self.i += 1
         if flags & _IGNORECASE:
             return self.literal(ord(c), flags)
-        cp = ord(c)
-        return Chars(((cp, cp),))
+        return _literal(ord(c))
 
     def table(self, flags: int) -> ClassTable:
         return "ascii" if flags & _ASCII and self.classes == "unicode" else self.classes
@@ -423,7 +422,7 @@ class _Reader:
     def literal(cp: int, flags: int) -> Chars:
         if flags & _IGNORECASE:
             return Chars(case_closure(((cp, cp),)))
-        return Chars(((cp, cp),))
+        return _literal(cp)
 
     def group(self, flags: int) -> Node:
         """A group, read again only when its text and flags were not read before."""
@@ -653,6 +652,7 @@ _GROUP_MEMO_SPAN: Final = 400
 
 @functools.lru_cache(maxsize=1024)
 def _literal(cp: int) -> Chars:
+    """The node of one character (shared: the automata's builders see it once per tree)."""
     return Chars(((cp, cp),))
 
 

@@ -279,10 +279,14 @@ class _Reader:
                 break
             if plain:
                 run = run_at(p, start)
-                if run is not None:  # all but the last, which a quantifier may follow
-                    start = run.end() - 1
-                    items.extend([_literal(ord(c)) for c in p[self.i : start]])
-                    self.i = start
+                if run is not None:
+                    end = run.end()
+                    if end < n and p[end] in "*+?{":  # the last one's, maybe: left to atom()
+                        end -= 1
+                    if end > start:
+                        items.extend([_literal(ord(c)) for c in p[start:end]])
+                        self.i = end
+                        continue
             atom = self.atom(flags)
             if self.i < n and (verbose or p[self.i] in "*+?{"):
                 atom = self.quantified(atom, start, flags)
@@ -644,7 +648,7 @@ def _clip(pattern: str) -> str:
 # Where a character set ends, in Python's syntax: a ']' right after '[' or '[^' is literal.
 _CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
 # Characters that are themselves outside a set (with no flags that change their reading)
-_PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]{2,}")
+_PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]+")
 _PARENS: Final = re.compile(r"(?<!\\)[()]")
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""

@@ -652,6 +652,8 @@ _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]+")
 _PARENS: Final = re.compile(r"(?<!\\)[()]")
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""
+_NUMPY_PARENS: Final = 1024
+"""Shortest pattern whose parentheses are paired in numpy (fewer: numpy's calls cost more)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -666,8 +668,10 @@ def _closing_parens(pattern: str) -> dict[int, int]:
     A hint only: the memo of :meth:`_Reader.group` holds texts read in full, so a wrong guess
     (a parenthesis in a set, or after an escaped backslash, or in a comment under
     ``re.VERBOSE``) only misses it. Parentheses only are looked at (a set or an escape per
-    match cost ~3x more).
+    match cost ~3x more); a long pattern's are paired in numpy.
     """
+    if len(pattern) >= _NUMPY_PARENS:
+        return _closing_parens_numpy(pattern)
     closes: dict[int, int] = {}
     opened: list[int] = []
     push, pop = opened.append, opened.pop
@@ -677,6 +681,24 @@ def _closing_parens(pattern: str) -> dict[int, int]:
         elif opened:
             closes[pop()] = at
     return closes
+
+
+def _closing_parens_numpy(pattern: str) -> dict[int, int]:
+    """:func:`_closing_parens` in numpy: each ``(`` with the next ``)`` of its nesting level."""
+    import numpy as np  # here only: the constraint language itself does not need numpy
+
+    code = np.frombuffer(pattern.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    at = np.flatnonzero((code == 0x28) | (code == 0x29))
+    at = at[(at == 0) | (code[at - 1] != 0x5C)]  # not escaped
+    if at.shape[0] == 0:
+        return {}
+    opens = code[at] == 0x28
+    depth = np.cumsum(np.where(opens, 1, -1))
+    level = depth + ~opens  # an open's level once open, a close's before it closes
+    order = np.argsort(level, kind="stable")
+    level, opens, at = level[order], opens[order], at[order]
+    pair = np.flatnonzero(opens[:-1] & ~opens[1:] & (level[:-1] == level[1:]))
+    return dict(zip(at[pair].tolist(), at[pair + 1].tolist(), strict=True))
 
 
 @functools.lru_cache(maxsize=4096)

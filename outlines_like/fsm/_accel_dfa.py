@@ -54,7 +54,8 @@ from outlines_like.fsm._accel_dfa_kernels import (
 )
 from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, mark_kernel, trie_walk_kernel
 from outlines_like.fsm._regex_nfa import NFA
-from outlines_like.fsm._subset import SubsetBase, too_many_states
+from outlines_like.fsm._accel_nfa import pack_kernel
+from outlines_like.fsm._subset import SubsetBase, live_states, too_many_states
 from outlines_like.fsm.budget import check as _check
 
 __all__ = ["ItemArrays", "KernelSubsetBuilder", "TrieArrays"]
@@ -83,28 +84,19 @@ class KernelSubsetBuilder(SubsetBase):
     compiled = True
 
     def __init__(self, nfa: NFA, start: int, final: int, max_states: int, pattern: str) -> None:
-        super().__init__(nfa, start, final, max_states, pattern)
-        lo, hi = np.frombuffer(nfa.lo, np.int32), np.frombuffer(nfa.hi, np.int32)
-        parts: list[npt.NDArray[Any]] = [
-            np.frombuffer(nfa.off, np.int32),
-            self.classes[lo],
-            self.classes[hi],
-            np.frombuffer(nfa.dst, np.int32),
+        live = live_states(nfa, start, final, pattern)
+        lay = np.zeros(SCR_END + 1, dtype=np.int64)
+        classes, cstart, self._nfa32 = pack_kernel(
+            *(np.frombuffer(a, np.int32) for a in (nfa.off, nfa.lo, nfa.hi, nfa.dst)),
             np.frombuffer(nfa.eps_off, np.int32),
             np.frombuffer(nfa.eps_dst, np.int32),
-            np.frombuffer(self.live, np.uint8),
-            np.array(self.cstart, dtype=np.int32),
-            self.classes,
-        ]
-        n, n_edges = nfa.n, int(lo.shape[0])
-        bufs = [n + 1] * 8 + [n_edges + 1] * 3 + [2 * n_edges + 2] * 4
-        sizes = [p.shape[0] for p in parts] + bufs
-        lay = np.zeros(SCR_END + 1, dtype=np.int64)
-        lay[LN], lay[LE], lay[LFINAL], lay[LK] = n, n_edges, final, self.k
-        lay[OFF : NFA_END + 1] = np.cumsum([0, *sizes[: len(parts)]])
-        lay[MARK1 : SCR_END + 1] = np.cumsum([0, *bufs])
+            np.frombuffer(live, np.uint8),
+            final,
+            lay,
+        )
+        super().__init__(nfa, start, final, max_states, pattern, (live, classes, cstart.tolist()))
+        n = nfa.n
         self._lay = lay
-        self._nfa32 = np.concatenate(parts).astype(np.int32)
         self._scr = np.zeros(int(lay[SCR_END]), dtype=np.int32)
         self._clo_idx = np.full(2 * n, -1, dtype=np.int64)
         self._clo_pool = np.empty(max(1024, n), dtype=np.int32)

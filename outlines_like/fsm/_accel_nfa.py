@@ -23,6 +23,23 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.fsm._accel_dfa_kernels import (
+    CLS,
+    CSTART,
+    DST,
+    EFIRST,
+    ELAST,
+    EPS_DST,
+    EPS_OFF,
+    LE,
+    LFINAL,
+    LIVE,
+    LK,
+    LN,
+    MARK1,
+    OFF,
+    SCR_END,
+)
 from outlines_like.fsm._accel_kernels import _i32, _i64, _jit
 from outlines_like.fsm._regex_nfa import (
     MAX_NFA_STATES,
@@ -36,10 +53,11 @@ from outlines_like.fsm.budget import check as _check
 from outlines_like.types._charset import Ranges
 from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat
 
-__all__ = ["Program"]
+__all__ = ["Program", "pack_kernel"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
 
 # program node kinds; a node is four ints ``kind, a0, a1, a2`` in ``code``
 _SET = 0  # a0: its set template, a2: its term of the size estimate
@@ -397,3 +415,67 @@ _run_kernel: Callable[..., int] = _jit(
 )
 _sizes_kernel: Callable[[I32, I32, I64, I32, I64], I64] = _jit(_sizes, _i32, _i32, _i64, _i32, _i64)
 _estimate_kernel: Callable[[I32, I32], I64] = _jit(_estimate, _i32, _i32)
+
+
+def _pack(
+    off: I32, lo: I32, hi: I32, dst: I32, eps_off: I32, eps_dst: I32, live: U8, final: int, lay: I64
+) -> tuple[I32, I32, I32]:  # pragma: no cover - compiled
+    """The byte classes, their starts and the subset kernels' NFA array, and its layout.
+
+    What :class:`~outlines_like.fsm._subset.SubsetBase` and
+    :class:`~outlines_like.fsm._accel_dfa.KernelSubsetBuilder` compute in some forty numpy
+    calls: classes cut at every edge's ends (``classes``, ``cstart``), and the NFA's arrays
+    one after another (``off``, each edge's first and last class, ``dst``, ``eps_off``,
+    ``eps_dst``, ``live``, ``cstart``, ``classes``), their offsets and the scratch buffers'
+    written into ``lay``.
+    """
+    n = off.shape[0] - 1
+    n_edges = lo.shape[0]
+    n_eps = eps_dst.shape[0]
+    marks = np.zeros(257, dtype=np.int32)
+    marks[0] = 1
+    for e in range(n_edges):
+        marks[lo[e]] = 1
+        marks[hi[e] + 1] = 1
+    classes = np.empty(256, dtype=np.int32)
+    c = -1
+    for b in range(256):
+        c += marks[b]
+        classes[b] = c
+    k = c + 1
+    cstart = np.empty(k + 1, dtype=np.int32)
+    j = 0
+    for b in range(256):
+        if marks[b]:
+            cstart[j] = b
+            j += 1
+    cstart[k] = 256
+    lay[LN], lay[LE], lay[LFINAL], lay[LK] = n, n_edges, final, k
+    sizes = (n + 1, n_edges, n_edges, n_edges, n + 1, n_eps, n, k + 1, 256)
+    lay[OFF] = 0
+    for i in range(9):
+        lay[OFF + i + 1] = lay[OFF + i] + sizes[i]
+    lay[MARK1] = 0
+    for i in range(SCR_END - MARK1):
+        size = n + 1 if i < 8 else (n_edges + 1 if i < 11 else 2 * n_edges + 2)
+        lay[MARK1 + i + 1] = lay[MARK1 + i] + size
+    out = np.empty(lay[OFF + 9], dtype=np.int32)
+    out[lay[OFF] : lay[OFF] + n + 1] = off
+    o_first, o_last, o_dst = lay[EFIRST], lay[ELAST], lay[DST]
+    for e in range(n_edges):
+        out[o_first + e] = classes[lo[e]]
+        out[o_last + e] = classes[hi[e]]
+        out[o_dst + e] = dst[e]
+    out[lay[EPS_OFF] : lay[EPS_OFF] + n + 1] = eps_off
+    out[lay[EPS_DST] : lay[EPS_DST] + n_eps] = eps_dst
+    for x in range(n):
+        out[lay[LIVE] + x] = live[x]
+    out[lay[CSTART] : lay[CSTART] + k + 1] = cstart
+    out[lay[CLS] : lay[CLS] + 256] = classes
+    return classes, cstart, out
+
+
+_u8_read = numba.types.Array(numba.uint8, 1, "C", readonly=True)  # ``live``: a bytes' view
+pack_kernel: Callable[..., tuple[I32, I32, I32]] = _jit(
+    _pack, _i32, _i32, _i32, _i32, _i32, _i32, _u8_read, numba.int64, _i64
+)

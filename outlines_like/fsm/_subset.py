@@ -129,15 +129,28 @@ class SubsetBase:
         live: ``1`` per NFA state that can reach ``final``.
     """
 
-    def __init__(self, nfa: NFA, start: int, final: int, max_states: int, pattern: str) -> None:
+    def __init__(
+        self,
+        nfa: NFA,
+        start: int,
+        final: int,
+        max_states: int,
+        pattern: str,
+        prepared: tuple[bytes, npt.NDArray[np.int32], list[int]] | None = None,
+    ) -> None:
+        """``prepared``: ``live``, ``classes`` and ``cstart`` when the caller has them."""
         self.nfa = nfa
         self.final = final
         self.max_states = max_states
         self.pattern = pattern
-        self.classes, self.k = byte_classes(nfa)
-        # classes are cut at range ends
-        self.cstart: list[int] = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
-        self.live = live_states(nfa, start, final, pattern)
+        if prepared is None:
+            self.live = live_states(nfa, start, final, pattern)
+            self.classes, self.k = byte_classes(nfa)
+            # classes are cut at range ends
+            self.cstart = [*np.flatnonzero(np.diff(self.classes, prepend=-1)).tolist(), 256]
+        else:
+            self.live, self.classes, self.cstart = prepared
+            self.k = len(self.cstart) - 1
 
     def mark_unknown(
         self, rows: npt.NDArray[np.int32], done: npt.NDArray[np.bool_], lo: int, hi: int, value: int

@@ -237,7 +237,25 @@ def test_repeated_groups_read_as_if_read_again(pattern: str, flags: int, strip: 
         ("(?:ab)" + "(" * 100 + "(?:ab)" + ")" * 100, {}),  # the reuse would pass the depth limit
         ("(?:ab)" + "(" * 99 + "(?:ab)" + ")" * 99, {}),
         ("(?:ab{2)(?:ab{2)", {}),
+        # long patterns: their parentheses are paired in numpy
+        ("(?:[(]a)" * 150 + "(?:\\(a|b)" * 150 + "(?:c\\))" * 100, {}),
+        ("(?:(?:ab)|c(?:d|e))" * 120 + "(?:ab)?", {}),
+        ("(?:a # (\n)b" * 120, {"flags": re.VERBOSE}),
     ],
 )
 def test_group_memo_edge_cases(pattern: str, kwargs: dict[str, Any]) -> None:
     assert _outcome(pattern, True, **kwargs) == _outcome(pattern, False, **kwargs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="()\\[]ab", max_size=60))
+def test_long_patterns_pair_parentheses_as_short_ones(text: str) -> None:
+    """The numpy pairing of a long pattern's parentheses is the match loop's."""
+    loop = {}
+    opened: list[int] = []
+    for m in rx._PARENS.finditer(text):
+        if text[m.start()] == "(":
+            opened.append(m.start())
+        elif opened:
+            loop[opened.pop()] = m.start()
+    assert rx._closing_parens_numpy(text) == loop

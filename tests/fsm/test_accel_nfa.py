@@ -1,0 +1,155 @@
+"""The compiled NFA build (``_accel_nfa``) against the Python one (``_regex_nfa``).
+
+The two give the same NFA, int for int (states, edges in order, epsilon edges, the shared and
+empty-set counts), the same ``nfa_states`` estimate and the same refusals; the packed arrays
+of the compiled subset construction are the ones numpy computed before. Skipped without numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from outlines_like.errors import ConstraintTooLargeError
+from outlines_like.fsm import _accel
+from outlines_like.fsm._regex_estimate import nfa_states
+from outlines_like.fsm._regex_nfa import NFA
+from outlines_like.fsm._subset import byte_classes, live_states
+from outlines_like.types import JsonSchema, to_regex
+from outlines_like.types._regex import parse_regex
+
+pytestmark = pytest.mark.skipif(
+    not _accel.available(), reason="numba is not installed (the accel extra)"
+)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "size": {"type": "number"},
+        "kind": {"enum": ["a", "b", "ç"]},
+    },
+    "required": ["name"],
+}
+CASES = [
+    "",
+    "a",
+    "a*",
+    "(ab|cb)+d?",
+    "(a|)",
+    "(a*)*",
+    "(?:x{2,5}y?){0,3}",
+    "((a|b){2}|c{3,}){1,2}z",
+    "é+[α-ω]{1,3}日",
+    "[^\\x00-\\U0010FFFF]",
+    "a[^\\x00-\\U0010FFFF]?b",
+    "[\\ud800-\\udfff]x",
+    ".{0,4}[^a]",
+    to_regex(JsonSchema(SCHEMA)),
+]
+MATCH_NOTHING = ("[^\\x00-\\U0010FFFF]", "[\\ud800-\\udfff]x")
+
+
+def python_build(pattern: str) -> tuple[NFA, int, int]:
+    nfa = NFA()
+    start, final = nfa.build(parse_regex(pattern, strip_anchors=True))
+    nfa.freeze()
+    return nfa, start, final
+
+
+def compiled_build(pattern: str) -> tuple[NFA, int, int]:
+    from outlines_like.fsm._accel_nfa import Program
+
+    return Program(parse_regex(pattern, strip_anchors=True)).build()
+
+
+def signature(built: tuple[NFA, int, int]) -> tuple[object, ...]:
+    nfa, start, final = built
+    arrays = (nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst)
+    return (nfa.n, nfa.shared, nfa.has_empty_set, start, final, *(list(a) for a in arrays))
+
+
+def assert_same(pattern: str) -> None:
+    from outlines_like.fsm._accel_nfa import Program
+
+    tree = parse_regex(pattern, strip_anchors=True)
+    assert Program(tree).nfa_states() == nfa_states(tree)
+    assert signature(compiled_build(pattern)) == signature(python_build(pattern))
+
+
+@pytest.mark.parametrize("pattern", CASES)
+def test_same_nfa_as_the_python_build(pattern: str) -> None:
+    assert_same(pattern)
+
+
+LEAVES = ["a", "b", "[a-c]", "[^a]", "\\d", "é", "[à-ÿ]", "日", ".", "[^\\x00-\\U0010FFFF]"]
+
+
+def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    quant = st.sampled_from(["*", "+", "?", "{2}", "{0,3}", "{1,2}", "{2,}", "{0}"])
+    return st.one_of(
+        st.tuples(children, children).map(lambda p: f"{p[0]}{p[1]}"),
+        st.tuples(children, children).map(lambda p: f"(?:{p[0]}|{p[1]})"),
+        st.tuples(children, quant).map(lambda p: f"(?:{p[0]}){p[1]}"),
+        st.tuples(children, children).map(lambda p: f"(?:{p[0]})(?:{p[0]}){p[1]}"),  # shared
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=st.recursive(st.sampled_from(LEAVES), _combine, max_leaves=10))
+def test_random_regexes_build_the_same_nfa(pattern: str) -> None:
+    assert_same(pattern)
+
+
+def test_estimates_agree_where_they_saturate() -> None:
+    from outlines_like.fsm._accel_nfa import Program
+
+    for pattern in ("((a{1000}){1000}){1000}", "(((((a{100}){100}){100}){100}){100}){100}"):
+        tree = parse_regex(pattern)
+        assert Program(tree).nfa_states() == nfa_states(tree)
+
+
+def test_too_many_states_refused_as_the_python_build_refuses() -> None:
+    # the estimate lets it through (a set counts as two states), the states do not
+    pattern = "[\u0080-\U0010ffff]{30000}"
+    with pytest.raises(ConstraintTooLargeError) as python_err:
+        python_build(pattern)
+    with pytest.raises(ConstraintTooLargeError) as compiled_err:
+        compiled_build(pattern)
+    assert str(compiled_err.value) == str(python_err.value)
+
+
+@pytest.mark.parametrize("pattern", [p for p in CASES if p not in MATCH_NOTHING])
+def test_packed_arrays_are_the_numpy_ones(pattern: str) -> None:
+    from outlines_like.fsm._accel_dfa import KernelSubsetBuilder
+    from outlines_like.fsm._accel_dfa_kernels import MARK1, NFA_END, OFF, SCR_END
+
+    nfa, start, final = python_build(pattern)
+    built = KernelSubsetBuilder(nfa, start, final, 1000, pattern)
+    classes, k = byte_classes(nfa)
+    cstart = [*np.flatnonzero(np.diff(classes, prepend=-1)).tolist(), 256]
+    np.testing.assert_array_equal(built.classes, classes)
+    assert (built.k, built.cstart) == (k, cstart)
+    lo, hi = np.frombuffer(nfa.lo, np.int32), np.frombuffer(nfa.hi, np.int32)
+    live = live_states(nfa, start, final, pattern)
+    parts = [
+        np.frombuffer(nfa.off, np.int32),
+        classes[lo],
+        classes[hi],
+        np.frombuffer(nfa.dst, np.int32),
+        np.frombuffer(nfa.eps_off, np.int32),
+        np.frombuffer(nfa.eps_dst, np.int32),
+        np.frombuffer(live, np.uint8),
+        np.array(cstart, dtype=np.int32),
+        classes,
+    ]
+    np.testing.assert_array_equal(built._nfa32, np.concatenate(parts).astype(np.int32))
+    n, n_edges = nfa.n, int(lo.shape[0])
+    bufs = [n + 1] * 8 + [n_edges + 1] * 3 + [2 * n_edges + 2] * 4
+    lay = built._lay
+    assert lay[:4].tolist() == [n, n_edges, final, k]
+    assert lay[OFF : NFA_END + 1].tolist() == np.cumsum([0, *(p.shape[0] for p in parts)]).tolist()
+    assert lay[MARK1 : SCR_END + 1].tolist() == np.cumsum([0, *bufs]).tolist()

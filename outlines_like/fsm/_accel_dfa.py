@@ -32,13 +32,6 @@ from outlines_like.fsm._accel_dfa_kernels import (
     GROW_POOL,
     GROW_ROWS,
     GROW_STATES,
-    LE,
-    LFINAL,
-    LK,
-    LN,
-    MARK1,
-    NFA_END,
-    OFF,
     OK,
     PAUSE,
     SCR_END,
@@ -53,8 +46,8 @@ from outlines_like.fsm._accel_dfa_kernels import (
     utf8_kernel,
 )
 from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, mark_kernel, trie_walk_kernel
-from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._accel_nfa import pack_kernel
+from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import SubsetBase, live_states, too_many_states
 from outlines_like.fsm.budget import check as _check
 

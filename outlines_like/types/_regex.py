@@ -16,8 +16,10 @@ meaning (lookarounds, backreferences, word boundaries, conditionals) or refused 
 The reader only moves forward through the string (no slicing of the rest of the pattern), so
 its time is linear in the pattern's length. Generated patterns (JSON Schemas') repeat the same
 small groups thousands of times (``(?:[ ]?)``, the JSON string): a group read once is reused,
-the same node, when its exact text comes again under the same flags (its reading depends on
-nothing else), and runs of plain characters are read without the per-atom dispatch. One
+the same node, when its exact text comes again under the same flags and reader settings (its
+reading depends on nothing else), in this pattern or a later one (a bounded memo shared by the
+readers: JSON Schemas' patterns repeat each other's strings, numbers and formats), and runs of
+plain characters are read without the per-atom dispatch. One
 cohesive recursive-descent reader with its two small passes over the tree, hence one module of
 some 700 lines.
 """
@@ -208,7 +210,7 @@ class _Reader:
         self.depth = 0  # groups open at the reading position
         self.peak = 0  # the deepest self.depth since the group being read opened
         # group text and flags -> (node, levels of groups it nests); no anchors in them
-        self.groups: dict[tuple[str, int], tuple[Node, int]] = {}
+        self.groups = _group_memo(classes, inline_flags, possessive)
         self.closes: dict[int, int] | None = None  # '(' -> a likely matching ')'
 
     # ------------------------------------------------------------------ errors
@@ -445,7 +447,7 @@ class _Reader:
         node = self.read_group(flags)
         nested = self.peak - self.depth
         if not self.anchored and 0 < self.i - start <= _GROUP_MEMO_SPAN:
-            self.groups[(self.p[start : self.i], flags)] = (node, nested)
+            self.groups.remember(self.p[start : self.i], flags, node, nested)
         self.anchored, self.peak = self.anchored or anchored, max(peak, self.peak)
         return node
 
@@ -652,8 +654,38 @@ _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]+")
 _PARENS: Final = re.compile(r"(?<!\\)[()]")
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""
+_GROUP_MEMO_CHARS: Final = 1 << 18
+"""Most characters of group texts the readers remember under one set of settings (a bound on
+the nodes it keeps alive: a few per character)."""
 _NUMPY_PARENS: Final = 1024
 """Shortest pattern whose parentheses are paired in numpy (fewer: numpy's calls cost more)."""
+
+
+class _GroupMemo(dict[tuple[str, int], tuple[Node, int]]):
+    """A group's text and flags -> its node and the levels of groups it nests (no anchors)."""
+
+    chars = 0  # the texts' characters
+
+    def remember(self, text: str, flags: int, node: Node, nested: int) -> None:
+        if self.chars + len(text) > _GROUP_MEMO_CHARS:
+            self.clear()  # only a cache
+            self.chars = 0
+        self[(text, flags)] = (node, nested)
+        self.chars += len(text)
+
+
+_GROUP_MEMOS: dict[tuple[ClassTable, bool, bool], _GroupMemo] = {}
+
+
+def _group_memo(classes: ClassTable, inline_flags: bool, possessive: bool) -> _GroupMemo:
+    """The readers' memo of groups read under these settings (shared: nodes are immutable).
+
+    Threads share it too: a lookup racing a store or a clear only misses.
+    """
+    memo = _GROUP_MEMOS.get((classes, inline_flags, possessive))
+    if memo is None:
+        memo = _GROUP_MEMOS.setdefault((classes, inline_flags, possessive), _GroupMemo())
+    return memo
 
 
 @functools.lru_cache(maxsize=1024)

@@ -18,6 +18,7 @@ construction is on, and loaded by :func:`outlines_like.fsm._accel.warm_up`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numba
 import numpy as np
@@ -115,14 +116,17 @@ class Program:
         if type(node) is Chars:
             got = self.chars(node.ranges)
         elif type(node) is Concat or type(node) is Alt:
-            items = []
-            for item in node.items:
-                k = index.get(id(item))
-                items.append(self.node(item) if k is None else k)
+            items = [*map(index.get, map(id, node.items))]  # mostly known: no Python loop
+            if None in items:
+                for j, k in enumerate(items):
+                    if k is None:
+                        item = node.items[j]
+                        k = index.get(id(item))  # an item met twice in this node
+                        items[j] = self.node(item) if k is None else k
             got = len(self.code) >> 2
             alt = type(node) is Alt
             self.code.extend((_ALT if alt else _CONCAT, len(self.kids), len(items), 0))
-            self.kids.extend(items)
+            self.kids.extend(cast("list[int]", items))  # every None filled above
         elif isinstance(node, Repeat):
             k = index.get(id(node.item))
             sub = self.node(node.item) if k is None else k

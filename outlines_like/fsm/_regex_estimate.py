@@ -141,6 +141,8 @@ def _size(a: Ranges) -> int:
 
 def _flat(node: Concat) -> list[Node]:
     """The items of ``node`` with the concatenations in it opened, in order."""
+    if Concat not in map(type, node.items):  # most: no Python loop
+        return list(node.items)
     out: list[Node] = []
     add = out.append
     for item in node.items:
@@ -194,18 +196,25 @@ def dfa_blowup(node: Node) -> int:
         n = todo.pop()
         if isinstance(n, Concat):
             items = _flat(n)
-            for k, item in enumerate(items):
-                if type(item) is Repeat and item.high is None:
+            types = [*map(type, items)]
+            k = -1
+            for _ in range(types.count(Repeat)):
+                k = types.index(Repeat, k + 1)
+                item = items[k]
+                if isinstance(item, Repeat) and item.high is None:
                     loop = facts.first(item.item)
                     worst = max(worst, _blowup_after(facts, loop, items, k + 1))
-            inner: tuple[Node, ...] | list[Node] = items
+            # sets and anchors hold no loop
+            inner: list[Node] | tuple[Node, ...] = [
+                item for item, kind in zip(items, types, strict=True) if kind is not Chars
+            ]
         elif isinstance(n, Alt):
             inner = n.items
         elif isinstance(n, (Repeat, Atomic)):
             inner = (n.item,)
         else:
             continue
-        for item in inner:  # sets and anchors hold no loop
+        for item in inner:
             if type(item) is not Chars and type(item) is not Anchor and id(item) not in seen:
                 mark(id(item))
                 push(item)

@@ -185,37 +185,48 @@ def _blowup_after(facts: _Facts, loop: Ranges, items: list[Node], begin: int) ->
 def dfa_blowup(node: Node) -> int:
     """An estimate of ``log2`` of the DFA states the subset construction needs (0: no blowup).
 
-    Linear in the tree's distinct nodes: a node the reader shares is looked at once.
+    The worst over the loops of the tree: the worst of a node is its own loops' and its
+    parts', a function of the node alone, so it is computed once per node and kept (with the
+    node) for the trees that share it: the reader shares a group text's node within a pattern
+    and across patterns (JSON Schemas' patterns repeat each other's strings and numbers).
     """
-    facts = _Facts()
+    if len(_WORST) > _WORST_LIMIT:
+        _WORST.clear()  # only a cache
+    return _worst(node, _Facts())
+
+
+_WORST: dict[int, tuple[Node, int]] = {}
+"""``id(node)`` -> the node (so the id stays its own) and its worst blowup."""
+_WORST_LIMIT = 1 << 14
+
+
+def _worst(node: Node, facts: _Facts) -> int:
+    """The blowup of ``node``'s loops and of its parts' (a concatenation's parts: opened)."""
+    got = _WORST.get(id(node))
+    if got is not None:
+        return got[1]
     worst = 0
-    todo = [node]
-    seen = {id(node)}
-    push, mark = todo.append, seen.add
-    while todo:
-        n = todo.pop()
-        if isinstance(n, Concat):
-            items = _flat(n)
-            types = [*map(type, items)]
-            k = -1
-            for _ in range(types.count(Repeat)):
-                k = types.index(Repeat, k + 1)
-                item = items[k]
-                if isinstance(item, Repeat) and item.high is None:
-                    loop = facts.first(item.item)
-                    worst = max(worst, _blowup_after(facts, loop, items, k + 1))
-            # sets and anchors hold no loop
-            inner: list[Node] | tuple[Node, ...] = [
-                item for item, kind in zip(items, types, strict=True) if kind is not Chars
-            ]
-        elif isinstance(n, Alt):
-            inner = n.items
-        elif isinstance(n, (Repeat, Atomic)):
-            inner = (n.item,)
-        else:
-            continue
-        for item in inner:
-            if type(item) is not Chars and type(item) is not Anchor and id(item) not in seen:
-                mark(id(item))
-                push(item)
+    if isinstance(node, Concat):
+        items = _flat(node)
+        types = [*map(type, items)]
+        k = -1
+        for _ in range(types.count(Repeat)):
+            k = types.index(Repeat, k + 1)
+            item = items[k]
+            if isinstance(item, Repeat) and item.high is None:
+                loop = facts.first(item.item)
+                worst = max(worst, _blowup_after(facts, loop, items, k + 1))
+        parts: list[Node] | tuple[Node, ...] = [
+            item for item, kind in zip(items, types, strict=True) if kind is not Chars
+        ]
+    elif isinstance(node, Alt):
+        parts = node.items
+    elif isinstance(node, (Repeat, Atomic)):
+        parts = (node.item,)
+    else:  # sets and anchors hold no loop
+        return 0
+    for item in parts:
+        if type(item) is not Chars and type(item) is not Anchor:
+            worst = max(worst, _worst(item, facts))
+    _WORST[id(node)] = (node, worst)
     return worst

@@ -110,3 +110,17 @@ def test_blowup_reads_the_rest_of_a_concatenation_in_place() -> None:
         parse_regex("[0-9]*(?:1[0-9]{3})")
     )
     assert dfa_blowup(parse_regex("[0-9]*1[0-9]{3}")) > 0
+
+
+def test_blowup_kept_per_node_across_patterns() -> None:
+    """A node's worst is kept for later trees: the same answers as from scratch."""
+    from outlines_like.fsm import _regex_estimate
+
+    patterns = ["[0-9]*1[0-9]{3}", "(?:[0-9]*1[0-9]{3})x", "(?:(?:[0-9]*1[0-9]{3})x)*y", *PATTERNS]
+    warm = [dfa_blowup(parse_regex(p, strip_anchors=True)) for p in patterns]
+    cold = []
+    for p in patterns:
+        _regex_estimate._WORST.clear()
+        cold.append(dfa_blowup(_unshared(parse_regex(p, strip_anchors=True))))
+    assert warm == cold
+    assert warm[0] == warm[1] == warm[2] > 0

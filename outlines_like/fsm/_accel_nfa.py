@@ -405,17 +405,7 @@ def _run(
 
 
 _run_kernel: Callable[..., int] = _jit(
-    _run,
-    numba.int64,
-    _i32,
-    _i32,
-    _i64,
-    _i32,
-    _i32,
-    numba.int64,
-    numba.int64,
-    numba.int64,
-    _i32,
+    _run, numba.int64, _i32, _i32, _i64, _i32, _i32, *[numba.int64] * 3, _i32
 )
 _sizes_kernel: Callable[[I32, I32, I64, I32, I64], I64] = _jit(_sizes, _i32, _i32, _i64, _i32, _i64)
 _estimate_kernel: Callable[[I32, I32], I64] = _jit(_estimate, _i32, _i32)

@@ -27,6 +27,8 @@ I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
+_rows = numba.types.Array(numba.int64, 2, "C")
+
 
 @numba.njit(numba.int64(numba.int64), cache=True, nogil=True)
 def _table_size(n: int) -> int:  # pragma: no cover - compiled
@@ -35,6 +37,43 @@ def _table_size(n: int) -> int:  # pragma: no cover - compiled
     while size < 2 * n:
         size *= 2
     return size
+
+
+@numba.njit(numba.int64(_rows, _i64), cache=True, nogil=True, boundscheck=False)
+def _label_rows(rows: I64, out: I64) -> int:  # pragma: no cover - compiled
+    """Number the rows of ``rows`` by first occurrence (equal rows, equal numbers) into ``out``.
+
+    Returns how many distinct rows there are. An open-addressing table of each distinct
+    row's first index, rows compared whole.
+    """
+    n, w = rows.shape
+    size = _table_size(n)
+    slots = np.full(size, -1, dtype=np.int64)  # the first row of a number, or -1
+    label = np.empty(size, dtype=np.int64)
+    m = 0
+    for s in range(n):
+        h = np.uint64(14695981039346656037)
+        for c in range(w):
+            h = (h ^ np.uint64(rows[s, c] + 1)) * np.uint64(1099511628211)
+        j = int(h >> np.uint64(11)) & (size - 1)
+        while True:
+            r = slots[j]
+            if r < 0:
+                slots[j] = s
+                label[j] = m
+                out[s] = m
+                m += 1
+                break
+            same = True
+            c = 0
+            while same and c < w:
+                same = rows[r, c] == rows[s, c]
+                c += 1
+            if same:
+                out[s] = label[j]
+                break
+            j = (j + 1) & (size - 1)
+    return m
 
 
 @numba.njit(numba.int64(_trans, _u8, _i64), cache=True, nogil=True, boundscheck=False)
@@ -48,40 +87,15 @@ def _moore(table: I32, accepting: U8, block: I64) -> int:  # pragma: no cover - 
             n_blocks = 2
     if n_blocks == 1:
         block[:] = 0
-    size = _table_size(n)
-    slots = np.empty(size, dtype=np.int64)  # the first state of a signature, or -1
-    label = np.empty(size, dtype=np.int64)
     new = np.empty(n, dtype=np.int64)
-    succ = np.empty((n, k), dtype=np.int64)  # the block of each successor (-1: dead)
+    sig = np.empty((n, k + 1), dtype=np.int64)  # a state's block, then its successors'
     while True:
         for s in range(n):
+            sig[s, 0] = block[s]
             for c in range(k):
                 t = table[s, c]
-                succ[s, c] = block[t] if t >= 0 else -1
-        slots[:] = -1
-        m = 0
-        for s in range(n):
-            h = np.uint64(block[s] + 1) * np.uint64(0x9E3779B97F4A7C15)
-            for c in range(k):
-                h = (h ^ np.uint64(succ[s, c] + 1)) * np.uint64(1099511628211)
-            j = int(h >> np.uint64(11)) & (size - 1)
-            while True:
-                r = slots[j]
-                if r < 0:
-                    slots[j] = s
-                    label[j] = m
-                    new[s] = m
-                    m += 1
-                    break
-                same = block[r] == block[s]
-                c = 0
-                while same and c < k:
-                    same = succ[r, c] == succ[s, c]
-                    c += 1
-                if same:
-                    new[s] = label[j]
-                    break
-                j = (j + 1) & (size - 1)
+                sig[s, c + 1] = block[t] if t >= 0 else -1
+        m = _label_rows(sig, new)
         if m == n_blocks:
             return n_blocks
         block[:] = new
@@ -115,37 +129,18 @@ def _merge_classes(table: I32, classes: I32) -> tuple[I32, I32]:  # pragma: no c
     n, k = table.shape
     if n == 0:
         return table, classes
-    size = _table_size(k)
-    slots = np.full(size, -1, dtype=np.int64)  # the first class of a column, or -1
-    label = np.empty(size, dtype=np.int32)
-    of = np.empty(k, dtype=np.int32)
-    first = np.empty(k, dtype=np.int64)
-    m = 0
-    for c in range(k):
-        h = np.uint64(14695981039346656037)
-        for s in range(n):
-            h = (h ^ np.uint64(table[s, c] + 1)) * np.uint64(1099511628211)
-        j = int(h >> np.uint64(11)) & (size - 1)
-        while True:
-            r = slots[j]
-            if r < 0:
-                slots[j] = c
-                label[j] = m
-                of[c] = m
-                first[m] = c
-                m += 1
-                break
-            same = True
-            s = 0
-            while same and s < n:
-                same = table[s, r] == table[s, c]
-                s += 1
-            if same:
-                of[c] = label[j]
-                break
-            j = (j + 1) & (size - 1)
+    columns = np.empty((k, n), dtype=np.int64)
+    for s in range(n):
+        for c in range(k):
+            columns[c, s] = table[s, c]
+    of = np.empty(k, dtype=np.int64)
+    m = _label_rows(columns, of)
     if m == k:
         return table, classes
+    first = np.full(m, -1, dtype=np.int64)
+    for c in range(k):
+        if first[of[c]] < 0:
+            first[of[c]] = c
     out = np.empty((n, m), dtype=np.int32)
     for s in range(n):
         for b in range(m):

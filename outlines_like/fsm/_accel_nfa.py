@@ -11,8 +11,13 @@ Python build's, int for int (the tests compare them); the sizes are known from t
 before a state is built, so a regex over :data:`~outlines_like.fsm._regex_nfa.MAX_NFA_STATES`
 is refused as the Python build refuses it, with the same error.
 
-Imported by :func:`~outlines_like.fsm.regex_dfa.compile_regex` while the compiled subset
-construction is on, and loaded by :func:`outlines_like.fsm._accel.warm_up`.
+The NFA's arrays are then packed for the compiled subset construction in one more kernel
+(:func:`pack_kernel`: byte classes, their starts and the kernels' NFA array and layout, what
+:class:`~outlines_like.fsm._accel_dfa.KernelSubsetBuilder` computed in some forty numpy calls).
+
+Imported with :mod:`outlines_like.fsm._accel_dfa` (so loaded by
+:func:`outlines_like.fsm._accel.warm_up`) and by :func:`~outlines_like.fsm.regex_dfa.compile_regex`
+while the compiled subset construction is on.
 """
 
 from __future__ import annotations

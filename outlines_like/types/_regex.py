@@ -21,7 +21,7 @@ reading depends on nothing else), in this pattern or a later one (a bounded memo
 readers: JSON Schemas' patterns repeat each other's strings, numbers and formats), and runs of
 plain characters are read without the per-atom dispatch. One
 cohesive recursive-descent reader with its two small passes over the tree, hence one module of
-some 700 lines.
+some 800 lines.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ GLR grammars keep the DFA walk.
 from __future__ import annotations
 
 import dataclasses
+from itertools import chain
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -146,19 +147,22 @@ class LALRKernel:
     ) -> None:
         self._k = _load()
         symbols = dict(term_id)
-        n_states = max(parser.actions) + 1
-        counts = np.zeros(n_states + 1, dtype=np.int32)
-        keys: list[int] = []
-        values: list[int] = []
-        for state in range(n_states):
-            row = parser.actions.get(state, {})
-            pairs = sorted((symbols.setdefault(name, len(symbols)), a) for name, a in row.items())
-            counts[state + 1] = len(pairs)
-            keys.extend(p[0] for p in pairs)
-            values.extend(p[1] for p in pairs)
-        self.first: I32 = np.cumsum(counts).astype(np.int32)
-        self.sym: I32 = np.asarray(keys, dtype=np.int32)
-        self.val: I32 = np.asarray(values, dtype=np.int32)
+        actions = parser.actions
+        n_states = max(actions) + 1
+        rows = [actions.get(state, {}) for state in range(n_states)]
+        names = list(chain.from_iterable(rows))
+        for name in dict.fromkeys(names):  # the nonterminals and $END, numbered as met
+            if name not in symbols:
+                symbols[name] = len(symbols)
+        # per state its pairs sorted by symbol: one stable sort of all of them by state
+        sym = np.fromiter(map(symbols.__getitem__, names), dtype=np.int32, count=len(names))
+        val = np.array(list(chain.from_iterable(map(dict.values, rows))), dtype=np.int32)
+        counts = np.fromiter(map(len, rows), dtype=np.int32, count=n_states)
+        order = np.lexsort((sym, np.repeat(np.arange(n_states, dtype=np.int32), counts)))
+        self.first: I32 = np.zeros(n_states + 1, dtype=np.int32)
+        np.cumsum(counts, out=self.first[1:])
+        self.sym: I32 = sym[order]
+        self.val: I32 = val[order]
         self.rule_size: I32 = np.asarray(parser.rule_size, dtype=np.int32)
         self.rule_goto: I32 = np.asarray(
             [symbols.setdefault(name, len(symbols)) for name in parser.rule_origin], dtype=np.int32

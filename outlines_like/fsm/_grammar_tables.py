@@ -52,9 +52,10 @@ _ROOT = "$root_start"
 # cut where Lark's lexer cuts it.
 _STRING = re.compile(r'"(\\"|\\\\|[^"\n])*?"i?')
 _REGEXP = re.compile(r"/(?!/)(\\/|\\\\|[^/])*?/[imslux]*")
+# a string literal whose only escapes are quotes (printable ASCII otherwise, no flags): Lark's
+# escape evaluation (``ast.literal_eval``, most of a grammar's reading) unescapes the quotes
+_PLAIN_STRING = re.compile(r'"(?:[ !#-&(-\[\]-~]|\\")+"')
 _TERM_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
-# alternatives of rule and terminal names (``aB`` is neither: no word boundary inside it)
-_RULE_BODY = re.compile(r"(?:\s|\||[a-z][a-z0-9_]*\b|[A-Z][A-Z0-9_]*\b)*")
 _RULE_LINE = re.compile(r"([a-z][a-z0-9_]*)\s*:(.*)")
 _TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
 # Lark's pattern of a terminal's literal text, shared by every grammar that writes it: Lark
@@ -104,7 +105,7 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
     same non-empty alternative twice), so that Lark reports it.
     """
     from lark.exceptions import GrammarError
-    from lark.lexer import TerminalDef, Token
+    from lark.lexer import PatternStr, TerminalDef, Token
     from lark.load_grammar import _literal_to_pattern
 
     rules: dict[str, list[tuple[str, ...]]] = {}
@@ -127,16 +128,13 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
             name, body = match.groups()
             if name in rules:
                 return None
-            if not _RULE_BODY.fullmatch(body):
-                return None
-            alternatives: list[tuple[str, ...]] = []
-            for alternative in body.split("|"):
-                symbols = tuple(alternative.split())
-                if symbols in alternatives:
-                    if symbols:
-                        return None  # Lark: "Rules defined twice"
-                    continue
-                alternatives.append(symbols)
+            # (the body's symbols are names: each must be defined, below)
+            alternatives = [tuple(alternative.split()) for alternative in body.split("|")]
+            if len(set(alternatives)) != len(alternatives):
+                if () in alternatives:  # empty ones once: Lark removes their duplicates
+                    alternatives = [a for i, a in enumerate(alternatives) if a or () not in alternatives[:i]]
+                if len(set(alternatives)) != len(alternatives):
+                    return None  # Lark: "Rules defined twice"
             rules[name] = alternatives
             continue
         match = _TERM_LINE.fullmatch(line)
@@ -151,10 +149,15 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
             return None
         pattern = _patterns.get(body)
         if pattern is None:
-            try:
-                pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
-            except (GrammarError, AssertionError):
-                return None
+            if kind == "STRING" and _PLAIN_STRING.fullmatch(body):
+                # what Lark's reader makes of it, without its escape evaluation (an
+                # ``ast.literal_eval`` per literal; tests/fsm compare the two)
+                pattern = PatternStr(body[1:-1].replace('\\"', '"'), (), raw=body)
+            else:
+                try:
+                    pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
+                except (GrammarError, AssertionError):
+                    return None
             if len(_patterns) >= _MAX_PATTERNS:
                 _patterns.clear()
             _patterns[body] = pattern
@@ -165,9 +168,8 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
     for alternatives in rules.values():
         for symbols in alternatives:
             used.update(symbols)
-    for symbol in used:
-        if symbol not in rules and symbol not in term_defs:
-            return None  # undefined: Lark says so
+    if not used <= rules.keys() | term_defs.keys():
+        return None  # undefined (or not a name): Lark says so
     flat = [(name, symbols) for name, alts in rules.items() for symbols in alts]
     terminals = [t for name, t in term_defs.items() if name in used]
     return PlainGrammar(flat, terminals, ignore)

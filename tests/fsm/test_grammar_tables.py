@@ -31,6 +31,9 @@ PLAIN = [
     'P: "+"\nM: "*"\nN: /[0-9]+/\nL: "("\nR: ")"',
     # keywords retyped from a name, as Lark's lexer does
     'start: k | n\nk: IF N2\nn: N2 N2\nIF: "if"\nN2: /[a-z]+/\nWS: " "\n%ignore WS',
+    # literals with escaped quotes (read without Lark's escape evaluation), other escapes,
+    # a flag, and an empty alternative written twice
+    'start: k\nk: Q A | | Q B C | \nQ: "\\"key\\":"\nA: "it\'s"\nB: "a\\\\b\\t"\nC: "x"i',
 ]
 
 

@@ -16,7 +16,6 @@ GLR grammars keep the DFA walk.
 from __future__ import annotations
 
 import dataclasses
-from itertools import chain
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm._accel import add_duplicates
+from outlines_like.fsm._grammar_actions import action_arrays
 
 if TYPE_CHECKING:
     from outlines_like.fsm._accel import TokenTrie
@@ -147,22 +147,18 @@ class LALRKernel:
     ) -> None:
         self._k = _load()
         symbols = dict(term_id)
-        actions = parser.actions
-        n_states = max(actions) + 1
-        rows = [actions.get(state, {}) for state in range(n_states)]
-        names = list(chain.from_iterable(rows))
-        for name in dict.fromkeys(names):  # the nonterminals and $END, numbered as met
-            if name not in symbols:
-                symbols[name] = len(symbols)
+        bounds, table_symbols, values, names = action_arrays(parser.actions)
+        for name in names:  # the nonterminals and $END after the terminals
+            symbols.setdefault(name, len(symbols))
+        remap = np.fromiter(map(symbols.__getitem__, names), dtype=np.int32, count=len(names))
+        n_states = len(bounds) - 1
         # per state its pairs sorted by symbol: one stable sort of all of them by state
-        sym = np.fromiter(map(symbols.__getitem__, names), dtype=np.int32, count=len(names))
-        val = np.array(list(chain.from_iterable(map(dict.values, rows))), dtype=np.int32)
-        counts = np.fromiter(map(len, rows), dtype=np.int32, count=n_states)
+        sym = remap[table_symbols]
+        counts = np.diff(bounds)
         order = np.lexsort((sym, np.repeat(np.arange(n_states, dtype=np.int32), counts)))
-        self.first: I32 = np.zeros(n_states + 1, dtype=np.int32)
-        np.cumsum(counts, out=self.first[1:])
+        self.first: I32 = bounds.astype(np.int32)
         self.sym: I32 = sym[order]
-        self.val: I32 = val[order]
+        self.val: I32 = values[order].astype(np.int32)
         self.rule_size: I32 = np.asarray(parser.rule_size, dtype=np.int32)
         self.rule_goto: I32 = np.asarray(
             [symbols.setdefault(name, len(symbols)) for name in parser.rule_origin], dtype=np.int32

@@ -29,23 +29,23 @@ import contextlib
 import dataclasses
 import gc
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 from typing import Any
 
 from outlines_like.errors import InvalidConstraintError
+from outlines_like.fsm._grammar_actions import END, Tables, compiled_tables
 from outlines_like.fsm.budget import check
 
 __all__ = [
-    "END",
     "PlainGrammar",
-    "Tables",
     "gc_paused",
     "lalr_tables",
     "lexer_contexts",
     "read_plain",
+    "set_table_kernels",
 ]
 
-END = "$END"
 _ROOT = "$root_start"
 
 # Lark's own token regexes for its grammar language (lark/load_grammar.py), so a literal is
@@ -62,6 +62,19 @@ _TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
 # computes a regex pattern's width (with ``sre_parse``, ~0.1-1 ms) once per pattern object.
 _patterns: dict[str, Any] = {}
 _MAX_PATTERNS = 4096
+
+
+_kernels_hook: Callable[[], ModuleType | None] | None = None
+
+
+def set_table_kernels(hook: Callable[[], ModuleType | None]) -> None:
+    """Register where the compiled table build comes from (:mod:`._accel` does).
+
+    ``hook()`` returns :mod:`outlines_like.fsm._accel_tables` while the compiled path is on,
+    else ``None``; without a hook the tables are built in Python.
+    """
+    global _kernels_hook
+    _kernels_hook = hook
 
 
 @contextlib.contextmanager
@@ -131,8 +144,9 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
             # (the body's symbols are names: each must be defined, below)
             alternatives = [tuple(alternative.split()) for alternative in body.split("|")]
             if len(set(alternatives)) != len(alternatives):
-                if () in alternatives:  # empty ones once: Lark removes their duplicates
-                    alternatives = [a for i, a in enumerate(alternatives) if a or () not in alternatives[:i]]
+                if alternatives.count(()) > 1:  # empty ones once: Lark removes their duplicates
+                    first = alternatives.index(())
+                    alternatives = [a for i, a in enumerate(alternatives) if a or i == first]
                 if len(set(alternatives)) != len(alternatives):
                     return None  # Lark: "Rules defined twice"
             rules[name] = alternatives
@@ -175,41 +189,6 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
     return PlainGrammar(flat, terminals, ignore)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Tables:
-    """An LALR(1) parse table.
-
-    Attributes:
-        actions: Per state, per symbol name: the state to shift (or go) to, ``>= 0``, or the
-            rule to reduce by, ``~rule``: the first action where there are several.
-        conflicts: Per state with a conflict, per symbol with several actions: all of them.
-        start: The start state.
-        end: The state reached from ``start`` by ``start`` (the input may end there).
-        rule_size: Per rule, the length of its expansion.
-        rule_origin: Per rule, its origin's name.
-    """
-
-    actions: dict[int, dict[str, int]]
-    conflicts: dict[int, dict[str, tuple[int, ...]]]
-    start: int
-    end: int
-    rule_size: list[int]
-    rule_origin: list[str]
-
-    @property
-    def conflict(self) -> bool:
-        """Whether some state has more than one action on a terminal."""
-        return bool(self.conflicts)
-
-    def all_actions(self) -> dict[int, dict[str, tuple[int, ...]]]:
-        """Every action, conflicting ones included (what a GLR parser runs)."""
-        out = {}
-        for state, row in self.actions.items():
-            both = self.conflicts.get(state, {})
-            out[state] = {sym: both.get(sym, (act,)) for sym, act in row.items()}
-        return out
-
-
 def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "start") -> Tables:
     """Build the LALR(1) table of ``rules`` (symbols not among the origins are terminals).
 
@@ -236,6 +215,11 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
                 term_names.append(name)
         prods.append((origins[o], tuple([sym_id[name] for name in e])))
     prods.append((root, (origins[start],)))
+    compiled = _kernels_hook() if _kernels_hook is not None else None
+    if compiled is not None:
+        built = compiled_tables(compiled, prods, names, n_nt, origins[start])
+        if built is not None:
+            return built
     root_prod = len(prods) - 1
     prods_of: list[list[int]] = [[] for _ in range(n_nt)]
     for p, (lhs, _) in enumerate(prods):

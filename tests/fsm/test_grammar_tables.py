@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from outlines_like.fsm._grammar_actions import Tables
 from outlines_like.fsm._grammar_parser import LALRParser
-from outlines_like.fsm._grammar_tables import Tables, lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
 from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types.json_schema_grammar import json_schema_to_grammar

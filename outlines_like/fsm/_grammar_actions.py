@@ -120,7 +120,9 @@ def action_arrays(actions: Mapping[int, dict[str, int]]) -> tuple[I32, I32, I32,
 
 def compiled_tables(
     kernels: ModuleType,
-    prods: list[tuple[int, tuple[int, ...]]],
+    lhs: list[int],
+    sizes: list[int],
+    rhs: list[int],
     names: list[str],
     n_nt: int,
     start: int,
@@ -132,22 +134,26 @@ def compiled_tables(
 
     Args:
         kernels: :mod:`outlines_like.fsm._accel_tables`.
-        prods: ``(origin, symbols)`` by symbol id, the root's production last.
+        lhs: Per production (the root's last), its origin's symbol id.
+        sizes: Per production, the length of its right side.
+        rhs: The right sides' symbol ids, one after the other.
         names: The symbols' names by id: the ``n_nt`` nonterminals (the root last) first.
         n_nt: The number of nonterminals.
         start: The start symbol's id.
     """
-    lhs = np.fromiter([p[0] for p in prods], dtype=np.int32, count=len(prods))
-    sizes = [len(p[1]) for p in prods]
-    rhs_off = np.zeros(len(prods) + 1, dtype=np.int32)
+    rhs_off = np.zeros(len(sizes) + 1, dtype=np.int32)
     np.cumsum(sizes, out=rhs_off[1:])
-    rhs = np.fromiter(itertools.chain.from_iterable(p[1] for p in prods), dtype=np.int32)
     found: tuple[Any, ...] = kernels.tables(
-        n_nt, len(names), lhs, rhs_off, rhs, start, _MAX_COMPILED_STATES
+        n_nt,
+        len(names),
+        np.array(lhs, dtype=np.int32),
+        rhs_off,
+        np.array(rhs, dtype=np.int32),
+        start,
+        _MAX_COMPILED_STATES,
     )
     code, bounds, symbols, values, end = found
     if code != kernels.OK:
         return None
     actions = ActionRows(bounds, symbols, values, [*names, END])
-    rule_origin = [names[p[0]] for p in prods]
-    return Tables(actions, {}, 0, int(end), sizes, rule_origin)
+    return Tables(actions, {}, 0, int(end), sizes, [names[o] for o in lhs])

@@ -28,8 +28,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from types import ModuleType
 from typing import Any
 
@@ -202,24 +204,29 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     n_nt = len(origins)
     names = list(origins)
     sym_id = dict(origins)
-    term_bit: dict[int, int] = {}  # terminal symbol id -> bit index in lookahead sets
-    term_names: list[str] = [END]
-
-    prods: list[tuple[int, tuple[int, ...]]] = []
-    for o, e in rules:
-        for name in e:
-            if name not in sym_id:  # a terminal, numbered as first met
-                tid = sym_id[name] = len(names)
-                names.append(name)
-                term_bit[tid] = len(term_names)
-                term_names.append(name)
-        prods.append((origins[o], tuple([sym_id[name] for name in e])))
-    prods.append((root, (origins[start],)))
+    flat = list(chain.from_iterable(e for _, e in rules))
+    for name in dict.fromkeys(flat):
+        if name not in sym_id:  # a terminal, numbered as first met
+            sym_id[name] = len(names)
+            names.append(name)
+    # productions as flat lists, the root's last
+    origin_of = [origins[o] for o, _ in rules]
+    origin_of.append(root)
+    sizes = [len(e) for _, e in rules]
+    sizes.append(1)
+    rhs_flat = list(map(sym_id.__getitem__, flat))
+    rhs_flat.append(origins[start])
     compiled = _kernels_hook() if _kernels_hook is not None else None
     if compiled is not None:
-        built = compiled_tables(compiled, prods, names, n_nt, origins[start])
+        built = compiled_tables(compiled, origin_of, sizes, rhs_flat, names, n_nt, origins[start])
         if built is not None:
             return built
+    term_names = [END, *names[n_nt:]]  # by bit index in lookahead sets
+    term_bit = {tid: tid - n_nt + 1 for tid in range(n_nt, len(names))}  # symbol id -> bit
+    offsets = list(itertools.accumulate(sizes, initial=0))
+    prods = [
+        (origin_of[p], tuple(rhs_flat[offsets[p] : offsets[p + 1]])) for p in range(len(origin_of))
+    ]
     root_prod = len(prods) - 1
     prods_of: list[list[int]] = [[] for _ in range(n_nt)]
     for p, (lhs, _) in enumerate(prods):

@@ -21,11 +21,13 @@ One cohesive algorithm (LR(0) states, then the digraph passes), kept in one modu
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numba
 import numpy as np
 import numpy.typing as npt
 
+from outlines_like.fsm._accel_dfa_kernels import _hash, _isort
 from outlines_like.fsm._accel_kernels import _i32, _jit
 
 __all__ = ["CONFLICT", "OK", "TOO_MANY", "tables"]
@@ -33,6 +35,7 @@ __all__ = ["CONFLICT", "OK", "TOO_MANY", "tables"]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
+U8 = npt.NDArray[np.uint8]
 
 OK = 0
 TOO_MANY = 1  # more LR(0) states than the caller allowed
@@ -40,48 +43,46 @@ CONFLICT = 2  # some state has two actions on a terminal: the Python build repor
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def _grow32(a: I32, need: int) -> I32:  # pragma: no cover - compiled
+def _grow(a: Any, need: int) -> Any:  # pragma: no cover - compiled
     """``a`` when it holds ``need`` items, else a copy at least twice as large."""
     if need <= a.shape[0]:
         return a
-    out = np.empty(max(need, 2 * a.shape[0]), dtype=np.int32)
+    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def _grow64(a: I64, need: int) -> I64:  # pragma: no cover - compiled
-    """``a`` when it holds ``need`` items, else a copy at least twice as large."""
-    if need <= a.shape[0]:
-        return a
-    out = np.empty(max(need, 2 * a.shape[0]), dtype=np.int64)
-    out[: a.shape[0]] = a
-    return out
+def _probe(
+    htab: I32, khash: I64, koff: I64, kmem: I32, buf: I32, lo: int, hi: int, h: int
+) -> int:  # pragma: no cover - compiled
+    """The state whose kernel is ``buf[lo:hi]`` (hash ``h``), else ``~slot``: where it goes."""
+    mask = htab.shape[0] - 1
+    slot = h & mask
+    while htab[slot] >= 0:
+        cand = htab[slot]
+        c0 = koff[cand]
+        if khash[cand] == h and koff[cand + 1] - c0 == hi - lo:
+            j = 0
+            while j < hi - lo and kmem[c0 + j] == buf[lo + j]:
+                j += 1
+            if j == hi - lo:
+                return int(cand)
+        slot = (slot + 1) & mask
+    return int(~slot)
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def _hash(buf: I32, lo: int, hi: int) -> int:  # pragma: no cover - compiled
-    """FNV-1a over ``buf[lo:hi]``, as a non-negative int64."""
-    h = np.uint64(1469598103934665603)
-    for j in range(lo, hi):
-        h = (h ^ np.uint64(buf[j] + 1)) * np.uint64(1099511628211)
-    out: int = np.int64(h >> np.uint64(1))
-    return out
-
-
-@numba.njit(cache=True, nogil=True, boundscheck=False)
-def _sort(a: I32, lo: int, hi: int) -> None:  # pragma: no cover - compiled
-    """Sort ``a[lo:hi]`` in place (insertion sort while short: no allocation)."""
-    if hi - lo > 32:
-        a[lo:hi] = np.sort(a[lo:hi])
-        return
-    for i in range(lo + 1, hi):
-        v = a[i]
-        j = i - 1
-        while j >= lo and a[j] > v:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = v
+def _rehash(khash: I64, n: int, size: int) -> I32:  # pragma: no cover - compiled
+    """A table of ``size`` slots (a power of two) holding states ``0 .. n - 1`` by hash."""
+    htab = np.full(size, -1, dtype=np.int32)
+    mask = size - 1
+    for v in range(n):
+        e = khash[v] & mask
+        while htab[e] >= 0:
+            e = (e + 1) & mask
+        htab[e] = v
+    return htab
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
@@ -185,26 +186,17 @@ def _csr(n: int, src: I32, dst: I32, m: int) -> tuple[I64, I32]:  # pragma: no c
     return off, out
 
 
-def _tables(
-    n_nt: int,
-    n_sym: int,
-    lhs: I32,
-    rhs_off: I32,
-    rhs: I32,
-    start_nt: int,
-    max_states: int,
-) -> tuple[int, I32, I32, I32, int]:  # pragma: no cover - compiled
-    """The LALR(1) table: ``(code, act_off, act_sym, act_val, end state)``.
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def _grammar(
+    n_nt: int, lhs: I32, rhs_off: I32, rhs: I32
+) -> tuple[I32, I32, I32, I32, U8, I32]:  # pragma: no cover - compiled
+    """The grammar's tables: productions by nonterminal, items, nullable nonterminals.
 
-    State ``s``'s actions are ``act_sym[act_off[s]:act_off[s + 1]]`` (symbol ids, ``n_sym``
-    for ``$END``) with ``act_val`` (the state to shift or go to, or ``~p`` to reduce by ``p``);
-    the start state is 0. ``code`` is :data:`OK`, else the arrays are empty.
+    Returns ``(po_off, po, item_sym, item_prod, nullable, null_from)``: nonterminal ``a``'s
+    productions are ``po[po_off[a]:po_off[a + 1]]``; per item its symbol after the dot (-1
+    at the end) and production; per production where its nullable rest begins.
     """
     n_prods = lhs.shape[0]
-    root_prod = n_prods - 1
-    n_terms = n_sym - n_nt
-    words = (n_terms + 1 + 63) // 64
-    none = np.zeros(0, dtype=np.int32)
     # productions of each nonterminal, in order
     po_off = np.zeros(n_nt + 1, dtype=np.int32)
     for p in range(n_prods):
@@ -256,13 +248,34 @@ def _tables(
                 break
         null_from[p] = i
 
+    return po_off, po, item_sym, item_prod, nullable, null_from
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def _lr0(
+    n_nt: int,
+    n_sym: int,
+    rhs_off: I32,
+    rhs: I32,
+    po_off: I32,
+    po: I32,
+    item_sym: I32,
+    item_prod: I32,
+    max_states: int,
+) -> tuple[int, I64, I32, I32, I64, I32]:  # pragma: no cover - compiled
+    """The LR(0) states, breadth first (-1 states past ``max_states``).
+
+    Returns ``(n_states, tr_off, tr_sym, tr_tgt, red_off, red)``: per state its transitions,
+    sorted by symbol, and the productions completed there.
+    """
+    root_prod = rhs_off.shape[0] - 2  # (the last production)
+    n_items = item_sym.shape[0]
     # ---- LR(0) states
     cap = 256
     kmem = np.empty(1024, dtype=np.int32)
     koff = np.zeros(cap + 1, dtype=np.int64)
     khash = np.empty(cap, dtype=np.int64)
-    hcap = 1024
-    htab = np.full(hcap, -1, dtype=np.int32)
+    htab = np.full(1024, -1, dtype=np.int32)
     tr_off = np.zeros(cap + 1, dtype=np.int64)
     tr_sym = np.empty(1024, dtype=np.int32)
     tr_tgt = np.empty(1024, dtype=np.int32)
@@ -276,7 +289,7 @@ def _tables(
     p_sym = np.empty(n_items + 1, dtype=np.int32)
     p_item = np.empty(n_items + 1, dtype=np.int32)
     grouped = np.empty(n_items + 1, dtype=np.int32)
-    todo = np.empty(n_nt, dtype=np.int32)
+    queue = np.empty(n_items + 1, dtype=np.int32)
     kmem[0] = rhs_off[root_prod] + root_prod
     koff[1] = 1
     n = 1
@@ -287,12 +300,17 @@ def _tables(
         stamp = k + 1
         n_pairs = 0
         n_touched = 0
-        sp = 0
-        for j in range(koff[k], koff[k + 1]):
-            it = kmem[j]
+        # the closure: the kernel's items, then those of each nonterminal after a dot (dot
+        # at 0: an empty production's is complete)
+        n_queue = koff[k + 1] - koff[k]
+        queue[:n_queue] = kmem[koff[k] : koff[k + 1]]
+        q = 0
+        while q < n_queue:
+            it = queue[q]
+            q += 1
             s = item_sym[it]
             if s < 0:
-                red = _grow32(red, n_red + 1)
+                red = _grow(red, n_red + 1)
                 red[n_red] = item_prod[it]
                 n_red += 1
                 continue
@@ -307,34 +325,11 @@ def _tables(
             n_pairs += 1
             if s < n_nt and nt_stamp[s] != stamp:
                 nt_stamp[s] = stamp
-                todo[sp] = s
-                sp += 1
-        while sp > 0:
-            sp -= 1
-            a = todo[sp]
-            for q in range(po_off[a], po_off[a + 1]):
-                p = po[q]
-                if rhs_off[p] == rhs_off[p + 1]:
-                    red = _grow32(red, n_red + 1)
-                    red[n_red] = p
-                    n_red += 1
-                    continue
-                s = rhs[rhs_off[p]]
-                if sym_stamp[s] != stamp:
-                    sym_stamp[s] = stamp
-                    sym_count[s] = 0
-                    touched[n_touched] = s
-                    n_touched += 1
-                sym_count[s] += 1
-                p_sym[n_pairs] = s
-                p_item[n_pairs] = rhs_off[p] + p + 1
-                n_pairs += 1
-                if s < n_nt and nt_stamp[s] != stamp:
-                    nt_stamp[s] = stamp
-                    todo[sp] = s
-                    sp += 1
+                for e in range(po_off[s], po_off[s + 1]):
+                    queue[n_queue] = rhs_off[po[e]] + po[e]
+                    n_queue += 1
         red_off[k + 1] = n_red
-        _sort(touched, 0, n_touched)
+        _isort(touched, 0, n_touched)
         at = 0
         for t in range(n_touched):
             s = touched[t]
@@ -344,66 +339,70 @@ def _tables(
             s = p_sym[j]
             grouped[sym_fill[s]] = p_item[j]
             sym_fill[s] += 1
-        tr_sym = _grow32(tr_sym, n_tr + n_touched)
-        tr_tgt = _grow32(tr_tgt, n_tr + n_touched)
+        tr_sym = _grow(tr_sym, n_tr + n_touched)
+        tr_tgt = _grow(tr_tgt, n_tr + n_touched)
         lo = 0
         for t in range(n_touched):
             s = touched[t]
             hi = lo + sym_count[s]
-            _sort(grouped, lo, hi)
-            h = _hash(grouped, lo, hi)
-            mask = hcap - 1
-            slot = h & mask
-            sid = -1
-            while True:
-                cand = htab[slot]
-                if cand < 0:
-                    break
-                if khash[cand] == h and koff[cand + 1] - koff[cand] == hi - lo:
-                    c0 = koff[cand]
-                    same = True
-                    for j in range(hi - lo):
-                        if kmem[c0 + j] != grouped[lo + j]:
-                            same = False
-                            break
-                    if same:
-                        sid = cand
-                        break
-                slot = (slot + 1) & mask
+            _isort(grouped, lo, hi)
+            h = _hash(grouped, lo, hi - lo)
+            sid = _probe(htab, khash, koff, kmem, grouped, lo, hi, h)
             if sid < 0:
+                slot = ~sid
                 if n >= max_states:
-                    return TOO_MANY, none, none, none, -1
+                    return -1, tr_off, tr_sym, tr_tgt, red_off, red
                 sid = n
                 if n + 1 >= cap:
                     cap *= 2
-                    koff = _grow64(koff, cap + 1)
-                    khash = _grow64(khash, cap)
-                    tr_off = _grow64(tr_off, cap + 1)
-                    red_off = _grow64(red_off, cap + 1)
+                    koff = _grow(koff, cap + 1)
+                    khash = _grow(khash, cap)
+                    tr_off = _grow(tr_off, cap + 1)
+                    red_off = _grow(red_off, cap + 1)
                 end = koff[n]
-                kmem = _grow32(kmem, end + hi - lo)
+                kmem = _grow(kmem, end + hi - lo)
                 kmem[end : end + hi - lo] = grouped[lo:hi]
                 koff[n + 1] = end + hi - lo
                 khash[n] = h
                 htab[slot] = sid
                 n += 1
-                if 2 * n > hcap:  # rehash
-                    hcap *= 2
-                    htab = np.full(hcap, -1, dtype=np.int32)
-                    mask = hcap - 1
-                    for v in range(n):
-                        e = khash[v] & mask
-                        while htab[e] >= 0:
-                            e = (e + 1) & mask
-                        htab[e] = v
+                if 2 * n > htab.shape[0]:
+                    htab = _rehash(khash, n, 2 * htab.shape[0])
             tr_sym[n_tr] = s
             tr_tgt[n_tr] = sid
             n_tr += 1
             lo = hi
         tr_off[k + 1] = n_tr
         k += 1
-    n_states = n
 
+    return n, tr_off, tr_sym, tr_tgt, red_off, red
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def _lookaheads(
+    n_nt: int,
+    n_sym: int,
+    rhs_off: I32,
+    rhs: I32,
+    po_off: I32,
+    po: I32,
+    nullable: U8,
+    null_from: I32,
+    n_states: int,
+    tr_off: I64,
+    tr_sym: I32,
+    tr_tgt: I32,
+    red_off: I64,
+    red: I32,
+    start_nt: int,
+) -> tuple[U64, int]:  # pragma: no cover - compiled
+    """DeRemer and Pennello's lookaheads.
+
+    Returns the lookahead bitset of each completed production of each state (as in ``red``)
+    and the state after the start symbol.
+    """
+    words = (n_sym - n_nt + 1 + 63) // 64
+    n_red = red_off[n_states]
     # ---- lookaheads: nonterminal transitions x = (state, A), the first of each state's
     x_first = np.zeros(n_states + 1, dtype=np.int64)
     for st in range(n_states):
@@ -431,8 +430,8 @@ def _tables(
                 b = s - n_nt + 1
                 sets[x * words + b // 64] |= np.uint64(1) << np.uint64(b % 64)
             elif nullable[s]:
-                r_src = _grow32(r_src, n_r + 1)
-                r_dst = _grow32(r_dst, n_r + 1)
+                r_src = _grow(r_src, n_r + 1)
+                r_dst = _grow(r_dst, n_r + 1)
                 r_src[n_r] = x
                 r_dst[n_r] = x_first[t] + (e - tr_off[t])
                 n_r += 1
@@ -459,8 +458,8 @@ def _tables(
                 s = rhs[rhs_off[p] + i]
                 e = _find(tr_off, tr_sym, here, s)
                 if s < n_nt and i >= tail:
-                    i_src = _grow32(i_src, n_i + 1)
-                    i_dst = _grow32(i_dst, n_i + 1)
+                    i_src = _grow(i_src, n_i + 1)
+                    i_dst = _grow(i_dst, n_i + 1)
                     i_src[n_i] = x_first[here] + (e - tr_off[here])
                     i_dst[n_i] = x
                     n_i += 1
@@ -470,8 +469,8 @@ def _tables(
                 if red[j] == p:
                     r = j
                     break
-            lb_red = _grow32(lb_red, n_lb + 1)
-            lb_x = _grow32(lb_x, n_lb + 1)
+            lb_red = _grow(lb_red, n_lb + 1)
+            lb_x = _grow(lb_x, n_lb + 1)
             lb_red[n_lb] = r
             lb_x[n_lb] = x
             n_lb += 1
@@ -484,6 +483,26 @@ def _tables(
         for w in range(words):
             la[r * words + w] |= sets[x * words + w]
 
+    return la, int(end_state)
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def _actions(
+    n_nt: int,
+    n_sym: int,
+    n_states: int,
+    tr_off: I64,
+    tr_sym: I32,
+    tr_tgt: I32,
+    red_off: I64,
+    red: I32,
+    la: U64,
+    root_prod: int,
+) -> tuple[int, I32, I32, I32]:  # pragma: no cover - compiled
+    """The actions of each state: its transitions, then its reductions by terminal."""
+    n_terms = n_sym - n_nt
+    words = (n_terms + 1 + 63) // 64
+    n_tr = tr_off[n_states]
     # ---- the table: transitions, then reductions by terminal
     taken = np.zeros(n_terms + 1, dtype=np.int64)
     act_off = np.zeros(n_states + 1, dtype=np.int32)
@@ -492,8 +511,8 @@ def _tables(
     m = 0
     for st in range(n_states):
         stamp = st + 1
-        act_sym = _grow32(act_sym, m + tr_off[st + 1] - tr_off[st])
-        act_val = _grow32(act_val, m + tr_off[st + 1] - tr_off[st])
+        act_sym = _grow(act_sym, m + tr_off[st + 1] - tr_off[st])
+        act_val = _grow(act_val, m + tr_off[st + 1] - tr_off[st])
         for e in range(tr_off[st], tr_off[st + 1]):
             s = tr_sym[e]
             if s >= n_nt:
@@ -511,17 +530,64 @@ def _tables(
                 while word:
                     if word & np.uint64(1):
                         if taken[b] == stamp:
-                            return CONFLICT, none, none, none, -1
+                            return CONFLICT, act_off, act_sym, act_val
                         taken[b] = stamp
-                        act_sym = _grow32(act_sym, m + 1)
-                        act_val = _grow32(act_val, m + 1)
+                        act_sym = _grow(act_sym, m + 1)
+                        act_val = _grow(act_val, m + 1)
                         act_sym[m] = n_sym if b == 0 else n_nt + b - 1
                         act_val[m] = ~p
                         m += 1
                     word >>= np.uint64(1)
                     b += 1
         act_off[st + 1] = m
-    return OK, act_off, act_sym[:m].copy(), act_val[:m].copy(), int(end_state)
+    return OK, act_off, act_sym[:m].copy(), act_val[:m].copy()
+
+
+def _tables(
+    n_nt: int,
+    n_sym: int,
+    lhs: I32,
+    rhs_off: I32,
+    rhs: I32,
+    start_nt: int,
+    max_states: int,
+) -> tuple[int, I32, I32, I32, int]:  # pragma: no cover - compiled
+    """The LALR(1) table: ``(code, act_off, act_sym, act_val, end state)``.
+
+    State ``s``'s actions are ``act_sym[act_off[s]:act_off[s + 1]]`` (symbol ids, ``n_sym``
+    for ``$END``) with ``act_val`` (the state to shift or go to, or ``~p`` to reduce by ``p``);
+    the start state is 0. ``code`` is :data:`OK`, else the arrays are empty.
+    """
+    none = np.zeros(0, dtype=np.int32)
+    po_off, po, item_sym, item_prod, nullable, null_from = _grammar(n_nt, lhs, rhs_off, rhs)
+    n_states, tr_off, tr_sym, tr_tgt, red_off, red = _lr0(
+        n_nt, n_sym, rhs_off, rhs, po_off, po, item_sym, item_prod, max_states
+    )
+    if n_states < 0:
+        return TOO_MANY, none, none, none, -1
+    la, end_state = _lookaheads(
+        n_nt,
+        n_sym,
+        rhs_off,
+        rhs,
+        po_off,
+        po,
+        nullable,
+        null_from,
+        n_states,
+        tr_off,
+        tr_sym,
+        tr_tgt,
+        red_off,
+        red,
+        start_nt,
+    )
+    code, act_off, act_sym, act_val = _actions(
+        n_nt, n_sym, n_states, tr_off, tr_sym, tr_tgt, red_off, red, la, lhs.shape[0] - 1
+    )
+    if code != OK:
+        return code, none, none, none, -1
+    return OK, act_off, act_sym, act_val, end_state
 
 
 tables: Callable[..., tuple[int, I32, I32, I32, int]] = _jit(

@@ -36,6 +36,10 @@ I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 U8 = npt.NDArray[np.uint8]
+Grammar = tuple[I32, I32, I32, I32, U8, I32]
+"""What :func:`_grammar` returns: ``po_off, po, item_sym, item_prod, nullable, null_from``."""
+LR0 = tuple[int, I64, I32, I32, I64, I32]
+"""What :func:`_lr0` returns: ``n_states, tr_off, tr_sym, tr_tgt, red_off, red``."""
 
 OK = 0
 TOO_MANY = 1  # more LR(0) states than the caller allowed
@@ -187,9 +191,7 @@ def _csr(n: int, src: I32, dst: I32, m: int) -> tuple[I64, I32]:  # pragma: no c
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def _grammar(
-    n_nt: int, lhs: I32, rhs_off: I32, rhs: I32
-) -> tuple[I32, I32, I32, I32, U8, I32]:  # pragma: no cover - compiled
+def _grammar(n_nt: int, lhs: I32, rhs_off: I32, rhs: I32) -> Grammar:  # pragma: no cover - compiled
     """The grammar's tables: productions by nonterminal, items, nullable nonterminals.
 
     Returns ``(po_off, po, item_sym, item_prod, nullable, null_from)``: nonterminal ``a``'s
@@ -253,21 +255,14 @@ def _grammar(
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def _lr0(
-    n_nt: int,
-    n_sym: int,
-    rhs_off: I32,
-    rhs: I32,
-    po_off: I32,
-    po: I32,
-    item_sym: I32,
-    item_prod: I32,
-    max_states: int,
-) -> tuple[int, I64, I32, I32, I64, I32]:  # pragma: no cover - compiled
+    n_nt: int, n_sym: int, rhs_off: I32, rhs: I32, grammar: Grammar, max_states: int
+) -> LR0:  # pragma: no cover - compiled
     """The LR(0) states, breadth first (-1 states past ``max_states``).
 
     Returns ``(n_states, tr_off, tr_sym, tr_tgt, red_off, red)``: per state its transitions,
     sorted by symbol, and the productions completed there.
     """
+    po_off, po, item_sym, item_prod = grammar[0], grammar[1], grammar[2], grammar[3]
     root_prod = rhs_off.shape[0] - 2  # (the last production)
     n_items = item_sym.shape[0]
     # ---- LR(0) states
@@ -380,27 +375,15 @@ def _lr0(
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def _lookaheads(
-    n_nt: int,
-    n_sym: int,
-    rhs_off: I32,
-    rhs: I32,
-    po_off: I32,
-    po: I32,
-    nullable: U8,
-    null_from: I32,
-    n_states: int,
-    tr_off: I64,
-    tr_sym: I32,
-    tr_tgt: I32,
-    red_off: I64,
-    red: I32,
-    start_nt: int,
+    n_nt: int, n_sym: int, rhs_off: I32, rhs: I32, grammar: Grammar, lr0: LR0, start_nt: int
 ) -> tuple[U64, int]:  # pragma: no cover - compiled
     """DeRemer and Pennello's lookaheads.
 
     Returns the lookahead bitset of each completed production of each state (as in ``red``)
     and the state after the start symbol.
     """
+    po_off, po, nullable, null_from = grammar[0], grammar[1], grammar[4], grammar[5]
+    n_states, tr_off, tr_sym, tr_tgt, red_off, red = lr0
     words = (n_sym - n_nt + 1 + 63) // 64
     n_red = red_off[n_states]
     # ---- lookaheads: nonterminal transitions x = (state, A), the first of each state's
@@ -488,18 +471,10 @@ def _lookaheads(
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def _actions(
-    n_nt: int,
-    n_sym: int,
-    n_states: int,
-    tr_off: I64,
-    tr_sym: I32,
-    tr_tgt: I32,
-    red_off: I64,
-    red: I32,
-    la: U64,
-    root_prod: int,
+    n_nt: int, n_sym: int, lr0: LR0, la: U64, root_prod: int
 ) -> tuple[int, I32, I32, I32]:  # pragma: no cover - compiled
     """The actions of each state: its transitions, then its reductions by terminal."""
+    n_states, tr_off, tr_sym, tr_tgt, red_off, red = lr0
     n_terms = n_sym - n_nt
     words = (n_terms + 1 + 63) // 64
     n_tr = tr_off[n_states]
@@ -559,32 +534,12 @@ def _tables(
     the start state is 0. ``code`` is :data:`OK`, else the arrays are empty.
     """
     none = np.zeros(0, dtype=np.int32)
-    po_off, po, item_sym, item_prod, nullable, null_from = _grammar(n_nt, lhs, rhs_off, rhs)
-    n_states, tr_off, tr_sym, tr_tgt, red_off, red = _lr0(
-        n_nt, n_sym, rhs_off, rhs, po_off, po, item_sym, item_prod, max_states
-    )
-    if n_states < 0:
+    grammar = _grammar(n_nt, lhs, rhs_off, rhs)
+    lr0 = _lr0(n_nt, n_sym, rhs_off, rhs, grammar, max_states)
+    if lr0[0] < 0:
         return TOO_MANY, none, none, none, -1
-    la, end_state = _lookaheads(
-        n_nt,
-        n_sym,
-        rhs_off,
-        rhs,
-        po_off,
-        po,
-        nullable,
-        null_from,
-        n_states,
-        tr_off,
-        tr_sym,
-        tr_tgt,
-        red_off,
-        red,
-        start_nt,
-    )
-    code, act_off, act_sym, act_val = _actions(
-        n_nt, n_sym, n_states, tr_off, tr_sym, tr_tgt, red_off, red, la, lhs.shape[0] - 1
-    )
+    la, end_state = _lookaheads(n_nt, n_sym, rhs_off, rhs, grammar, lr0, start_nt)
+    code, act_off, act_sym, act_val = _actions(n_nt, n_sym, lr0, la, lhs.shape[0] - 1)
     if code != OK:
         return code, none, none, none, -1
     return OK, act_off, act_sym, act_val, end_state

@@ -11,14 +11,18 @@ Lark's own parser another second. This module does both for the grammars that ne
   ``%ignore NAME``. Anything else (EBNF operators, inline literals, templates, imports, rule
   or terminal priorities, modifiers) returns ``None`` and the grammar goes through Lark. The
   terminals are Lark's own :class:`lark.lexer.TerminalDef` objects, made by Lark's literal
-  reader, so the lexer contexts built from them are Lark's.
+  reader (a string whose only escapes are quotes gets the same pattern made directly), so the
+  lexer contexts built from them are Lark's.
 * :func:`lalr_tables` builds the LALR(1) automaton (LR(0) item sets with precomputed closures,
   lookaheads by DeRemer and Pennello's relations, with terminal sets as int bitsets). The
   LALR(1) table of a grammar is unique up to the numbering of its states, so where Lark's
   strict mode accepts a grammar, this table drives the parser to the same decisions; any
   conflict is reported, and the caller then goes through Lark (which rejects or resolves it).
   The build checks the running compile budget (:func:`~outlines_like.fsm.budget.check`) as
-  its state and lookahead loops grow.
+  its state and lookahead loops grow. With the ``accel`` extra, the same automaton comes from
+  a numba kernel (:mod:`outlines_like.fsm._accel_tables`, registered by
+  :func:`set_table_kernels`; states numbered in another order), except where it has a
+  conflict or too many states.
 
 One cohesive algorithm (LR(0) states, then the digraph passes), kept in one module.
 """
@@ -31,7 +35,6 @@ import gc
 import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import chain
 from types import ModuleType
 from typing import Any
 
@@ -204,7 +207,7 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     n_nt = len(origins)
     names = list(origins)
     sym_id = dict(origins)
-    flat = list(chain.from_iterable(e for _, e in rules))
+    flat = list(itertools.chain.from_iterable(e for _, e in rules))
     for name in dict.fromkeys(flat):
         if name not in sym_id:  # a terminal, numbered as first met
             sym_id[name] = len(names)

@@ -162,12 +162,12 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
         name, body = match.groups()
         if name in term_defs:
             return None
-        kind = "STRING" if body.startswith('"') else "REGEXP" if body.startswith("/") else ""
-        literal = (_STRING if kind == "STRING" else _REGEXP).match(body) if kind else None
-        if literal is None or literal.end() != len(body):
-            return None
-        pattern = _patterns.get(body)
+        pattern = _patterns.get(body)  # (a literal read before)
         if pattern is None:
+            kind = "STRING" if body.startswith('"') else "REGEXP" if body.startswith("/") else ""
+            literal = (_STRING if kind == "STRING" else _REGEXP).match(body) if kind else None
+            if literal is None or literal.end() != len(body):
+                return None
             if kind == "STRING" and _PLAIN_STRING.fullmatch(body):
                 # what Lark's reader makes of it, without its escape evaluation (an
                 # ``ast.literal_eval`` per literal; tests/fsm compare the two)

@@ -160,8 +160,11 @@ class LALRKernel:
         self.sym: I32 = sym[order]
         self.val: I32 = values[order].astype(np.int32)
         self.rule_size: I32 = np.asarray(parser.rule_size, dtype=np.int32)
-        self.rule_goto: I32 = np.asarray(
-            [symbols.setdefault(name, len(symbols)) for name in parser.rule_origin], dtype=np.int32
+        origins = parser.rule_origin
+        for name in dict.fromkeys(origins):
+            symbols.setdefault(name, len(symbols))
+        self.rule_goto: I32 = np.fromiter(
+            map(symbols.__getitem__, origins), dtype=np.int32, count=len(origins)
         )
         self.ignore = np.zeros(max(len(term_id), 1), dtype=np.uint8)
         self.ignore[list(ignore_ids)] = 1

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm._grammar_lexer import set_context_kernels
+from outlines_like.fsm._grammar_tables import set_table_kernels
 from outlines_like.fsm._lexemes import WalkList
 from outlines_like.fsm._subset import set_dfa_kernels
 from outlines_like.fsm.regex_dfa import LazyByteDFA
@@ -107,11 +108,18 @@ def warm_up() -> float:
     them from there. Returns the seconds it took (0 when already done, or when it is off).
     """
     t0 = time.perf_counter()
-    fresh = "outlines_like.fsm._accel_lexer" not in sys.modules  # the last kernels loaded
+    fresh = "outlines_like.fsm._accel_tables" not in sys.modules  # the last kernels loaded
     if _dfa_kernels() is None:  # the walk and DFA kernels, when the compiled walk is on
         return 0.0
-    # the string bodies', the grammar path's, the lexer contexts' and small regex DFAs' kernels
-    from outlines_like.fsm import _accel_chain, _accel_grammar, _accel_lexer, _accel_regex  # noqa: F401
+    # the string bodies', the grammar path's, the lexer contexts', small regex DFAs' and the
+    # LALR tables' kernels
+    from outlines_like.fsm import (  # noqa: F401
+        _accel_chain,
+        _accel_grammar,
+        _accel_lexer,
+        _accel_regex,
+        _accel_tables,
+    )
 
     return time.perf_counter() - t0 if fresh else 0.0
 
@@ -138,6 +146,18 @@ def _lexer_kernels() -> ModuleType | None:
 
 
 set_context_kernels(_lexer_kernels)
+
+
+def _table_kernels() -> ModuleType | None:
+    """The compiled LALR(1) table build (:mod:`._accel_tables`) while the compiled walk is on."""
+    if not enabled():
+        return None
+    from outlines_like.fsm import _accel_tables
+
+    return _accel_tables
+
+
+set_table_kernels(_table_kernels)
 
 
 class TokenTrie:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm._accel import add_duplicates
+from outlines_like.fsm._grammar_actions import action_arrays
 
 if TYPE_CHECKING:
     from outlines_like.fsm._accel import TokenTrie
@@ -146,22 +147,24 @@ class LALRKernel:
     ) -> None:
         self._k = _load()
         symbols = dict(term_id)
-        n_states = max(parser.actions) + 1
-        counts = np.zeros(n_states + 1, dtype=np.int32)
-        keys: list[int] = []
-        values: list[int] = []
-        for state in range(n_states):
-            row = parser.actions.get(state, {})
-            pairs = sorted((symbols.setdefault(name, len(symbols)), a) for name, a in row.items())
-            counts[state + 1] = len(pairs)
-            keys.extend(p[0] for p in pairs)
-            values.extend(p[1] for p in pairs)
-        self.first: I32 = np.cumsum(counts).astype(np.int32)
-        self.sym: I32 = np.asarray(keys, dtype=np.int32)
-        self.val: I32 = np.asarray(values, dtype=np.int32)
+        bounds, table_symbols, values, names = action_arrays(parser.actions)
+        for name in names:  # the nonterminals and $END after the terminals
+            symbols.setdefault(name, len(symbols))
+        remap = np.fromiter(map(symbols.__getitem__, names), dtype=np.int32, count=len(names))
+        n_states = len(bounds) - 1
+        # per state its pairs sorted by symbol: one stable sort of all of them by state
+        sym = remap[table_symbols]
+        counts = np.diff(bounds)
+        order = np.lexsort((sym, np.repeat(np.arange(n_states, dtype=np.int32), counts)))
+        self.first: I32 = bounds.astype(np.int32)
+        self.sym: I32 = sym[order]
+        self.val: I32 = values[order].astype(np.int32)
         self.rule_size: I32 = np.asarray(parser.rule_size, dtype=np.int32)
-        self.rule_goto: I32 = np.asarray(
-            [symbols.setdefault(name, len(symbols)) for name in parser.rule_origin], dtype=np.int32
+        origins = parser.rule_origin
+        for name in dict.fromkeys(origins):
+            symbols.setdefault(name, len(symbols))
+        self.rule_goto: I32 = np.fromiter(
+            map(symbols.__getitem__, origins), dtype=np.int32, count=len(origins)
         )
         self.ignore = np.zeros(max(len(term_id), 1), dtype=np.uint8)
         self.ignore[list(ignore_ids)] = 1

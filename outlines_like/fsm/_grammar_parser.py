@@ -24,10 +24,11 @@ raises :class:`NeedsBottom` too (the whole configuration then decides, as before
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
-from outlines_like.fsm._grammar_tables import END, Tables, lalr_tables
+from outlines_like.fsm._grammar_actions import END, Tables
+from outlines_like.fsm._grammar_tables import lalr_tables
 
 __all__ = ["BOTTOM", "END", "GLRParser", "LALRParser", "NeedsBottom", "Stack", "build_glr"]
 
@@ -115,7 +116,7 @@ class LALRParser(_Automaton):
     def __init__(self, tables: Tables) -> None:
         super().__init__(tables)
         # action: >= 0 shift to that state; < 0 reduce by rule ~action
-        self.actions: dict[int, dict[str, int]] = tables.actions
+        self.actions: Mapping[int, dict[str, int]] = tables.actions
         self.initial: Hashable = (self.start,)
 
     @classmethod

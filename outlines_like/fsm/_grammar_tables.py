@@ -11,14 +11,18 @@ Lark's own parser another second. This module does both for the grammars that ne
   ``%ignore NAME``. Anything else (EBNF operators, inline literals, templates, imports, rule
   or terminal priorities, modifiers) returns ``None`` and the grammar goes through Lark. The
   terminals are Lark's own :class:`lark.lexer.TerminalDef` objects, made by Lark's literal
-  reader, so the lexer contexts built from them are Lark's.
+  reader (a string whose only escapes are quotes gets the same pattern made directly), so the
+  lexer contexts built from them are Lark's.
 * :func:`lalr_tables` builds the LALR(1) automaton (LR(0) item sets with precomputed closures,
   lookaheads by DeRemer and Pennello's relations, with terminal sets as int bitsets). The
   LALR(1) table of a grammar is unique up to the numbering of its states, so where Lark's
   strict mode accepts a grammar, this table drives the parser to the same decisions; any
   conflict is reported, and the caller then goes through Lark (which rejects or resolves it).
   The build checks the running compile budget (:func:`~outlines_like.fsm.budget.check`) as
-  its state and lookahead loops grow.
+  its state and lookahead loops grow. With the ``accel`` extra, the same automaton comes from
+  a numba kernel (:mod:`outlines_like.fsm._accel_tables`, registered by
+  :func:`set_table_kernels`; states numbered in another order), except where it has a
+  conflict or too many states.
 
 One cohesive algorithm (LR(0) states, then the digraph passes), kept in one module.
 """
@@ -28,39 +32,54 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 from typing import Any
 
 from outlines_like.errors import InvalidConstraintError
+from outlines_like.fsm._grammar_actions import END, Tables, compiled_tables
 from outlines_like.fsm.budget import check
 
 __all__ = [
-    "END",
     "PlainGrammar",
-    "Tables",
     "gc_paused",
     "lalr_tables",
     "lexer_contexts",
     "read_plain",
+    "set_table_kernels",
 ]
 
-END = "$END"
 _ROOT = "$root_start"
 
 # Lark's own token regexes for its grammar language (lark/load_grammar.py), so a literal is
 # cut where Lark's lexer cuts it.
 _STRING = re.compile(r'"(\\"|\\\\|[^"\n])*?"i?')
 _REGEXP = re.compile(r"/(?!/)(\\/|\\\\|[^/])*?/[imslux]*")
+# a string literal whose only escapes are quotes (printable ASCII otherwise, no flags): Lark's
+# escape evaluation (``ast.literal_eval``, most of a grammar's reading) unescapes the quotes
+_PLAIN_STRING = re.compile(r'"(?:[ !#-&(-\[\]-~]|\\")+"')
 _TERM_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
-# alternatives of rule and terminal names (``aB`` is neither: no word boundary inside it)
-_RULE_BODY = re.compile(r"(?:\s|\||[a-z][a-z0-9_]*\b|[A-Z][A-Z0-9_]*\b)*")
 _RULE_LINE = re.compile(r"([a-z][a-z0-9_]*)\s*:(.*)")
 _TERM_LINE = re.compile(r"([A-Z][A-Z0-9_]*)\s*:\s*(.*?)\s*")
 # Lark's pattern of a terminal's literal text, shared by every grammar that writes it: Lark
 # computes a regex pattern's width (with ``sre_parse``, ~0.1-1 ms) once per pattern object.
 _patterns: dict[str, Any] = {}
 _MAX_PATTERNS = 4096
+
+
+_kernels_hook: Callable[[], ModuleType | None] | None = None
+
+
+def set_table_kernels(hook: Callable[[], ModuleType | None]) -> None:
+    """Register where the compiled table build comes from (:mod:`._accel` does).
+
+    ``hook()`` returns :mod:`outlines_like.fsm._accel_tables` while the compiled path is on,
+    else ``None``; without a hook the tables are built in Python.
+    """
+    global _kernels_hook
+    _kernels_hook = hook
 
 
 @contextlib.contextmanager
@@ -104,7 +123,7 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
     same non-empty alternative twice), so that Lark reports it.
     """
     from lark.exceptions import GrammarError
-    from lark.lexer import TerminalDef, Token
+    from lark.lexer import PatternStr, TerminalDef, Token
     from lark.load_grammar import _literal_to_pattern
 
     rules: dict[str, list[tuple[str, ...]]] = {}
@@ -127,16 +146,14 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
             name, body = match.groups()
             if name in rules:
                 return None
-            if not _RULE_BODY.fullmatch(body):
-                return None
-            alternatives: list[tuple[str, ...]] = []
-            for alternative in body.split("|"):
-                symbols = tuple(alternative.split())
-                if symbols in alternatives:
-                    if symbols:
-                        return None  # Lark: "Rules defined twice"
-                    continue
-                alternatives.append(symbols)
+            # (the body's symbols are names: each must be defined, below)
+            alternatives = [tuple(alternative.split()) for alternative in body.split("|")]
+            if len(set(alternatives)) != len(alternatives):
+                if alternatives.count(()) > 1:  # empty ones once: Lark removes their duplicates
+                    first = alternatives.index(())
+                    alternatives = [a for i, a in enumerate(alternatives) if a or i == first]
+                if len(set(alternatives)) != len(alternatives):
+                    return None  # Lark: "Rules defined twice"
             rules[name] = alternatives
             continue
         match = _TERM_LINE.fullmatch(line)
@@ -145,16 +162,21 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
         name, body = match.groups()
         if name in term_defs:
             return None
-        kind = "STRING" if body.startswith('"') else "REGEXP" if body.startswith("/") else ""
-        literal = (_STRING if kind == "STRING" else _REGEXP).match(body) if kind else None
-        if literal is None or literal.end() != len(body):
-            return None
-        pattern = _patterns.get(body)
+        pattern = _patterns.get(body)  # (a literal read before)
         if pattern is None:
-            try:
-                pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
-            except (GrammarError, AssertionError):
+            kind = "STRING" if body.startswith('"') else "REGEXP" if body.startswith("/") else ""
+            literal = (_STRING if kind == "STRING" else _REGEXP).match(body) if kind else None
+            if literal is None or literal.end() != len(body):
                 return None
+            if kind == "STRING" and _PLAIN_STRING.fullmatch(body):
+                # what Lark's reader makes of it, without its escape evaluation (an
+                # ``ast.literal_eval`` per literal; tests/fsm compare the two)
+                pattern = PatternStr(body[1:-1].replace('\\"', '"'), (), raw=body)
+            else:
+                try:
+                    pattern = _literal_to_pattern(Token(kind, body))  # type: ignore[no-untyped-call]
+                except (GrammarError, AssertionError):
+                    return None
             if len(_patterns) >= _MAX_PATTERNS:
                 _patterns.clear()
             _patterns[body] = pattern
@@ -165,47 +187,11 @@ def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
     for alternatives in rules.values():
         for symbols in alternatives:
             used.update(symbols)
-    for symbol in used:
-        if symbol not in rules and symbol not in term_defs:
-            return None  # undefined: Lark says so
+    if not used <= rules.keys() | term_defs.keys():
+        return None  # undefined (or not a name): Lark says so
     flat = [(name, symbols) for name, alts in rules.items() for symbols in alts]
     terminals = [t for name, t in term_defs.items() if name in used]
     return PlainGrammar(flat, terminals, ignore)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Tables:
-    """An LALR(1) parse table.
-
-    Attributes:
-        actions: Per state, per symbol name: the state to shift (or go) to, ``>= 0``, or the
-            rule to reduce by, ``~rule``: the first action where there are several.
-        conflicts: Per state with a conflict, per symbol with several actions: all of them.
-        start: The start state.
-        end: The state reached from ``start`` by ``start`` (the input may end there).
-        rule_size: Per rule, the length of its expansion.
-        rule_origin: Per rule, its origin's name.
-    """
-
-    actions: dict[int, dict[str, int]]
-    conflicts: dict[int, dict[str, tuple[int, ...]]]
-    start: int
-    end: int
-    rule_size: list[int]
-    rule_origin: list[str]
-
-    @property
-    def conflict(self) -> bool:
-        """Whether some state has more than one action on a terminal."""
-        return bool(self.conflicts)
-
-    def all_actions(self) -> dict[int, dict[str, tuple[int, ...]]]:
-        """Every action, conflicting ones included (what a GLR parser runs)."""
-        out = {}
-        for state, row in self.actions.items():
-            both = self.conflicts.get(state, {})
-            out[state] = {sym: both.get(sym, (act,)) for sym, act in row.items()}
-        return out
 
 
 def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "start") -> Tables:
@@ -221,19 +207,29 @@ def lalr_tables(rules: Sequence[tuple[str, tuple[str, ...]]], start: str = "star
     n_nt = len(origins)
     names = list(origins)
     sym_id = dict(origins)
-    term_bit: dict[int, int] = {}  # terminal symbol id -> bit index in lookahead sets
-    term_names: list[str] = [END]
-
-    prods: list[tuple[int, tuple[int, ...]]] = []
-    for o, e in rules:
-        for name in e:
-            if name not in sym_id:  # a terminal, numbered as first met
-                tid = sym_id[name] = len(names)
-                names.append(name)
-                term_bit[tid] = len(term_names)
-                term_names.append(name)
-        prods.append((origins[o], tuple([sym_id[name] for name in e])))
-    prods.append((root, (origins[start],)))
+    flat = list(itertools.chain.from_iterable(e for _, e in rules))
+    for name in dict.fromkeys(flat):
+        if name not in sym_id:  # a terminal, numbered as first met
+            sym_id[name] = len(names)
+            names.append(name)
+    # productions as flat lists, the root's last
+    origin_of = [origins[o] for o, _ in rules]
+    origin_of.append(root)
+    sizes = [len(e) for _, e in rules]
+    sizes.append(1)
+    rhs_flat = list(map(sym_id.__getitem__, flat))
+    rhs_flat.append(origins[start])
+    compiled = _kernels_hook() if _kernels_hook is not None else None
+    if compiled is not None:
+        built = compiled_tables(compiled, origin_of, sizes, rhs_flat, names, n_nt, origins[start])
+        if built is not None:
+            return built
+    term_names = [END, *names[n_nt:]]  # by bit index in lookahead sets
+    term_bit = {tid: tid - n_nt + 1 for tid in range(n_nt, len(names))}  # symbol id -> bit
+    offsets = list(itertools.accumulate(sizes, initial=0))
+    prods = [
+        (origin_of[p], tuple(rhs_flat[offsets[p] : offsets[p + 1]])) for p in range(len(origin_of))
+    ]
     root_prod = len(prods) - 1
     prods_of: list[list[int]] = [[] for _ in range(n_nt)]
     for p, (lhs, _) in enumerate(prods):

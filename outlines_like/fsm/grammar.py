@@ -255,6 +255,8 @@ def _validate_terminals(terminals: list[Any]) -> None:
     only to log warnings, at 10-130 ms a grammar; the matcher skips it.
     """
     for terminal in terminals:
+        if terminal.pattern.type == "str" and terminal.pattern.value:
+            continue  # an escaped literal: it compiles, and is as wide as its text
         try:
             re.compile(terminal.pattern.to_regexp())
         except re.error as exc:

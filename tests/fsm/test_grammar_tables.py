@@ -1,4 +1,4 @@
-"""Our LALR(1) tables and plain-BNF reader against Lark's: same automaton, same masks."""
+"""Our LALR(1) tables (Python and compiled builds) and plain-BNF reader against Lark's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from outlines_like.fsm import _accel, _grammar_actions
+from outlines_like.fsm._grammar_actions import END, ActionRows, Tables, action_arrays
 from outlines_like.fsm._grammar_parser import LALRParser
-from outlines_like.fsm._grammar_tables import Tables, lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
 from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types.json_schema_grammar import json_schema_to_grammar
@@ -21,6 +23,10 @@ SCHEMAS = Path(__file__).parent.parent / "types" / "schemas"
 PIECES = [b'{"', b'":', b'","', b'"}', b"},{", b"[{", b"true", b"null", b"12", b", ", b'"a":{']
 TOKENS = [bytes([i]) for i in range(256)] + PIECES + [b"<eos>"]
 VOCAB = Vocabulary(TOKENS, [len(TOKENS) - 1])
+
+needs_numba = pytest.mark.skipif(
+    not _accel.available(), reason="numba is not installed (the accel extra)"
+)
 
 PLAIN = [
     # nullable chains, left and right recursion, empty alternatives, %ignore
@@ -31,6 +37,9 @@ PLAIN = [
     'P: "+"\nM: "*"\nN: /[0-9]+/\nL: "("\nR: ")"',
     # keywords retyped from a name, as Lark's lexer does
     'start: k | n\nk: IF N2\nn: N2 N2\nIF: "if"\nN2: /[a-z]+/\nWS: " "\n%ignore WS',
+    # literals with escaped quotes (read without Lark's escape evaluation), other escapes,
+    # a flag, and an empty alternative written twice
+    'start: k\nk: Q A | | Q B C | \nQ: "\\"key\\":"\nA: "it\'s"\nB: "a\\\\b\\t"\nC: "x"i',
 ]
 
 
@@ -188,3 +197,91 @@ def test_shared_lexeme_walks_give_a_fresh_vocabularys_masks() -> None:
         fresh = CompiledGrammar(text, Vocabulary(TOKENS, [len(TOKENS) - 1]))
         for seed in range(4):
             assert _walk_masks(shared, seed) == _walk_masks(fresh, seed)
+
+
+def _canonical(tables: Tables) -> tuple[Any, ...]:
+    """The table with its states renumbered breadth first from the start (symbols sorted)."""
+    number = {tables.start: 0}
+    order = [tables.start]
+    for state in order:
+        row = tables.actions[state]
+        for symbol in sorted(row):
+            if row[symbol] >= 0 and row[symbol] not in number:
+                number[row[symbol]] = len(order)
+                order.append(row[symbol])
+    rows = [
+        sorted((sym, number[a] if a >= 0 else a) for sym, a in tables.actions[s].items())
+        for s in order
+    ]
+    assert len(order) == len(tables.actions)
+    return rows, number[tables.end], tables.rule_size, tables.rule_origin
+
+
+def _both_builds(rules: list[tuple[str, tuple[str, ...]]]) -> tuple[Tables, Tables]:
+    """The tables of the compiled build and of the Python build."""
+    try:
+        _accel.set_enabled(True)
+        compiled = lalr_tables(rules)
+        _accel.set_enabled(False)
+        python = lalr_tables(rules)
+    finally:
+        _accel.set_enabled(None)
+    return compiled, python
+
+
+@needs_numba
+@pytest.mark.parametrize("text", PLAIN + _schema_grammars())
+def test_compiled_tables_are_the_python_ones(text: str) -> None:
+    """The kernel's automaton is the Python build's (numbered in another order)."""
+    plain = read_plain(text)
+    assert plain is not None
+    compiled, python = _both_builds(plain.rules)
+    assert isinstance(compiled.actions, ActionRows)
+    assert isinstance(python.actions, dict)
+    assert compiled.start == 0
+    assert _canonical(compiled) == _canonical(python)
+
+
+@needs_numba
+def test_compiled_build_leaves_conflicts_and_large_tables_to_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = read_plain("start: a | b\na: X\nb: X\nX: /x/")
+    assert plain is not None
+    compiled, python = _both_builds(plain.rules)
+    assert compiled.conflicts == python.conflicts
+    assert compiled.conflict
+    plain = read_plain(PLAIN[3])
+    assert plain is not None
+    monkeypatch.setattr(_grammar_actions, "_MAX_COMPILED_STATES", 3)
+    compiled, python = _both_builds(plain.rules)
+    assert isinstance(compiled.actions, dict)
+    assert _canonical(compiled) == _canonical(python)
+
+
+def test_action_rows() -> None:
+    """A state's row from the flat arrays, on first use; states outside are KeyErrors."""
+    bounds = np.array([0, 2, 2, 3], dtype=np.int32)
+    rows = ActionRows(
+        bounds,
+        np.array([1, 0, 2], dtype=np.int32),
+        np.array([1, ~0, 2], dtype=np.int32),
+        ["A", "b", END],
+    )
+    assert len(rows) == 3
+    assert list(rows) == [0, 1, 2]
+    assert rows[0] == {"b": 1, "A": ~0}
+    assert rows[0] is rows[0]
+    assert rows[1] == {}
+    assert rows.get(2) == {END: 2}
+    assert rows.get(3) is None
+    assert rows.get(-1) is None
+    bounds_, symbols, codes, names = action_arrays(rows)
+    assert symbols is rows.symbols
+    assert codes is rows.codes
+    assert bounds_ is bounds
+    assert names == ["A", "b", END]
+    again = action_arrays({0: {"b": 1, "A": ~0}, 2: {END: 2}})
+    assert again[0].tolist() == [0, 2, 2, 3]
+    assert [again[3][i] for i in again[1]] == ["b", "A", END]
+    assert again[2].tolist() == [1, ~0, 2]

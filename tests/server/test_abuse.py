@@ -348,7 +348,8 @@ def test_row8_grammar_imports_from_common_are_allowed(
     response = abuse.http.post("/chat/completions", json=_chat(grammar=grammar, max_tokens=6))
     assert response.status_code == 200, response.text
     text = response.json()["choices"][0]["message"]["content"]
-    assert re.fullmatch(r"[-+0-9.eE,\s]*", text), text  # digits (and %ignore WS: any blank), never the decoy's x
+    # digits (and any blank: %ignore WS), never the decoy's x
+    assert re.fullmatch(r"[-+0-9.eE,\s]*", text), text
 
 
 @pytest.mark.parametrize("bound", [1e300, -1e300, 10**16])

@@ -32,7 +32,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     STATUS,
     Store,
     _ready,
-    utf8_kernel,
+    utf8_row,
 )
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
 from outlines_like.fsm._lexemes import ChainTails
@@ -122,16 +122,16 @@ def _chain(
         if nxt == _UNSEEN:
             if eager:
                 t = _utf8_rows_inner(rows, cur, seq_off, seq_lo, seq_hi)
-            else:
-                t = utf8_kernel(store, cur, seq_off, seq_lo, seq_hi, max_states)
+            else:  # the row first: it answers every character's first byte
+                if not _ready(cur, store, rows, done, max_states):
+                    return False
+                t = utf8_row(store, rows, cur, seq_off, seq_lo, seq_hi, max_states)
                 if t == -2:
                     return False
             w0 = np.uint64(0)
             w1 = np.uint64(0)
             nxt = -1
             if t >= 0:
-                if not _ready(cur, store, rows, done, max_states):
-                    return False
                 count = 0
                 for b in range(128):
                     if rows[cur, b] == t:

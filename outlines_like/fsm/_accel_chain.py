@@ -326,6 +326,10 @@ class ChainMemo:
         self.o_out = np.zeros(2, dtype=np.uint64)
         self.info = np.zeros(5, dtype=np.int64)
         self._o_keys: dict[tuple[int, int], bytes] = {}  # O's words -> O as bool[128] bytes
+        # the last chain followed to its own end (not cut at max_steps), and where each of
+        # its states is in it: a chain from one of them is the rest of it
+        self._last: tuple[I32, bytes, bool, bool] | None = None
+        self._last_at: dict[int, int] = {}
 
     def grow(self, n: int) -> None:
         """Room for states ``0 .. n - 1`` at least."""
@@ -346,6 +350,13 @@ class ChainMemo:
         byte of ``O`` and every non-ASCII byte dies in ``cm``. ``trans`` is an eager DFA's table
         (``lazy`` ``None``). ``None`` when a lazy DFA's builder is not the compiled one.
         """
+        last = self._last
+        if last is not None:
+            # a later position of the last chain (the next mask of a bounded string): the
+            # kernel would step the same memoised states to the same end
+            n = self._last_at.get(state, 0)
+            if n:
+                return last[0][n:], last[1], last[2], last[3]
         n_states = lazy.n_states if lazy is not None else trans.shape[0]
         if self.next.shape[0] < n_states:
             self.grow(n_states)
@@ -380,7 +391,12 @@ class ChainMemo:
             bits = np.unpackbits(self.o_out.view(np.uint8), bitorder="little").astype(np.bool_)
             o_key = self._o_keys[words] = bits.tobytes()
         m = int(info[_M])
-        return self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
+        found = self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
+        self._last = None
+        if 1 < m < self.max_steps:  # not cut: a chain from c1 .. c(m - 1) is the rest of it
+            self._last = found
+            self._last_at = dict(zip(found[0][1:m].tolist(), range(1, m), strict=True))
+        return found
 
     def walk_tails(
         self,

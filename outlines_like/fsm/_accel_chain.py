@@ -7,7 +7,9 @@ The compiled form (numba) of :func:`outlines_like.fsm.index._lexeme_walk`'s two 
   ``[^"\\]{0,40}``) as far as the vocabulary's longest token of whole characters, so that every
   token that fits ``O`` is decided by the chain's length (one cached mask of the vocabulary's
   :class:`~outlines_like.fsm._lexemes.CharSets`) and none is walked. Each state's step is
-  memoised in arrays, so the next position of a bounded string costs one new step.
+  memoised in arrays (a new step builds the state's row first, which answers the first byte of
+  every character), and the chain from a later state of the last chain followed to its end is
+  the rest of it, so the next positions of a bounded string cost no new step.
 * :meth:`ChainMemo.walk_tails` walks the tokens that leave the lexeme (a quote, an escape, a control
   byte, a split character: :class:`~outlines_like.fsm._lexemes.ChainTails`, one table per
   ``O`` whatever the chain) from the chain state their fitting prefix reaches. The table is

@@ -3,7 +3,9 @@
 A token trie's walk (``_accel``'s, from one state) and a list of byte strings' walk (each
 from its own state), fused with :mod:`._accel_dfa_kernels`' row building: one pass sets the
 mask and builds, in the walk's order, every row it reads, instead of a pass that builds and
-one that walks (or a round per depth of new states).
+one that walks (or a round per depth of new states). The trie walk of a token index's state
+first tells, from the row it builds, whether the state is a string body's (the index then reads
+its mask from the shared sets instead), in the same call.
 """
 
 from __future__ import annotations

@@ -1046,7 +1046,6 @@ class TokenIndex:
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
         self._body = np.zeros(1, dtype=np.uint8)
-        self._walk_unless_body = _walk_unless_body() if self._trie is not None else None
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1130,7 +1129,7 @@ class TokenIndex:
             walked = False
             if self.lookahead:
                 ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
-            elif self._walk_unless_body is not None and self._lazy is not None:
+            elif self._lazy is not None:
                 # a lazy DFA's compiled walk: one call builds the row, and walks the trie
                 # unless the row is a string body's (then the shared sets below may do)
                 body = self._body
@@ -1138,7 +1137,7 @@ class TokenIndex:
                 arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
                 walked = (
                     self._lazy.walk_compiled(
-                        self._walk_unless_body, (*arrays, self._stack, s, out, self._no_ends, body)
+                        _walk_unless_body(), (*arrays, self._stack, s, out, self._no_ends, body)
                     )
                     and not body[0]
                 )

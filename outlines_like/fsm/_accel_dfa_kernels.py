@@ -414,6 +414,13 @@ def _utf8_steps(
     for p in range(p0, p1):
         first = nfa[o_cls + seq_lo[p]]
         last = nfa[o_cls + seq_hi[p]]
+        if n_cur == 1:  # one state inside a character, most often with one edge: its target
+            got = _one_edge_step(store, scr[o_cur], first, last)
+            if got != -3:
+                if got < 0:
+                    return got
+                n_cur = got
+                continue
         n_e, nu = _cuts(o_cur, n_cur, scr, store)
         if nu < 0:
             return -2
@@ -441,6 +448,29 @@ def _utf8_steps(
         _copy(scr, o_out, scr, o_cur, n_out)
         n_cur = n_out
     return n_cur
+
+
+@_inner
+def _one_edge_step(store: Store, s: int, first: int, last: int) -> int:  # pragma: no cover
+    """:func:`_utf8_steps`' step from the set ``{s}`` when ``s`` has one byte edge.
+
+    The edge covers the classes ``first .. last``: the set it leads to is its target's
+    closure (left at ``lay[BUF_A]``; its size returned); it misses some: -1 (a dead class);
+    a dead target: -1; ``s`` has another number of edges: -3 (take the general step); a
+    closure that did not fit its pool: -2.
+    """
+    nfa, lay, clo_idx, clo_pool, scr = store[0], store[1], store[2], store[3], store[10]
+    k = nfa[lay[OFF] + s]
+    if nfa[lay[OFF] + s + 1] != k + 1:
+        return -3
+    t = nfa[lay[DST] + k]
+    if not nfa[lay[LIVE] + t] or nfa[lay[EFIRST] + k] > first or nfa[lay[ELAST] + k] < last:
+        return -1
+    if not _closure(t, store):
+        return -2
+    cs, cl = clo_idx[2 * t], clo_idx[2 * t + 1]
+    _copy(clo_pool, cs, scr, lay[BUF_A], cl)
+    return int(cl)
 
 
 @_inner

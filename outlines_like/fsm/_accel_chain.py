@@ -342,6 +342,10 @@ class ChainMemo:
         o[: self.o.shape[0]] = self.o
         self.next, self.o = nxt, o
 
+    def steps_on(self, state: int) -> bool:
+        """Whether ``state``'s chain step is known, and goes on (a string body's state)."""
+        return state < self.next.shape[0] and int(self.next[state]) >= 0
+
     def follow(
         self, trans: I32, state: int, lazy: LazyByteDFA | None
     ) -> tuple[I32, bytes | None, bool, bool] | None:

@@ -1122,6 +1122,7 @@ class TokenIndex:
         """:meth:`_compute` by the compiled walk (the ``accel`` extra): same rows."""
         eos = self.table.eos_ids
         words = self.table.words
+        memo = self._chain_memo
         for s in states:
             out = trie.new_mask()
             fit_mask = None
@@ -1129,9 +1130,10 @@ class TokenIndex:
             walked = False
             if self.lookahead:
                 ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
-            elif self._lazy is not None:
+            elif self._lazy is not None and not (memo is not None and memo.steps_on(s)):
                 # a lazy DFA's compiled walk: one call builds the row, and walks the trie
-                # unless the row is a string body's (then the shared sets below may do)
+                # unless the row is a string body's (then the shared sets below may do; a
+                # state the chain steps on already is one)
                 body = self._body
                 body[0] = 0
                 arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)

@@ -497,22 +497,13 @@ def _utf8_target(
     (every class of the range live, every run's target the same set), every sequence to the
     same last set; only that one becomes a DFA state (the sets inside a character do not).
     """
-    lay, set_off, set_pool, meta, scr = store[1], store[4], store[5], store[9], store[10]
-    meta[STATUS] = OK
+    store[9][STATUS] = OK
     n_target = -1
     for q in range(seq_off.shape[0] - 1):
-        base = set_off[state]
-        n_cur = _load(set_pool, base, set_off[state + 1] - base, scr, lay)
-        n_cur = _utf8_steps(store, seq_off[q], seq_off[q + 1], n_cur, seq_lo, seq_hi)
-        if n_cur < 0:
-            return n_cur
-        n_target = _utf8_agree(store, n_cur, n_target)
+        n_target = _utf8_from(store, state, seq_off[q], seq_off[q + 1], n_target, seq_lo, seq_hi)
         if n_target < 0:
-            return -1
-    if n_target < 0:
-        return -1
-    j = _intern(scr, lay[BUF_E], n_target, store, max_states)
-    return -2 if j < 0 else j
+            return n_target
+    return _utf8_intern(store, n_target, max_states)
 
 
 def _utf8_row_target(
@@ -532,8 +523,7 @@ def _utf8_row_target(
     reaches the same state as an earlier one's, with the same ranges after it, reaches the
     same set and is not stepped again. ``-2``: stopped (``meta[STATUS]``).
     """
-    lay, set_off, set_pool, meta, scr = store[1], store[4], store[5], store[9], store[10]
-    meta[STATUS] = OK
+    store[9][STATUS] = OK
     n_target = -1
     for q in range(seq_off.shape[0] - 1):
         p0, p1 = seq_off[q], seq_off[q + 1]
@@ -545,17 +535,36 @@ def _utf8_row_target(
                 return -1
         if _seen_before(rows, state, q, seq_off, seq_lo, seq_hi):
             continue
-        base = set_off[j]
-        n_cur = _load(set_pool, base, set_off[j + 1] - base, scr, lay)
-        n_cur = _utf8_steps(store, p0 + 1, p1, n_cur, seq_lo, seq_hi)
-        if n_cur < 0:
-            return n_cur
-        n_target = _utf8_agree(store, n_cur, n_target)
+        n_target = _utf8_from(store, j, p0 + 1, p1, n_target, seq_lo, seq_hi)
         if n_target < 0:
-            return -1
+            return n_target
+    return _utf8_intern(store, n_target, max_states)
+
+
+@_inner
+def _utf8_from(
+    store: Store, j: int, p0: int, p1: int, n_target: int, seq_lo: I32, seq_hi: I32
+) -> int:  # pragma: no cover - compiled
+    """Step DFA state ``j``'s set through the ranges ``p0 .. p1 - 1``; agree with the target.
+
+    Returns the target's size (the first set reached becomes it: ``n_target < 0``), -1 when a
+    range leads to no one set or the set differs from the target, -2 when it stopped.
+    """
+    lay, set_off, set_pool, scr = store[1], store[4], store[5], store[10]
+    base = set_off[j]
+    n_cur = _load(set_pool, base, set_off[j + 1] - base, scr, lay)
+    n_cur = _utf8_steps(store, p0, p1, n_cur, seq_lo, seq_hi)
+    if n_cur < 0:
+        return n_cur
+    return _utf8_agree(store, n_cur, n_target)
+
+
+@_inner
+def _utf8_intern(store: Store, n_target: int, max_states: int) -> int:  # pragma: no cover
+    """The DFA state of the target set (-1: none; -2: stopped, see ``meta[STATUS]``)."""
     if n_target < 0:
         return -1
-    j = _intern(scr, lay[BUF_E], n_target, store, max_states)
+    j = _intern(store[10], store[1][BUF_E], n_target, store, max_states)
     return -2 if j < 0 else j
 
 

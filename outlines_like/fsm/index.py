@@ -36,6 +36,7 @@ some 1,200 lines: the shortcuts share the walk's tables and invariants.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -775,6 +776,7 @@ def _chain_memo(table: TokenTable) -> ChainMemo:
     return ChainMemo(NON_ASCII, steps, _MIN_LOOP_BYTES)
 
 
+@functools.cache
 def _walk_unless_body() -> Callable[..., bool]:
     """The compiled trie walk that first tells a string body's row (needs numba)."""
     from outlines_like.fsm._accel_dfa_walk import trie_walk_unless_body_kernel

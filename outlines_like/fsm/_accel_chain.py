@@ -34,9 +34,9 @@ from outlines_like.fsm._accel_dfa_kernels import (
     STATUS,
     Store,
     _ready,
-    utf8_row,
 )
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
+from outlines_like.fsm._accel_utf8 import utf8_row
 from outlines_like.fsm._lexemes import ChainTails
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 

@@ -260,7 +260,7 @@ def test_regexes_in_lockstep(pattern: str) -> None:
 
 def assert_row_targets_agree(pattern: str) -> None:
     """The chain's target from a built row (``utf8_row_kernel``) is the builder's, everywhere."""
-    from outlines_like.fsm._accel_dfa_kernels import utf8_row_kernel
+    from outlines_like.fsm._accel_utf8 import utf8_row_kernel
 
     pure, _ = builders(pattern)
     dfa = compile_regex_auto(pattern, eager_nfa_limit=0)

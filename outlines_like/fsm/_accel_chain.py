@@ -7,7 +7,9 @@ The compiled form (numba) of :func:`outlines_like.fsm.index._lexeme_walk`'s two 
   ``[^"\\]{0,40}``) as far as the vocabulary's longest token of whole characters, so that every
   token that fits ``O`` is decided by the chain's length (one cached mask of the vocabulary's
   :class:`~outlines_like.fsm._lexemes.CharSets`) and none is walked. Each state's step is
-  memoised in arrays, so the next position of a bounded string costs one new step.
+  memoised in arrays (a new step builds the state's row first, which answers the first byte of
+  every character), and the chain from a later state of the last chain followed to its end is
+  the rest of it, so the next positions of a bounded string cost no new step.
 * :meth:`ChainMemo.walk_tails` walks the tokens that leave the lexeme (a quote, an escape, a control
   byte, a split character: :class:`~outlines_like.fsm._lexemes.ChainTails`, one table per
   ``O`` whatever the chain) from the chain state their fitting prefix reaches. The table is
@@ -32,9 +34,9 @@ from outlines_like.fsm._accel_dfa_kernels import (
     STATUS,
     Store,
     _ready,
-    utf8_kernel,
 )
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
+from outlines_like.fsm._accel_utf8 import utf8_row
 from outlines_like.fsm._lexemes import ChainTails
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 
@@ -122,16 +124,16 @@ def _chain(
         if nxt == _UNSEEN:
             if eager:
                 t = _utf8_rows_inner(rows, cur, seq_off, seq_lo, seq_hi)
-            else:
-                t = utf8_kernel(store, cur, seq_off, seq_lo, seq_hi, max_states)
+            else:  # the row first: it answers every character's first byte
+                if not _ready(cur, store, rows, done, max_states):
+                    return False
+                t = utf8_row(store, rows, cur, seq_off, seq_lo, seq_hi, max_states)
                 if t == -2:
                     return False
             w0 = np.uint64(0)
             w1 = np.uint64(0)
             nxt = -1
             if t >= 0:
-                if not _ready(cur, store, rows, done, max_states):
-                    return False
                 count = 0
                 for b in range(128):
                     if rows[cur, b] == t:
@@ -326,6 +328,10 @@ class ChainMemo:
         self.o_out = np.zeros(2, dtype=np.uint64)
         self.info = np.zeros(5, dtype=np.int64)
         self._o_keys: dict[tuple[int, int], bytes] = {}  # O's words -> O as bool[128] bytes
+        # the last chain followed to its own end (not cut at max_steps), and where each of
+        # its states is in it: a chain from one of them is the rest of it
+        self._last: tuple[I32, bytes, bool, bool] | None = None
+        self._last_at: dict[int, int] = {}
 
     def grow(self, n: int) -> None:
         """Room for states ``0 .. n - 1`` at least."""
@@ -335,6 +341,10 @@ class ChainMemo:
         o = np.zeros(2 * cap, dtype=np.uint64)
         o[: self.o.shape[0]] = self.o
         self.next, self.o = nxt, o
+
+    def steps_on(self, state: int) -> bool:
+        """Whether ``state``'s chain step is known, and goes on (a string body's state)."""
+        return state < self.next.shape[0] and int(self.next[state]) >= 0
 
     def follow(
         self, trans: I32, state: int, lazy: LazyByteDFA | None
@@ -346,6 +356,13 @@ class ChainMemo:
         byte of ``O`` and every non-ASCII byte dies in ``cm``. ``trans`` is an eager DFA's table
         (``lazy`` ``None``). ``None`` when a lazy DFA's builder is not the compiled one.
         """
+        last = self._last
+        if last is not None:
+            # a later position of the last chain (the next mask of a bounded string): the
+            # kernel would step the same memoised states to the same end
+            n = self._last_at.get(state, 0)
+            if n:
+                return last[0][n:], last[1], last[2], last[3]
         n_states = lazy.n_states if lazy is not None else trans.shape[0]
         if self.next.shape[0] < n_states:
             self.grow(n_states)
@@ -380,7 +397,12 @@ class ChainMemo:
             bits = np.unpackbits(self.o_out.view(np.uint8), bitorder="little").astype(np.bool_)
             o_key = self._o_keys[words] = bits.tobytes()
         m = int(info[_M])
-        return self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
+        found = self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
+        self._last = None
+        if 1 < m < self.max_steps:  # not cut: a chain from c1 .. c(m - 1) is the rest of it
+            self._last = found
+            self._last_at = dict(zip(found[0][1:m].tolist(), range(1, m), strict=True))
+        return found
 
     def walk_tails(
         self,

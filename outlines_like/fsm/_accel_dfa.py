@@ -43,10 +43,10 @@ from outlines_like.fsm._accel_dfa_kernels import (
     expand_kernel,
     rehash_kernel,
     start_kernel,
-    utf8_kernel,
 )
 from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, mark_kernel, trie_walk_kernel
 from outlines_like.fsm._accel_nfa import pack_kernel
+from outlines_like.fsm._accel_utf8 import utf8_kernel
 from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import SubsetBase, live_states, too_many_states
 from outlines_like.fsm.budget import check as _check

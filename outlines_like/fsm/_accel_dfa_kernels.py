@@ -4,6 +4,7 @@ Plain typed functions over flat arrays, compiled with ``njit(cache=True, nogil=T
 reference counting (no array is allocated inside; a helper's call would otherwise pay atomic
 count updates for each array it is passed, more than its work). A builder's arrays travel as
 one tuple (:data:`Store`); the NFA's arrays are one ``int32`` array read at offsets (``lay``).
+Where every non-ASCII character leads from a state is in :mod:`._accel_utf8`, over these.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ __all__ = [
     "expand_kernel",
     "rehash_kernel",
     "start_kernel",
-    "utf8_kernel",
 ]
 
 I32 = npt.NDArray[np.int32]
@@ -396,69 +396,6 @@ def _ready(s: int, store: Store, rows: I32, done: U8, max_states: int) -> bool: 
     return bool(done[s]) or _row(s, store, rows, done, max_states)
 
 
-def _utf8_target(
-    store: Store, state: int, seq_off: I32, seq_lo: I32, seq_hi: I32, max_states: int
-) -> int:  # pragma: no cover - compiled
-    """The DFA state every byte sequence leads to from ``state``, else -1 (-2: see meta).
-
-    Sequence ``q`` is the byte ranges ``seq_lo[p]..seq_hi[p]`` for ``p`` in
-    ``seq_off[q] .. seq_off[q + 1] - 1``. Each range must lead to one set of NFA states
-    (every class of the range live, every run's target the same set), every sequence to the
-    same last set; only that one becomes a DFA state (the sets inside a character do not).
-    """
-    nfa, lay, set_off = store[0], store[1], store[4]
-    set_pool, meta, scr = store[5], store[9], store[10]
-    meta[STATUS] = OK
-    o_cls, o_cuts = lay[CLS], lay[CUTS]
-    o_cur, o_f, o_out, o_tgt = lay[BUF_A], lay[BUF_B], lay[BUF_C], lay[BUF_E]
-    n_target = -1
-    for q in range(seq_off.shape[0] - 1):
-        base = set_off[state]
-        n_cur = set_off[state + 1] - base
-        _copy(set_pool, base, scr, o_cur, n_cur)
-        for p in range(seq_off[q], seq_off[q + 1]):
-            first = nfa[o_cls + seq_lo[p]]
-            last = nfa[o_cls + seq_hi[p]]
-            n_e, nu = _cuts(o_cur, n_cur, scr, store)
-            if nu < 0:
-                return -2
-            n_out = -1
-            covered = first
-            ok = True
-            for u in range(nu - 1):
-                a = scr[o_cuts + u]
-                b = scr[o_cuts + u + 1] - 1
-                if b < first:
-                    continue
-                if a > last:
-                    break
-                m = _union(a, n_e, store, o_f)
-                if m < 0:
-                    continue  # a dead run: the gap fails below
-                if a > covered:
-                    ok = False
-                    break
-                if n_out >= 0 and not _same(scr, o_f, m, o_out, n_out):
-                    ok = False
-                    break
-                _copy(scr, o_f, scr, o_out, m)
-                n_out = m
-                covered = b + 1
-            if not ok or n_out < 0 or covered <= last:
-                return -1
-            _copy(scr, o_out, scr, o_cur, n_out)
-            n_cur = n_out
-        if n_target < 0:
-            _copy(scr, o_cur, scr, o_tgt, n_cur)
-            n_target = n_cur
-        elif not _same(scr, o_cur, n_cur, o_tgt, n_target):
-            return -1
-    if n_target < 0:
-        return -1
-    j = _intern(scr, o_tgt, n_target, store, max_states)
-    return -2 if j < 0 else j
-
-
 def _start(store: Store, start: int, max_states: int) -> int:  # pragma: no cover - compiled
     """Add the closure of the NFA state ``start`` as a DFA state (-1: see meta)."""
     clo_idx, clo_pool, meta = store[2], store[3], store[9]
@@ -502,6 +439,5 @@ def _jit(func: Callable[..., Any], *args: Any) -> Callable[..., Any]:
 
 expand_kernel = _jit(_expand, _STORE, _i32, numba.boolean, _rows, _u8, numba.int64, _i32)
 expand_all_kernel = _jit(_expand_all, _STORE, numba.int64, numba.int64, _rows, _u8, numba.int64)
-utf8_kernel = _jit(_utf8_target, _STORE, numba.int64, _i32, _i32, _i32, numba.int64)
 rehash_kernel = _jit(_rehash, _i64, _i64, numba.int64, _i32)
 start_kernel = _jit(_start, _STORE, numba.int64, numba.int64)

@@ -3,7 +3,9 @@
 A token trie's walk (``_accel``'s, from one state) and a list of byte strings' walk (each
 from its own state), fused with :mod:`._accel_dfa_kernels`' row building: one pass sets the
 mask and builds, in the walk's order, every row it reads, instead of a pass that builds and
-one that walks (or a round per depth of new states).
+one that walks (or a round per depth of new states). The trie walk of a token index's state
+first tells, from the row it builds, whether the state is a string body's (the index then reads
+its mask from the shared sets instead), in the same call.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from outlines_like.fsm._accel_dfa_kernels import (
     _ready,
 )
 
-__all__ = ["item_walk_kernel", "mark_kernel", "trie_walk_kernel", "walk_bytes"]
+__all__ = [
+    "item_walk_kernel",
+    "mark_kernel",
+    "trie_walk_kernel",
+    "trie_walk_unless_body_kernel",
+    "walk_bytes",
+]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -79,6 +87,45 @@ def _trie_walk(
                 stack[depth[i]] = s
             i += 1
     return True
+
+
+_trie_walk_inner = _inner(_trie_walk)
+
+
+def _trie_walk_unless_body(
+    store: Store,
+    rows: I32,
+    done: U8,
+    byte: U8,
+    depth: I32,
+    skip: I32,
+    root_child: I32,
+    node_tok: I32,
+    stack: I32,
+    state: int,
+    mask: U32,
+    ends: I32,
+    body: U8,
+    max_states: int,
+) -> bool:  # pragma: no cover - compiled
+    """:func:`_trie_walk` from ``state``, unless its row lets a string body's bytes through.
+
+    Builds the row of ``state``; when the bytes ``0xC3`` and ``0xE4`` both live (every
+    non-ASCII character may step on: the caller's test of a string-body state), sets
+    ``body[0]`` and walks nothing, else walks the trie as :func:`_trie_walk` does. One call
+    for the states that are no string body, instead of one that builds the row and one
+    that walks. ``False``: as :func:`_trie_walk` (calling again goes on).
+    """
+    store[9][STATUS] = OK
+    if not _ready(state, store, rows, done, max_states):
+        return False
+    if rows[state, 0xC3] >= 0 and rows[state, 0xE4] >= 0:
+        body[0] = 1
+        return True
+    return _trie_walk_inner(
+        store, byte, depth, skip, root_child, node_tok, stack, state, rows, done, mask, ends,
+        max_states,
+    )  # fmt: skip
 
 
 @_inner
@@ -147,6 +194,10 @@ _rows = _A(numba.int32, 2, "C")
 trie_walk_kernel = numba.njit(
     (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
 )(_trie_walk)
+trie_walk_unless_body_kernel = numba.njit(
+    (_STORE, _rows, _u8, _u8, _i32, _i32, _i32, _i32, _i32, _int, _u32, _i32, _u8, _int),
+    **_OPTIONS,
+)(_trie_walk_unless_body)
 item_walk_kernel = numba.njit(
     (_STORE, _u8, _i64, _i64, _i32, _i32, _i32, _i64, _rows, _u8, _u32, _int), **_OPTIONS
 )(_item_walk)

@@ -150,16 +150,17 @@ class CharSets:
     def _mask_upto(self, k: int) -> I32:
         mask = self._masks.get(k)
         if mask is None:
-            below = [j for j in self._masks if j < k]
-            if below:  # a smaller k's mask, and the tokens of k' + 1 .. k characters
-                base = max(below)
-                lo, hi = np.searchsorted(self._chars_sorted, (base, k), side="right")
-                add = self._ids_by_chars[lo:hi]
-                words = self._masks[base].view(np.uint32).copy()
-                np.bitwise_or.at(
-                    words, add >> 5, np.left_shift(np.uint32(1), (add & 31).astype(np.uint32))
-                )
-                mask = words.view(np.int32)
+            flip = None
+            if self._masks:
+                # the nearest k' cached (a bounded string's positions ask for k, k - 1, ...):
+                # its mask with the bits of the tokens of k' + 1 .. k characters (or of k + 1
+                # .. k' going down) flipped, when they are few
+                base = min(self._masks, key=lambda j: (abs(j - k), j))
+                lo, hi = np.searchsorted(self._chars_sorted, sorted((base, k)), side="right")
+                if hi - lo <= _MAX_FLIPS:
+                    flip = self._ids_by_chars[lo:hi]
+            if flip is not None:
+                mask = _flipped(self._masks[base], flip)
             else:
                 bits = np.zeros(self._words * 32, dtype=bool)
                 bits[: self._chars_by_id.shape[0]] = self._chars_by_id <= k
@@ -210,6 +211,24 @@ class CharSets:
             )
             self._longer[m] = walk
         return walk
+
+
+_MAX_FLIPS = 4096  # mask_upto: more tokens to flip than this, and a mask is built afresh
+_FEW_FLIPS = 48  # fewer than this: flipped one by one
+
+
+def _flipped(mask: I32, ids: I32) -> I32:
+    """A copy of the packed ``mask`` with the bits of ``ids`` (distinct tokens) flipped."""
+    if ids.shape[0] < _FEW_FLIPS:
+        data = bytearray(mask.tobytes())  # bit i of the mask: bit i % 8 of byte i // 8
+        for t in ids.tolist():
+            data[t >> 3] ^= 1 << (t & 7)
+        few: I32 = np.frombuffer(data, dtype=np.int32)
+        return few
+    words = mask.view(np.uint32).copy()
+    np.bitwise_xor.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    out: I32 = words.view(np.int32)
+    return out
 
 
 def utf8_valid_prefixes(tokens: tuple[bytes, ...] | list[bytes]) -> npt.NDArray[np.int64]:

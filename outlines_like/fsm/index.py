@@ -36,7 +36,9 @@ some 1,200 lines: the shortcuts share the walk's tables and invariants.
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -774,6 +776,15 @@ def _chain_memo(table: TokenTable) -> ChainMemo:
     return ChainMemo(NON_ASCII, steps, _MIN_LOOP_BYTES)
 
 
+@functools.cache
+def _walk_unless_body() -> Callable[..., bool]:
+    """The compiled trie walk that first tells a string body's row (needs numba)."""
+    from outlines_like.fsm._accel_dfa_walk import trie_walk_unless_body_kernel
+
+    kernel: Callable[..., bool] = trie_walk_unless_body_kernel
+    return kernel
+
+
 def _compiled_lexeme_walk(
     trans: I32,
     table: TokenTable,
@@ -1036,6 +1047,7 @@ class TokenIndex:
         self._chain_memo = _chain_memo(self.table) if self._trie is not None else None
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
+        self._body = np.zeros(1, dtype=np.uint8)
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1112,13 +1124,30 @@ class TokenIndex:
         """:meth:`_compute` by the compiled walk (the ``accel`` extra): same rows."""
         eos = self.table.eos_ids
         words = self.table.words
+        memo = self._chain_memo
         for s in states:
             out = trie.new_mask()
             fit_mask = None
             ends = None
+            walked = False
             if self.lookahead:
                 ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
-            else:  # the end states are not needed: shared sets may do
+            elif self._lazy is not None and not (memo is not None and memo.steps_on(s)):
+                # a lazy DFA's compiled walk: one call builds the row, and walks the trie
+                # unless the row is a string body's (then the shared sets below may do; a
+                # state the chain steps on already is one)
+                body = self._body
+                body[0] = 0
+                arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+                walked = (
+                    self._lazy.walk_compiled(
+                        _walk_unless_body(), (*arrays, self._stack, s, out, self._no_ends, body)
+                    )
+                    and not body[0]
+                )
+                if walked:
+                    _accel.add_duplicates(trie, out, None)
+            if not walked and not self.lookahead:  # no end states needed: shared sets may do
                 fast = _lexeme_walk(
                     self.dfa.transitions,
                     self.table,
@@ -1130,7 +1159,7 @@ class TokenIndex:
                 )
                 if fast is not None:
                     fit_mask = fast[0]
-            if fit_mask is None:
+            if fit_mask is None and not walked:
                 # (the trie's arrays are not kept here: pickled, they are the vocabulary's)
                 arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
                 if self._lazy is not None and self._lazy.walk_trie(

@@ -207,3 +207,28 @@ def test_mask_upto_from_a_smaller_mask_equals_a_fresh_one() -> None:
         assert allowed.tolist() == sorted(
             int(table.ids[p]) for p, n in zip(sets.fit_pos, sets.fit_chars, strict=True) if n <= k
         )
+
+
+def test_one_call_walks_other_states_and_leaves_string_bodies(
+    monkeypatch: pytest.MonkeyPatch, counted: list[int]
+) -> None:
+    """The trie walk that builds the row first: it walks the states that are no string body
+    (the rows equal the byte walk's) and leaves string bodies to the shared sets."""
+    real = index_mod._walk_unless_body()
+    seen = {"walked": 0, "body": 0}
+
+    def kernel(*args: object) -> bool:
+        body = args[-2]
+        ok = bool(real(*args))
+        if ok:
+            seen["body" if body[0] else "walked"] += 1  # type: ignore[index]
+        return ok
+
+    monkeypatch.setattr(index_mod, "_walk_unless_body", lambda: kernel)
+    vocab = random_vocab(6)
+    dfa = compile_regex_auto(PATTERNS[-3], eager_nfa_limit=0)
+    for state, ids in reachable_rows(dfa, vocab, 120):
+        assert ids == byte_walk_ids(dfa, vocab, state), state
+    assert seen["walked"] > 0
+    assert seen["body"] > 0
+    assert counted[0] > 0  # the bodies' masks came from the shared sets

@@ -256,3 +256,54 @@ def test_unbuilt_rows_read_unknown_and_spare_rows_stay_untouched() -> None:
 @pytest.mark.parametrize("pattern", [r"[a-z]{0,40}x", r"(ab|a)*c", r'"[^"\\]{0,30}"'])
 def test_regexes_in_lockstep(pattern: str) -> None:
     assert_same_language(lazy(pattern, False), lazy(pattern, True))
+
+
+def assert_row_targets_agree(pattern: str) -> None:
+    """The chain's target from a built row (``utf8_row_kernel``) is the builder's, everywhere."""
+    from outlines_like.fsm._accel_utf8 import utf8_row_kernel
+
+    pure, _ = builders(pattern)
+    dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
+    assert isinstance(dfa, LazyByteDFA)
+    b = dfa._b
+    b.utf8_target(0, NON_ASCII)  # its sequences, as arrays
+    _, off, lo, hi = b._sequences
+    s = 0
+    while s < min(dfa.n_states, 400):
+        dfa.expand_one(s)
+        got = utf8_row_kernel(b._store(), dfa._table, s, off, lo, hi, b.max_states)
+        want = b.utf8_target(s, NON_ASCII)
+        assert got == want, (pattern, s)
+        # the same set of NFA states as the pure builder's answer
+        i = pure.intern(b.subset(s))
+        pure_want = pure.utf8_target(i, NON_ASCII)
+        assert (want < 0) == (pure_want < 0), (pattern, s)
+        if want >= 0:
+            assert b.subset(want) == pure.order[pure_want], (pattern, s)
+        s += 1
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=patterns)
+def test_utf8_targets_from_built_rows(pattern: str) -> None:
+    try:
+        compile_regex(pattern)
+    except Exception:
+        return  # matches nothing (above)
+    assert_row_targets_agree(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r'"[^"\\\x00-\x1f]{0,40}"',
+        r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+        r"[^a]{2,5}x|é{3}",
+        r"(?:[à-ÿ]|日|\d){0,6}",
+        "[^\\x00-\\U0010FFFF]?a",
+        "[^日]{0,3}",  # every character but one of three bytes
+        "(?:[^\\U0001F600]|\\U0001F600b)*x",  # one of four bytes leads elsewhere
+    ],
+)
+def test_utf8_targets_from_built_rows_on_string_bodies(pattern: str) -> None:
+    assert_row_targets_agree(pattern)

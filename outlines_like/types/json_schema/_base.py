@@ -111,6 +111,10 @@ UNMERGED: Final = "x-outlines-like-unmerged"
 # members (a `oneOf` branch, so that a required member tells the branches apart).
 CLOSED: Final = "x-outlines-like-closed"
 
+# flatten's results by (id of the schema, refs being followed): the schema (held, so that its
+# id is not reused), its flat dict (never handed out itself), the refs it followed
+FlatCache = dict[tuple[int, tuple[str, ...]], tuple[Any, dict[str, Any], list[str]]]
+
 
 def canonical(value: Any) -> str:
     """A key for JSON equality (``1 == 1.0``, ``true != 1``)."""
@@ -150,6 +154,8 @@ class ConverterBase:
         self.max_any_depth = max_any_depth
         self.ref_stack: list[str] = ["#"]
         self._any_cache: dict[int, str] = {}
+        self.flat_cache: FlatCache = {}
+        self.resolved: dict[str, tuple[Any, str]] = {}  # RefsMixin.resolve's, by $ref
 
     def unenforced(self, keyword: str, path: str, why: str = "") -> None:
         """Raise (or, when lenient, warn) that ``keyword`` at ``path`` is not enforced."""

@@ -40,9 +40,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
-from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER, FlatCache
+from outlines_like.types.json_schema._base import NEVER, REF_ONLY, FlatCache
 from outlines_like.types.json_schema._driver import _Converter
-from outlines_like.types.json_schema._text import NUMBER, STRING, Rx, esc, lark_terminal
+from outlines_like.types.json_schema._text import NUMBER, STRING, Rx, lark_terminal
 from outlines_like.types.json_schema._text import alt as regex_alt
 from outlines_like.types.json_schema_budget import (
     RegexBudgetExceeded,
@@ -206,7 +206,7 @@ class _GrammarConverter(_Converter):
     def symbol(self, schema: Any, path: str) -> _Seq:
         """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
         self.check(path)
-        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
+        if isinstance(schema, dict) and "$ref" in schema and schema.keys() <= REF_ONLY:
             target, target_path = self.resolve(schema["$ref"], path)
             return self.shared(target_path, target, target_path)
         if isinstance(schema, dict) and "allOf" in schema:
@@ -383,7 +383,7 @@ class _GrammarConverter(_Converter):
                 if is_required:
                     return None
                 continue
-            key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
+            key = self.terminal(self.member_key(name), path)
             members.append(([key, self.colon, *value], is_required))
         n_required = sum(r for _, r in members)
         fewest, most, extras_allowed = self.member_counts(s, len(members), n_required, path)

@@ -240,24 +240,19 @@ def too_deep_at(document: Any, max_depth: int) -> str | None:
         if depth > max_depth:
             return _pointer(link)
         below = depth + 1
+        pairs: Iterable[tuple[Any, Any]]
         if type(node) is dict or isinstance(node, Mapping):
-            for key, value in node.items():
-                kind = type(value)
-                if (
-                    kind is dict
-                    or kind is list
-                    or (kind not in _SCALARS and isinstance(value, (Mapping, list)))
-                ):
-                    push((value, below, (link, key, True)))
+            pairs, is_key = node.items(), True
         elif type(node) is list or isinstance(node, list):
-            for i, value in enumerate(node):
-                kind = type(value)
-                if (
-                    kind is dict
-                    or kind is list
-                    or (kind not in _SCALARS and isinstance(value, (Mapping, list)))
-                ):
-                    push((value, below, (link, i, False)))
+            pairs, is_key = enumerate(node), False
+        else:
+            continue
+        for key, value in pairs:
+            kind = type(value)
+            if kind is dict or kind is list or (
+                kind not in _SCALARS and isinstance(value, (Mapping, list))
+            ):
+                push((value, below, (link, key, is_key)))
     return None
 
 

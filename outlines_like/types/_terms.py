@@ -249,8 +249,10 @@ def too_deep_at(document: Any, max_depth: int) -> str | None:
             continue
         for key, value in pairs:
             kind = type(value)
-            if kind is dict or kind is list or (
-                kind not in _SCALARS and isinstance(value, (Mapping, list))
+            if (
+                kind is dict
+                or kind is list
+                or (kind not in _SCALARS and isinstance(value, (Mapping, list)))
             ):
                 push((value, below, (link, key, is_key)))
     return None

@@ -13,7 +13,7 @@ import os
 import pathlib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.types._schema_of import json_schema_of
@@ -229,23 +229,45 @@ _MAX_SCHEMA_NESTING = 500  # json.dumps and json.loads recurse per level (limit 
 def too_deep_at(document: Any, max_depth: int) -> str | None:
     """The JSON pointer of the first value nested more than ``max_depth`` deep, or ``None``.
 
-    Iterative (a document nested thousands deep costs no recursion), linear in the document.
+    Iterative (a document nested thousands deep costs no recursion), linear in the document;
+    a value's pointer is written only when it is the one returned.
     """
-    stack: list[tuple[Any, str, int]] = [(document, "#", 0)]
+    # (value, depth, link): link is (parent's link, key or index, whether a key) or None
+    stack: list[tuple[Any, int, Any]] = [(document, 0, None)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, path, depth = stack.pop()
+        node, depth, link = pop()
         if depth > max_depth:
-            return path
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                if isinstance(value, (Mapping, list)):
-                    token = str(key).replace("~", "~0").replace("/", "~1")
-                    stack.append((value, f"{path}/{token}", depth + 1))
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                if isinstance(value, (Mapping, list)):
-                    stack.append((value, f"{path}/{i}", depth + 1))
+            return _pointer(link)
+        below = depth + 1
+        pairs: Iterable[tuple[Any, Any]]
+        if type(node) is dict or isinstance(node, Mapping):
+            pairs, is_key = node.items(), True
+        elif type(node) is list or isinstance(node, list):
+            pairs, is_key = enumerate(node), False
+        else:
+            continue
+        for key, value in pairs:
+            kind = type(value)
+            if (
+                kind is dict
+                or kind is list
+                or (kind not in _SCALARS and isinstance(value, (Mapping, list)))
+            ):
+                push((value, below, (link, key, is_key)))
     return None
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _pointer(link: Any) -> str:
+    """The JSON pointer of a :func:`too_deep_at` link."""
+    tokens: list[str] = []
+    while link is not None:
+        link, key, is_key = link
+        tokens.append(str(key).replace("~", "~0").replace("/", "~1") if is_key else str(key))
+    return "#" + "".join("/" + token for token in reversed(tokens))
 
 
 def _schema_from(source: object) -> tuple[dict[str, Any], object]:

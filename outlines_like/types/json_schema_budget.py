@@ -14,7 +14,7 @@ from typing import Any
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types._terms import too_deep_at
-from outlines_like.types.json_schema._base import check_whitespace_pattern
+from outlines_like.types.json_schema._base import FlatCache, check_whitespace_pattern
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
 from outlines_like.types.json_schema._quick import metaschema, surely_valid
 from outlines_like.types.json_schema._text import Rx
@@ -174,10 +174,12 @@ def _bounded_regex(
     lenient: bool,
     defer: bool,
     check: Callable[[str], None] | None = None,
+    flat_cache: FlatCache | None = None,
 ) -> tuple[str, _BudgetedConverter]:
     """The bounded regex of a checked schema, and its converter (deferred warnings).
 
-    ``check(pointer)`` runs once per sub-schema (a time budget's check).
+    ``check(pointer)`` runs once per sub-schema (a time budget's check); ``flat_cache`` is
+    shared with another converter of the same schema.
     """
     converter = _BudgetedConverter(
         schema,
@@ -189,10 +191,16 @@ def _bounded_regex(
         max_recursion_depth=3,
         max_any_depth=2,
     )
+    if flat_cache is not None:
+        converter.flat_cache = flat_cache
     regex = converter.sub(schema, "#")
     if regex is None:
         raise InvalidConstraintError("the JSON Schema accepts no document (within the bounds)")
     return regex, converter
+
+
+_NOT_SCHEMAS = frozenset({"$defs", "definitions", "enum", "const", "examples", "default"})
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # refs_in finds nothing in these
 
 
 def schema_is_recursive(schema: Mapping[str, Any]) -> bool:
@@ -209,11 +217,14 @@ def schema_is_recursive(schema: Mapping[str, Any]) -> bool:
             if isinstance(ref, str) and (ref == "" or ref.startswith("#")):
                 out.append("#" + ref.lstrip("#"))
             for key, value in node.items():
-                if key not in ("$defs", "definitions", "enum", "const", "examples", "default"):
+                if (type(value) is dict or type(value) is list) and key not in _NOT_SCHEMAS:
                     refs_in(value, out)
+                elif type(value) not in _SCALARS and key not in _NOT_SCHEMAS:
+                    refs_in(value, out)  # a subclass of dict or list
         elif isinstance(node, list):
             for value in node:
-                refs_in(value, out)
+                if type(value) not in _SCALARS:
+                    refs_in(value, out)
 
     resolver = _Converter(
         dict(schema),

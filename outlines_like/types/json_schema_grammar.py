@@ -40,9 +40,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
-from outlines_like.types.json_schema._base import ANNOTATIONS, NEVER
+from outlines_like.types.json_schema._base import NEVER, REF_ONLY, FlatCache
 from outlines_like.types.json_schema._driver import _Converter
-from outlines_like.types.json_schema._text import NUMBER, STRING, Rx, esc, lark_terminal
+from outlines_like.types.json_schema._text import NUMBER, STRING, Rx, lark_terminal
 from outlines_like.types.json_schema._text import alt as regex_alt
 from outlines_like.types.json_schema_budget import (
     RegexBudgetExceeded,
@@ -138,10 +138,10 @@ class _GrammarConverter(_Converter):
             return None
         if len(kept) == 1 and len(kept[0]) == 1:
             return kept[0]
-        key = tuple(tuple(alt) for alt in kept)
+        key = tuple(map(tuple, kept))
         name = self._rule_by_body.get(key)
         if name is None:
-            self.grow(sum(len(alt) + 1 for alt in kept), path)
+            self.grow(sum(map(len, kept)) + len(kept), path)
             name = f"r{len(self.rules)}"
             self.rules[name] = kept
             self._rule_by_body[key] = name
@@ -206,7 +206,7 @@ class _GrammarConverter(_Converter):
     def symbol(self, schema: Any, path: str) -> _Seq:
         """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
         self.check(path)
-        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
+        if isinstance(schema, dict) and "$ref" in schema and schema.keys() <= REF_ONLY:
             target, target_path = self.resolve(schema["$ref"], path)
             return self.shared(target_path, target, target_path)
         if isinstance(schema, dict) and "allOf" in schema:
@@ -306,6 +306,7 @@ class _GrammarConverter(_Converter):
                 max_recursion_depth=self.max_recursion_depth,
                 max_any_depth=self.max_any_depth,
             )
+            converter.flat_cache = self.flat_cache
             try:
                 regex = converter.convert(sub, path)
             except RegexBudgetExceeded:
@@ -382,7 +383,7 @@ class _GrammarConverter(_Converter):
                 if is_required:
                     return None
                 continue
-            key = self.terminal(esc(json.dumps(name, ensure_ascii=False)), path)
+            key = self.terminal(self.member_key(name), path)
             members.append(([key, self.colon, *value], is_required))
         n_required = sum(r for _, r in members)
         fewest, most, extras_allowed = self.member_counts(s, len(members), n_required, path)
@@ -441,14 +442,24 @@ class _GrammarConverter(_Converter):
 
     def prune(self, start: list[str]) -> None:
         """Drop alternatives no document completes, then rules the start cannot reach."""
-        # productive symbols by a worklist: an alternative is productive once its count of
-        # symbols not yet known productive reaches 0 (each use of a symbol counted)
+        rules = self.rules
         productive = set(self.terminals)
+        # rules are mostly written after the rules they use: one pass in that order finds
+        # most productive ones, then a worklist the rest (an alternative is productive once
+        # its count of symbols not yet known productive reaches 0, each use counted)
+        rest: list[str] = []
+        for name, alternatives in rules.items():
+            for alt in alternatives:
+                if productive.issuperset(alt):
+                    productive.add(name)
+                    break
+            else:
+                rest.append(name)
         waiting: dict[str, list[tuple[str, int]]] = {}  # symbol -> (rule, alternative) uses
         missing: dict[tuple[str, int], int] = {}
         todo: list[str] = []
-        for name, alternatives in self.rules.items():
-            for i, alt in enumerate(alternatives):
+        for name in rest:
+            for i, alt in enumerate(rules[name]):
                 count = 0
                 for sym in alt:
                     if sym not in productive:
@@ -464,12 +475,9 @@ class _GrammarConverter(_Converter):
                 if missing[(name, i)] == 0 and name not in productive:
                     productive.add(name)
                     todo.append(name)
-        if not all(sym in productive for sym in start):
+        if not productive.issuperset(start):
             raise InvalidConstraintError("the JSON Schema accepts no document")
-        for name in list(self.rules):
-            self.rules[name] = [
-                alt for alt in self.rules[name] if all(sym in productive for sym in alt)
-            ]
+        kept: dict[str, list[list[str]]] = {}  # the reachable rules' productive alternatives
         reachable: set[str] = set()
         todo = list(start)
         while todo:
@@ -477,9 +485,12 @@ class _GrammarConverter(_Converter):
             if sym in reachable:
                 continue
             reachable.add(sym)
-            for alt in self.rules.get(sym, []):
-                todo.extend(alt)
-        self.rules = {n: alts for n, alts in self.rules.items() if n in reachable}
+            if sym in rules:
+                alternatives = [a for a in rules[sym] if productive.issuperset(a)]
+                kept[sym] = alternatives
+                for alt in alternatives:
+                    todo.extend(alt)
+        self.rules = {n: kept[n] for n in rules if n in kept}
         self.terminals = {n: rx for n, rx in self.terminals.items() if n in reachable}
 
     def lark(self, start: list[str]) -> str:
@@ -528,11 +539,17 @@ def _grammar_of(
     max_size: int,
     check: Callable[[str], None] | None = None,
     max_optional_run: int | None = None,
+    flat_cache: FlatCache | None = None,
 ) -> str:
-    """The grammar of a checked schema (``check(pointer)`` once per sub-schema)."""
+    """The grammar of a checked schema (``check(pointer)`` once per sub-schema).
+
+    ``flat_cache``: shared with the regex path's converter of the same schema.
+    """
     converter = _GrammarConverter(
         schema, whitespace_pattern=whitespace_pattern, lenient=lenient, max_size=max_size
     )
+    if flat_cache is not None:
+        converter.flat_cache = flat_cache
     converter.max_optional_run = max_optional_run
     if check is not None:
         converter.check = check
@@ -571,14 +588,24 @@ def json_schema_path(
     if max_depth is not None:
         check_depth(schema, max_depth)
     schema = _options_checked(schema, whitespace_pattern)
+    flat_cache: FlatCache = {}
     if not schema_is_recursive(schema):
         try:
             regex, converter = _bounded_regex(
-                schema, regex_budget, whitespace_pattern, lenient, defer=True, check=check
+                schema,
+                regex_budget,
+                whitespace_pattern,
+                lenient,
+                defer=True,
+                check=check,
+                flat_cache=flat_cache,
             )
         except RegexBudgetExceeded:
             pass
         else:
             converter.emit()
             return regex, None
-    return "", _grammar_of(schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN)
+    grammar = _grammar_of(
+        schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN, flat_cache
+    )
+    return "", grammar

@@ -8,7 +8,7 @@ import warnings
 from typing import Any, Final
 
 from outlines_like.errors import InvalidConstraintError, UnenforcedKeywordWarning
-from outlines_like.types.json_schema._text import Rx
+from outlines_like.types.json_schema._text import Rx, esc
 
 # Keywords that never change which documents are valid.
 ANNOTATIONS: Final[frozenset[str]] = frozenset(
@@ -50,6 +50,7 @@ UNENFORCED: Final[tuple[str, ...]] = (
     "$dynamicRef",
     "$recursiveRef",
 )
+_UNENFORCED_SET: Final = frozenset(UNENFORCED)
 
 
 TYPES: Final[tuple[str, ...]] = (
@@ -111,6 +112,13 @@ UNMERGED: Final = "x-outlines-like-unmerged"
 # members (a `oneOf` branch, so that a required member tells the branches apart).
 CLOSED: Final = "x-outlines-like-closed"
 
+# The keys of a schema that is only a $ref (its annotations aside).
+REF_ONLY: Final = ANNOTATIONS | {"$ref"}
+
+# flatten's results by (id of the schema, refs being followed): the schema (held, so that its
+# id is not reused), its flat dict (never handed out itself), the refs it followed
+FlatCache = dict[tuple[int, tuple[str, ...]], tuple[Any, dict[str, Any], list[str]]]
+
 
 def canonical(value: Any) -> str:
     """A key for JSON equality (``1 == 1.0``, ``true != 1``)."""
@@ -150,6 +158,9 @@ class ConverterBase:
         self.max_any_depth = max_any_depth
         self.ref_stack: list[str] = ["#"]
         self._any_cache: dict[int, str] = {}
+        self.flat_cache: FlatCache = {}
+        self.resolved: dict[str, tuple[Any, str]] = {}  # RefsMixin.resolve's, by $ref
+        self._member_keys: dict[str, str] = {}
 
     def unenforced(self, keyword: str, path: str, why: str = "") -> None:
         """Raise (or, when lenient, warn) that ``keyword`` at ``path`` is not enforced."""
@@ -161,6 +172,13 @@ class ConverterBase:
             )
         warnings.warn(message + "; ignored", UnenforcedKeywordWarning, stacklevel=5)
 
+    def member_key(self, name: str) -> str:
+        """The regex of a member name written as a JSON string (kept per name)."""
+        key = self._member_keys.get(name)
+        if key is None:
+            key = self._member_keys[name] = esc(json.dumps(name, ensure_ascii=False))
+        return key
+
     @staticmethod
     def invalid(path: str, why: str) -> InvalidConstraintError:
         return InvalidConstraintError(f"invalid JSON Schema at {path}: {why}")
@@ -171,10 +189,11 @@ class ConverterBase:
         Unenforced keywords raise, or warn when lenient. Returns ``(keyword, branches)``, or
         ``None`` when ``s`` has neither.
         """
-        for keyword in UNENFORCED:
-            if keyword in s:
-                self.unenforced(keyword, path)
-                del s[keyword]
+        if not s.keys().isdisjoint(_UNENFORCED_SET):
+            for keyword in UNENFORCED:
+                if keyword in s:
+                    self.unenforced(keyword, path)
+                    del s[keyword]
         for keyword in s.pop(UNMERGED, []):
             self.unenforced(keyword, path, "two different values from allOf cannot be merged")
             s.pop(keyword, None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from outlines_like.types.json_schema._base import CLOSED
@@ -13,7 +12,6 @@ from outlines_like.types.json_schema._text import (
     STRING,
     Rx,
     alt,
-    esc,
     opt,
     repeat,
     seq,
@@ -88,7 +86,7 @@ class ContainersMixin(CountingMixin):
                 if is_required:
                     return None
                 continue
-            key = esc(json.dumps(name, ensure_ascii=False))
+            key = self.member_key(name)
             members.append((f"{key}{ws}:{ws}{value}", is_required))
         n_required = sum(r for _, r in members)
         fewest, most, extras_allowed = self.member_counts(s, len(members), n_required, path)

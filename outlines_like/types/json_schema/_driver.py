@@ -9,12 +9,12 @@ from typing import Any
 
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import (
-    ANNOTATIONS,
     CLOSED,
     EXTRA_FORMATS,
     EXTRA_PATTERNS,
     KINDS,
     NEVER,
+    REF_ONLY,
     TYPE_HINTS,
     TYPES,
     canonical,
@@ -42,7 +42,7 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
         self.work(path)
         refs: list[str] = []
         flat = self.flatten(schema, path, refs, ())
-        if isinstance(schema, dict) and "$ref" in schema and set(schema) <= ANNOTATIONS | {"$ref"}:
+        if isinstance(schema, dict) and "$ref" in schema and schema.keys() <= REF_ONLY:
             path = self.resolve(schema["$ref"], path)[1]  # report errors where the target is
         for ref in refs:
             if self.ref_stack.count(ref) > self.max_recursion_depth:

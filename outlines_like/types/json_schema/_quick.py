@@ -198,8 +198,21 @@ def _bound_check(key: str, bound: float) -> Check:
 # --------------------------------------------------------------------- the compiled checks
 
 
+_TYPE_NAMES: dict[type, str] = {
+    type(None): "null",
+    bool: "boolean",
+    str: "string",
+    int: "integer",
+    list: "array",
+    dict: "object",
+}
+
+
 def _json_type(value: Any) -> str:
     """The JSON type of a Python value, as ``jsonschema`` reads it (integral floats included)."""
+    name = _TYPE_NAMES.get(type(value))
+    if name is not None:
+        return name
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -242,9 +255,24 @@ def _enum_check(values: Any) -> Check:
 
 def _members(value: dict[Any, Any]) -> Any:
     """The members of an object (``UnknownValue`` for a name that is not a string)."""
-    if not all(isinstance(key, str) for key in value):
+    if not _STR.issuperset(map(type, value)) and not all(isinstance(key, str) for key in value):
         raise UnknownValue("a member name that is not a string")
     return value.items()
+
+
+_STR = frozenset({str})
+
+
+def _every(checks: list[Check]) -> Check:
+    """A check that all of ``checks`` pass (in order, stopping at the first that fails)."""
+
+    def check(value: Any) -> bool:
+        for one in checks:  # noqa: SIM110 - no generator per call: this runs per schema node
+            if not one(value):
+                return False
+        return True
+
+    return check
 
 
 def _unique_strings(value: Any) -> bool:
@@ -282,7 +310,7 @@ class _Compiler:
         live = [c for c in checks if c is not None]
         if len(live) == 1:
             return live[0]
-        return lambda value: all(c(value) for c in live)
+        return _every(live)
 
     def keyword(self, key: str, value: Any, node: dict[str, Any]) -> Check | None:
         if key in _ANNOTATIONS or (key == "definitions" and node is self.document):
@@ -297,7 +325,7 @@ class _Compiler:
             subs = [self.compile(s) for s in value]
             if key == "anyOf":
                 return lambda v: any(c(v) for c in subs)
-            return lambda v: all(c(v) for c in subs)
+            return _every(subs)
         if key == "items":
             return self.items(self.compile(value))
         if key == "minItems":
@@ -333,7 +361,15 @@ class _Compiler:
 
     @staticmethod
     def items(sub: Check) -> Check:
-        return lambda v: not isinstance(v, list) or all(sub(x) for x in v)
+        def check(value: Any) -> bool:
+            if not isinstance(value, list):
+                return True
+            for item in value:  # noqa: SIM110 - no generator per call
+                if not sub(item):
+                    return False
+            return True
+
+        return check
 
     @staticmethod
     def properties(subs: dict[str, Check]) -> Check:
@@ -353,7 +389,10 @@ class _Compiler:
         def check(value: Any) -> bool:
             if not isinstance(value, dict):
                 return True
-            return all(sub(item) for key, item in _members(value) if key not in declared)
+            for key, item in _members(value):  # noqa: SIM110 - no generator per call
+                if key not in declared and not sub(item):
+                    return False
+            return True
 
         return check
 

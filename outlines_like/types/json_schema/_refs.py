@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import (
@@ -25,12 +25,31 @@ from outlines_like.types.json_schema._logic import (
 )
 from outlines_like.types.json_schema.pointer import PointerError, resolve_pointer
 
+# The keywords :meth:`RefsMixin.rewrites` reads.
+_REWRITTEN: Final = frozenset(
+    {"not", "if", "dependentRequired", "dependentSchemas", "dependencies"}
+)
+
+# The keywords :meth:`RefsMixin.upgrade` rewrites.
+_UPGRADED: Final = frozenset(
+    {"exclusiveMinimum", "exclusiveMaximum", "items", "additionalItems", "const", "uniqueItems"}
+)
+
 
 class RefsMixin(ConverterBase):
     """Follows ``$ref`` and merges ``allOf`` into the schema that holds them."""
 
     def resolve(self, ref: str, path: str) -> tuple[Any, str]:
-        """Return the schema a local JSON pointer names, and its path."""
+        """Return the schema a local JSON pointer names, and its path (kept per ``ref``)."""
+        if type(ref) is str:
+            known = self.resolved.get(ref)
+            if known is None:
+                known = self.resolved[ref] = self.resolve_once(ref, path)
+            return known
+        return self.resolve_once(ref, path)
+
+    def resolve_once(self, ref: str, path: str) -> tuple[Any, str]:
+        """:meth:`resolve` itself (``path`` only names where an error is)."""
         if not isinstance(ref, str) or not (ref == "" or ref.startswith("#")):
             raise self.invalid(
                 path, f"$ref {ref!r} is not a local JSON pointer (only '#...' refs resolve)"
@@ -85,6 +104,27 @@ class RefsMixin(ConverterBase):
             return {NEVER: True}
         if not isinstance(schema, dict):
             raise self.invalid(path, f"a schema must be an object or a boolean, not {schema!r}")
+        key = (id(schema), seen)
+        known = self.flat_cache.get(key)
+        if known is None:
+            start = len(refs)
+            flat = self.flatten_once(schema, path, refs, seen)
+            self.flat_cache[key] = (schema, flat, refs[start:])
+        else:
+            refs.extend(known[2])
+            flat = known[1]
+        return dict(flat)  # callers take keywords out of the top level
+
+    def flatten_once(
+        self, schema: dict[str, Any], path: str, refs: list[str], seen: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """:meth:`flatten` itself; its result depends on the schema and ``seen`` only.
+
+        ``path`` only names where an error is, and nothing below warns, so the result is
+        kept (:attr:`flat_cache`) by the schema's identity: merged schemas hold the same
+        sub-schemas again and again, and the regex and the grammar converters of one
+        schema flatten the same ones.
+        """
         node = self.upgrade(schema, path)
         parts: list[dict[str, Any]] = []
         if "$ref" in node:
@@ -119,6 +159,8 @@ class RefsMixin(ConverterBase):
             return self.flatten(sub, where, [], seen)
 
         parts: list[dict[str, Any]] = []
+        if node.keys().isdisjoint(_REWRITTEN):
+            return parts
         if "not" in node:
             negated = negate(flat(node["not"], path + "/not"), flat, path + "/not")
             if negated is not None:
@@ -140,6 +182,8 @@ class RefsMixin(ConverterBase):
     def upgrade(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
         """Copy ``schema`` without annotations, older-draft spellings rewritten to 2020-12."""
         node = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+        if node.keys().isdisjoint(_UPGRADED) and "not" not in node:
+            return node
         for bound in ("Minimum", "Maximum"):
             flag = node.get("exclusive" + bound)
             if isinstance(flag, bool):  # draft 4: a flag on minimum/maximum

@@ -17,6 +17,8 @@ Two estimates, both read off the regex tree in time linear in it:
 
 from __future__ import annotations
 
+from typing import cast
+
 from outlines_like.types._charset import Ranges, normalize
 from outlines_like.types._regex import Alt, Anchor, Atomic, Chars, Concat, Node, Repeat, width
 
@@ -206,27 +208,35 @@ def _worst(node: Node, facts: _Facts) -> int:
     if got is not None:
         return got[1]
     worst = 0
-    if isinstance(node, Concat):
-        items = _flat(node)
+    kind = type(node)
+    if kind is Concat:
+        items = _flat(cast("Concat", node))
         types = [*map(type, items)]
         k = -1
         for _ in range(types.count(Repeat)):
             k = types.index(Repeat, k + 1)
-            item = items[k]
-            if isinstance(item, Repeat) and item.high is None:
-                loop = facts.first(item.item)
+            rep = cast("Repeat", items[k])
+            if rep.high is None:
+                loop = facts.first(rep.item)
                 worst = max(worst, _blowup_after(facts, loop, items, k + 1))
         parts: list[Node] | tuple[Node, ...] = [
-            item for item, kind in zip(items, types, strict=True) if kind is not Chars
+            item
+            for item, of in zip(items, types, strict=True)
+            if of is not Chars and of is not Anchor
         ]
-    elif isinstance(node, Alt):
-        parts = node.items
-    elif isinstance(node, (Repeat, Atomic)):
-        parts = (node.item,)
+    elif kind is Alt:
+        parts = cast("Alt", node).items
+    elif kind is Repeat or kind is Atomic:
+        parts = (cast("Repeat | Atomic", node).item,)
     else:  # sets and anchors hold no loop
         return 0
-    for item in parts:
-        if type(item) is not Chars and type(item) is not Anchor:
-            worst = max(worst, _worst(item, facts))
+    known = _WORST.get
+    for item in parts:  # the parts met before: read here, without a call
+        of: type = type(item)
+        if of is not Chars and of is not Anchor:
+            got = known(id(item))
+            part = got[1] if got is not None else _worst(item, facts)
+            if part > worst:
+                worst = part
     _WORST[id(node)] = (node, worst)
     return worst

@@ -17,8 +17,6 @@ Two estimates, both read off the regex tree in time linear in it:
 
 from __future__ import annotations
 
-from typing import cast
-
 from outlines_like.types._charset import Ranges, normalize
 from outlines_like.types._regex import Alt, Anchor, Atomic, Chars, Concat, Node, Repeat, width
 
@@ -208,15 +206,14 @@ def _worst(node: Node, facts: _Facts) -> int:
     if got is not None:
         return got[1]
     worst = 0
-    kind = type(node)
-    if kind is Concat:
-        items = _flat(cast("Concat", node))
+    if isinstance(node, Concat):
+        items = _flat(node)
         types = [*map(type, items)]
         k = -1
         for _ in range(types.count(Repeat)):
             k = types.index(Repeat, k + 1)
-            rep = cast("Repeat", items[k])
-            if rep.high is None:
+            rep = items[k]
+            if isinstance(rep, Repeat) and rep.high is None:
                 loop = facts.first(rep.item)
                 worst = max(worst, _blowup_after(facts, loop, items, k + 1))
         parts: list[Node] | tuple[Node, ...] = [
@@ -224,10 +221,10 @@ def _worst(node: Node, facts: _Facts) -> int:
             for item, of in zip(items, types, strict=True)
             if of is not Chars and of is not Anchor
         ]
-    elif kind is Alt:
-        parts = cast("Alt", node).items
-    elif kind is Repeat or kind is Atomic:
-        parts = (cast("Repeat | Atomic", node).item,)
+    elif isinstance(node, Alt):
+        parts = node.items
+    elif isinstance(node, (Repeat, Atomic)):
+        parts = (node.item,)
     else:  # sets and anchors hold no loop
         return 0
     known = _WORST.get

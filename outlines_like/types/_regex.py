@@ -283,7 +283,7 @@ class _Reader:
             c = p[start]
             if c in "|)":
                 break
-            if plain:
+            if plain and c not in _SYNTAX:  # a syntax character starts no run: no match call
                 run = run_at(p, start)
                 if run is not None:
                     end = run.end()
@@ -658,6 +658,8 @@ def _clip(pattern: str) -> str:
 _CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
 # Characters that are themselves outside a set (with no flags that change their reading)
 _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]+")
+_SYNTAX: Final = frozenset("\\[]().^$*+?{}|")
+"""The characters :data:`_PLAIN_RUN` stops at."""
 _PARENS: Final = re.compile(r"(?<!\\)[()]")
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""

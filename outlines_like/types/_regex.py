@@ -341,7 +341,7 @@ class _Reader:
             self.skip_verbose(flags)
         if self.i < self.n and (p[self.i] in "*+?" or (p[self.i] == "{" and self.is_braces())):
             raise self.error("multiple repeat", self.i)
-        if atom == EMPTY and start == qpos:
+        if start == qpos and atom == EMPTY:
             raise self.error("nothing to repeat", qpos)
         return Repeat(atom, lo, hi, mode)
 

@@ -212,12 +212,14 @@ def _worst(node: Node, facts: _Facts) -> int:
         k = -1
         for _ in range(types.count(Repeat)):
             k = types.index(Repeat, k + 1)
-            item = items[k]
-            if isinstance(item, Repeat) and item.high is None:
-                loop = facts.first(item.item)
+            rep = items[k]
+            if isinstance(rep, Repeat) and rep.high is None:
+                loop = facts.first(rep.item)
                 worst = max(worst, _blowup_after(facts, loop, items, k + 1))
         parts: list[Node] | tuple[Node, ...] = [
-            item for item, kind in zip(items, types, strict=True) if kind is not Chars
+            item
+            for item, of in zip(items, types, strict=True)
+            if of is not Chars and of is not Anchor
         ]
     elif isinstance(node, Alt):
         parts = node.items
@@ -225,8 +227,13 @@ def _worst(node: Node, facts: _Facts) -> int:
         parts = (node.item,)
     else:  # sets and anchors hold no loop
         return 0
-    for item in parts:
-        if type(item) is not Chars and type(item) is not Anchor:
-            worst = max(worst, _worst(item, facts))
+    known = _WORST.get
+    for item in parts:  # the parts met before: read here, without a call
+        of: type = type(item)
+        if of is not Chars and of is not Anchor:
+            got = known(id(item))
+            part = got[1] if got is not None else _worst(item, facts)
+            if part > worst:
+                worst = part
     _WORST[id(node)] = (node, worst)
     return worst

@@ -273,23 +273,27 @@ class _Reader:
         verbose = flags & _VERBOSE
         plain = not flags & (_VERBOSE | _IGNORECASE)
         run_at = _PLAIN_RUN.match
+        literals = _LITERALS
         while True:
             if verbose:
                 self.skip_verbose(flags)
             start = self.i
-            if start >= n or p[start] in "|)":
+            if start >= n:
                 break
-            if plain:
+            c = p[start]
+            if c in "|)":
+                break
+            if plain and c not in _SYNTAX:  # a syntax character starts no run: no match call
                 run = run_at(p, start)
                 if run is not None:
                     end = run.end()
                     if end < n and p[end] in "*+?{":  # the last one's, maybe: left to atom()
                         end -= 1
                     if end > start:
-                        items.extend([_literal(ord(c)) for c in p[start:end]])
+                        items.extend(map(literals.__getitem__, p[start:end]))
                         self.i = end
                         continue
-            atom = self.atom(flags)
+            atom = self.group(flags) if c == "(" else self.atom(flags)
             if self.i < n and (verbose or p[self.i] in "*+?{"):
                 atom = self.quantified(atom, start, flags)
             items.append(atom)
@@ -297,7 +301,9 @@ class _Reader:
 
     def quantified(self, atom: Node, start: int, flags: int) -> Node:
         p = self.p
-        self.skip_verbose(flags)
+        verbose = flags & _VERBOSE
+        if verbose:
+            self.skip_verbose(flags)
         if self.i >= self.n:
             return atom
         c = p[self.i]
@@ -331,10 +337,11 @@ class _Reader:
                 raise self.refuse("possessive quantifiers are not supported", self.i)
             self.i += 1
             mode = "possessive"
-        self.skip_verbose(flags)
+        if verbose:
+            self.skip_verbose(flags)
         if self.i < self.n and (p[self.i] in "*+?" or (p[self.i] == "{" and self.is_braces())):
             raise self.error("multiple repeat", self.i)
-        if atom == EMPTY and start == qpos:
+        if start == qpos and atom == EMPTY:
             raise self.error("nothing to repeat", qpos)
         return Repeat(atom, lo, hi, mode)
 
@@ -651,6 +658,8 @@ def _clip(pattern: str) -> str:
 _CLASS_EXTENT: Final = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.DOTALL)
 # Characters that are themselves outside a set (with no flags that change their reading)
 _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]+")
+_SYNTAX: Final = frozenset("\\[]().^$*+?{}|")
+"""The characters :data:`_PLAIN_RUN` stops at."""
 _PARENS: Final = re.compile(r"(?<!\\)[()]")
 _GROUP_MEMO_SPAN: Final = 400
 """Longest group text the reader remembers (a bound on the slicing per group)."""
@@ -692,6 +701,19 @@ def _group_memo(classes: ClassTable, inline_flags: bool, possessive: bool) -> _G
 def _literal(cp: int) -> Chars:
     """The node of one character (shared: the automata's builders see it once per tree)."""
     return Chars(((cp, cp),))
+
+
+class _Literals(dict[str, Chars]):
+    """A character -> :func:`_literal` of its code point (a plain run's items, in one lookup)."""
+
+    def __missing__(self, c: str) -> Chars:
+        node = _literal(ord(c))
+        if len(self) < 1024:  # as many as _literal keeps
+            self[c] = node
+        return node
+
+
+_LITERALS: Final = _Literals()
 
 
 def _closing_parens(pattern: str) -> dict[int, int]:

@@ -281,7 +281,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     _sre_compiler = importlib.import_module("sre_compile")
 # Lark's pattern of a Unicode category (its width reader rewrites them first)
 _CATEGORY = re.compile(r"\\p{[A-Za-z_]+}")
-_compiled_regexps: set[str] = set()  # terminal regexps that compiled (a fresh schema's: few)
+# terminal regexps that compiled (a fresh schema's: few), with Lark's width where known
+_compiled_regexps: dict[str, list[int] | None] = {}
 _MAX_COMPILED_REGEXPS = 4096
 
 
@@ -290,21 +291,23 @@ def _compile_terminal(pattern: Any) -> None:
 
     Lark reads the regexp's width (``min_width``) with the parser of ``re`` over again; where
     Lark's reading would be that same parse (no Unicode category in the text), one parse
-    serves both, and the width is stored where Lark keeps it.
+    serves both, and the width (a function of the text) is stored where Lark keeps it.
     """
     regexp = pattern.to_regexp()
     if regexp in _compiled_regexps:
-        return
-    if pattern._width is not None or _CATEGORY.search(regexp):
+        width = _compiled_regexps[regexp]
+    elif pattern._width is not None or _CATEGORY.search(regexp):
         re.compile(regexp)
+        width = None
     else:
         parsed = _sre_parser.parse(regexp)
         width = [int(x) for x in parsed.getwidth()]  # (Lark's get_regexp_width)
         _sre_compiler.compile(parsed)  # (the rest of re.compile, as it runs on the parse)
-        pattern._width = width
+    if pattern._width is None and width is not None:
+        pattern._width = list(width)
     if len(_compiled_regexps) >= _MAX_COMPILED_REGEXPS:
         _compiled_regexps.clear()
-    _compiled_regexps.add(regexp)
+    _compiled_regexps[regexp] = width
 
 
 class _Lexed:

@@ -152,10 +152,13 @@ class LALRKernel:
             symbols.setdefault(name, len(symbols))
         remap = np.fromiter(map(symbols.__getitem__, names), dtype=np.int32, count=len(names))
         n_states = len(bounds) - 1
-        # per state its pairs sorted by symbol: one stable sort of all of them by state
+        # per state its pairs sorted by symbol: one sort of all of them by (state, symbol),
+        # a key each pair holds alone (a state has one action per symbol)
         sym = remap[table_symbols]
         counts = np.diff(bounds)
-        order = np.lexsort((sym, np.repeat(np.arange(n_states, dtype=np.int32), counts)))
+        key = np.repeat(np.arange(n_states, dtype=np.int64) * len(symbols), counts)
+        key += sym
+        order = np.argsort(key)
         self.first: I32 = bounds.astype(np.int32)
         self.sym: I32 = sym[order]
         self.val: I32 = values[order].astype(np.int32)

@@ -66,6 +66,7 @@ lines so its invariants read in one place.
 
 from __future__ import annotations
 
+import importlib
 import re
 import threading
 from collections.abc import Hashable, Iterable
@@ -258,7 +259,7 @@ def _validate_terminals(terminals: list[Any]) -> None:
         if terminal.pattern.type == "str" and terminal.pattern.value:
             continue  # an escaped literal: it compiles, and is as wide as its text
         try:
-            re.compile(terminal.pattern.to_regexp())
+            _compile_terminal(terminal.pattern)
         except re.error as exc:
             raise InvalidConstraintError(
                 f"invalid grammar: cannot compile terminal {terminal.name} "
@@ -269,6 +270,44 @@ def _validate_terminals(terminals: list[Any]) -> None:
                 f"invalid grammar: terminal {terminal.name} ({terminal.pattern}) is zero-width "
                 "(matches the empty string); terminals must match at least one character"
             )
+
+
+# Python's regex parser and compiler, the two halves of ``re.compile`` (3.10: sre_*)
+try:
+    _sre_parser: Any = importlib.import_module("re._parser")
+    _sre_compiler: Any = importlib.import_module("re._compiler")
+except ImportError:  # pragma: no cover - Python 3.10
+    _sre_parser = importlib.import_module("sre_parse")
+    _sre_compiler = importlib.import_module("sre_compile")
+# Lark's pattern of a Unicode category (its width reader rewrites them first)
+_CATEGORY = re.compile(r"\\p{[A-Za-z_]+}")
+# terminal regexps that compiled (a fresh schema's: few), with Lark's width where known
+_compiled_regexps: dict[str, list[int] | None] = {}
+_MAX_COMPILED_REGEXPS = 4096
+
+
+def _compile_terminal(pattern: Any) -> None:
+    """``re.compile`` a terminal's regexp (raising its ``re.error``), once per regexp.
+
+    Lark reads the regexp's width (``min_width``) with the parser of ``re`` over again; where
+    Lark's reading would be that same parse (no Unicode category in the text), one parse
+    serves both, and the width (a function of the text) is stored where Lark keeps it.
+    """
+    regexp = pattern.to_regexp()
+    if regexp in _compiled_regexps:
+        width = _compiled_regexps[regexp]
+    elif pattern._width is not None or _CATEGORY.search(regexp):
+        re.compile(regexp)
+        width = None
+    else:
+        parsed = _sre_parser.parse(regexp)
+        width = [int(x) for x in parsed.getwidth()]  # (Lark's get_regexp_width)
+        _sre_compiler.compile(parsed)  # (the rest of re.compile, as it runs on the parse)
+    if pattern._width is None and width is not None:
+        pattern._width = list(width)
+    if len(_compiled_regexps) >= _MAX_COMPILED_REGEXPS:
+        _compiled_regexps.clear()
+    _compiled_regexps[regexp] = width
 
 
 class _Lexed:

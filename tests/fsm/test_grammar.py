@@ -339,6 +339,48 @@ def test_bad_grammars(grammar: str, error: type[Exception], match: str) -> None:
         compile_grammar(CFG(grammar, "lark"), VOCAB)
 
 
+@pytest.mark.parametrize(
+    "regexp",
+    [
+        "[0-9]+",
+        "(a|bc)?d{2,5}",
+        "x*y",
+        r"\\p{L}",
+        "(?<=a+)b",
+        "[",
+        "a{2,1}",
+        "(?#c)",
+        r"\d{0,70000}",
+    ],
+)
+def test_terminal_validation_matches_res_and_larks(regexp: str) -> None:
+    """One parse checks a terminal as ``re.compile`` does and gives Lark's own width."""
+    import re
+
+    from lark.lexer import PatternRE, TerminalDef
+
+    from outlines_like.fsm import grammar
+
+    reference = PatternRE(regexp, ())
+    try:
+        re.compile(regexp)
+        expected: Any = ("width", reference.min_width, reference.max_width)
+    except re.error as exc:
+        expected = ("error", str(exc))
+    for fresh in (True, False):  # the regexp's first check, then a known one
+        if fresh:
+            grammar._compiled_regexps.clear()
+        pattern = PatternRE(regexp, ())
+        try:
+            grammar._validate_terminals([TerminalDef("T", pattern)])
+            found: Any = ("width", pattern.min_width, pattern.max_width)
+        except InvalidConstraintError as exc:
+            found = ("error", str(exc).rsplit("): ", 1)[-1])
+            if "zero-width" in str(exc):
+                found = ("width", pattern.min_width, pattern.max_width)
+        assert found == expected
+
+
 @pytest.mark.parametrize("grammar", [JSON_LARK, ARITH_LARK, KEYWORDS, PRIORITY, LARK_TUTORIAL_JSON])
 def test_lexer_contexts_match_larks_contextual_lexer(grammar: str) -> None:
     """The contexts, built without Lark's lexer validation, are Lark's own, state by state."""

@@ -71,6 +71,7 @@ _EMPTY = 1  # a set with no character: one state, no edge (a2: as a set's)
 _CONCAT = 2  # a0, a1: its items in kids[a0 : a0 + a1]
 _ALT = 3  # same
 _REPEAT = 4  # a0: the item's node, a1: low, a2: high (-1: unbounded)
+_MAX_COUNT = 2**31 - 1  # the largest repeat count the int32 program holds
 _SIZE_CAP = 1 << 40  # sizes saturate here (far past MAX_NFA_STATES)
 _ESTIMATE_CAP = 1 << 62  # as nfa_states caps
 
@@ -136,7 +137,11 @@ class Program:
             k = index.get(id(node.item))
             sub = self.node(node.item) if k is None else k
             got = len(self.code) >> 2
-            self.code.extend((_REPEAT, sub, node.low, -1 if node.high is None else node.high))
+            # (counts past int32 are clamped: such a repeat is refused by its size estimate
+            # either way, as the Python build refuses the unclamped one)
+            low = min(node.low, _MAX_COUNT)
+            high = -1 if node.high is None else min(node.high, _MAX_COUNT)
+            self.code.extend((_REPEAT, sub, low, high))
         else:  # anchors and atomic groups: stripped / refused by the reader
             raise AssertionError(f"unexpected {node!r} in the NFA build")
         index[id(node)] = got

@@ -153,3 +153,22 @@ def test_packed_arrays_are_the_numpy_ones(pattern: str) -> None:
     assert lay[:4].tolist() == [n, n_edges, final, k]
     assert lay[OFF : NFA_END + 1].tolist() == np.cumsum([0, *(p.shape[0] for p in parts)]).tolist()
     assert lay[MARK1 : SCR_END + 1].tolist() == np.cumsum([0, *bufs]).tolist()
+
+
+@pytest.mark.parametrize("pattern", ["a{3000000000}", "a{5,3000000000}", "(ab){2147483648,}"])
+def test_counts_past_int32_are_refused_as_the_python_build_refuses(
+    pattern: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Python's re takes counts up to 2**32 - 2; the int32 program clamps them, and the size
+    # estimate refuses the regex with the pure path's error (not an OverflowError)
+    from outlines_like.fsm._accel_nfa import Program
+    from outlines_like.fsm.regex_dfa import compile_regex_auto
+
+    assert Program(parse_regex(pattern)).nfa_states() > 10**9
+    messages = []
+    for accel in ("1", "0"):
+        monkeypatch.setenv("OUTLINES_LIKE_ACCEL", accel)
+        with pytest.raises(ConstraintTooLargeError) as err:
+            compile_regex_auto(pattern)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]

@@ -200,6 +200,11 @@ _WORST: dict[int, tuple[Node, int]] = {}
 _WORST_LIMIT = 1 << 14
 
 
+def clear_estimates() -> None:
+    """Empty the kept blowups (and the trees they hold alive)."""
+    _WORST.clear()
+
+
 def _worst(node: Node, facts: _Facts) -> int:
     """The blowup of ``node``'s loops and of its parts' (a concatenation's parts: opened)."""
     got = _WORST.get(id(node))

@@ -46,8 +46,9 @@ import numpy as np
 from outlines_like.fsm import _accel
 from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
 from outlines_like.fsm._protocols import Compiled
+from outlines_like.fsm._regex_estimate import clear_estimates
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
-from outlines_like.fsm.grammar import compile_grammar, compile_json_object
+from outlines_like.fsm.grammar import clear_terminal_checks, compile_grammar, compile_json_object
 from outlines_like.fsm.matcher import DEFAULT_PRECOMPUTE, FreeTextCompiled, RegexCompiled
 from outlines_like.fsm.regex_dfa import (
     DEFAULT_MAX_STATES,
@@ -58,6 +59,7 @@ from outlines_like.fsm.regex_dfa import (
 )
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonObject, JsonSchema, to_regex, to_term
+from outlines_like.types._regex import clear_group_memos
 from outlines_like.types.json_schema_grammar import json_schema_path
 
 __all__ = [
@@ -101,11 +103,18 @@ _dfas: collections.OrderedDict[tuple[str, int, int], ByteDFA | LazyByteDFA] = (
 
 
 def clear_caches() -> None:
-    """Empty the in-memory caches (DFAs, grammar terminals' DFAs, compiled constraints)."""
+    """Empty the in-memory caches.
+
+    DFAs, grammar terminals' DFAs and the terminal regexps checked, compiled constraints, and
+    the regex reader's and size estimates' memos.
+    """
     with _lock:
         _compiled.clear()
         _dfas.clear()
     clear_terminal_dfas()
+    clear_terminal_checks()
+    clear_estimates()
+    clear_group_memos()
 
 
 def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:

@@ -286,6 +286,11 @@ _compiled_regexps: dict[str, list[int] | None] = {}
 _MAX_COMPILED_REGEXPS = 4096
 
 
+def clear_terminal_checks() -> None:
+    """Empty the memo of terminal regexps that compiled."""
+    _compiled_regexps.clear()
+
+
 def _compile_terminal(pattern: Any) -> None:
     """``re.compile`` a terminal's regexp (raising its ``re.error``), once per regexp.
 
@@ -296,14 +301,14 @@ def _compile_terminal(pattern: Any) -> None:
     regexp = pattern.to_regexp()
     if regexp in _compiled_regexps:
         width = _compiled_regexps[regexp]
-    elif pattern._width is not None or _CATEGORY.search(regexp):
+    elif getattr(pattern, "_width", None) is not None or _CATEGORY.search(regexp):
         re.compile(regexp)
         width = None
     else:
         parsed = _sre_parser.parse(regexp)
         width = [int(x) for x in parsed.getwidth()]  # (Lark's get_regexp_width)
         _sre_compiler.compile(parsed)  # (the rest of re.compile, as it runs on the parse)
-    if pattern._width is None and width is not None:
+    if width is not None and getattr(pattern, "_width", 0) is None:  # (Lark's PatternRE)
         pattern._width = list(width)
     if len(_compiled_regexps) >= _MAX_COMPILED_REGEXPS:
         _compiled_regexps.clear()

@@ -686,6 +686,11 @@ class _GroupMemo(dict[tuple[str, int], tuple[Node, int]]):
 _GROUP_MEMOS: dict[tuple[ClassTable, bool, bool], _GroupMemo] = {}
 
 
+def clear_group_memos() -> None:
+    """Empty the readers' memos of groups (their texts and trees)."""
+    _GROUP_MEMOS.clear()
+
+
 def _group_memo(classes: ClassTable, inline_flags: bool, possessive: bool) -> _GroupMemo:
     """The readers' memo of groups read under these settings (shared: nodes are immutable).
 

@@ -200,3 +200,18 @@ def test_unsupported_type(vocab: Vocabulary) -> None:
 def test_too_large_regex(vocab: Vocabulary) -> None:
     with pytest.raises(InvalidConstraintError, match="max_states"):
         compile_constraint(Regex(r"[ab]*a[ab]{12}"), vocab, max_states=100)
+
+
+def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary) -> None:
+    from outlines_like.fsm import _regex_estimate, grammar
+    from outlines_like.types import _regex
+
+    compile_constraint(Regex(r"(?:\d{1,3}\.){3}\d{1,3}(?:x[a-f]+)?"), vocab)
+    compile_constraint(CFG('start: NAME ("," NAME)*\nNAME: /[a-z]+/\n', "lark"), vocab)
+    assert _regex._GROUP_MEMOS
+    assert _regex_estimate._WORST
+    assert grammar._compiled_regexps
+    clear_caches()
+    assert not _regex._GROUP_MEMOS
+    assert not _regex_estimate._WORST
+    assert not grammar._compiled_regexps

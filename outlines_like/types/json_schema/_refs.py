@@ -96,7 +96,9 @@ class RefsMixin(ConverterBase):
     ) -> dict[str, Any]:
         """Inline ``$ref`` and ``allOf`` at the top of ``schema`` into one dict.
 
-        The refs followed are appended to ``refs`` (for the recursion bound).
+        The refs followed are appended to ``refs`` (for the recursion bound). The dict is the
+        caller's own, but its values are shared with every other call on the same schema (a
+        cached result): take keywords out of it, never change a value in place.
         """
         if schema is True:
             return {}

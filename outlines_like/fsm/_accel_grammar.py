@@ -149,6 +149,7 @@ def _grammar_walk(
     changed = 0
     byte = 0
     depth = 0
+    deepest = h - 1  # (trie) the lowest position of the configuration read (-1: its bottom)
     if trie:
         top = cfg_states[b0 + h - 1]
         cid = ctx_of_state[top]
@@ -297,6 +298,8 @@ def _grammar_walk(
             while True:  # feed `term` on the overlay
                 i = h2 - 1
                 top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
+                if i < deepest:
+                    deepest = i
                 lo = first[top]
                 hi = first[top + 1]
                 action = NONE
@@ -332,9 +335,12 @@ def _grammar_walk(
                     h2 -= size
                     if h2 <= 0:
                         code = 2
+                        deepest = -1
                         break
                     i = h2 - 1
                     top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
+                    if i < deepest:
+                        deepest = i
                     if top < 0:
                         code = 2
                         break
@@ -379,6 +385,8 @@ def _grammar_walk(
                     h = h2
                     changed = 1
                     top = tmp[h - 1] if h - 1 >= low else cfg_states[b0 + h - 1]
+                    if h - 1 < deepest:
+                        deepest = h - 1
                     cid = ctx_of_state[top]
                     if cid < 0:
                         outcome = STUCK
@@ -448,6 +456,8 @@ def _grammar_walk(
             p += 1
     if not trie:
         out_first[n] = used
+    elif out_lex.shape[0] > 1:
+        out_lex[1] = deepest
     return used
 
 

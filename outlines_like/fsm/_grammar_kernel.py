@@ -195,12 +195,14 @@ class LALRKernel:
         self._none64 = np.zeros(0, dtype=np.int64)
         self._trie_arrays: tuple[Any, ...] | None = None
         self._scratches: dict[str, npt.NDArray[Any]] = {}  # the trie walk's, kept between rows
+        self._small: tuple[npt.NDArray[Any], ...] | None = None  # (_walk_trie's)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
         state = dict(self.__dict__)
         state["_trie_arrays"] = None
         state["_scratches"] = {}
+        state["_small"] = None
         state.update(_no_contexts())
         return state
 
@@ -339,29 +341,36 @@ class LALRKernel:
             ids, pos, end, cfg, lex = ids[again], pos[again], end[again], cfg[again], lex[again]
         return np.concatenate(allowed) if len(allowed) > 1 else allowed[0], pending
 
-    def row(self, trie: TokenTrie, stack: tuple[int, ...], lex: int, budget: int) -> U32 | None:
+    def row(
+        self, trie: TokenTrie, stack: tuple[int, ...], lex: int, budget: int
+    ) -> tuple[U32, int] | None:
         """The row of a whole stack: every text token of ``trie`` walked from ``(stack, lex)``.
 
         One depth-first walk of the trie in the kernel (a dead byte skips its subtree), the
-        parser inside; returns the mask's words (a spare one last), EOS not included, or None
-        when the walk would visit more than ``budget`` nodes (it stops there).
+        parser inside; returns the mask's words (a spare one last), EOS not included, with the
+        lowest position of ``stack`` the walk read (-1: it reached below the bottom), or None
+        when the walk would visit more than ``budget`` nodes (it stops there). The walk reads
+        the stack only there and above, by positions counted from the top, so every stack
+        with the same states from that position up, under the same lexer state, has the
+        same row.
         """
         if self._trie_arrays is None:
             self._trie_arrays = trie_layout(trie)
-        mask = self._walk_trie(
+        found = self._walk_trie(
             self._trie_arrays, trie.stack_size, trie.words + 1, stack, lex, budget
         )
-        if mask is not None:
-            add_duplicates(trie, mask, None)
-        return mask
+        if found is not None:
+            add_duplicates(trie, found[0], None)
+        return found
 
-    def rests(self, rests: RestTrie, stack: tuple[int, ...], lex: int) -> npt.NDArray[np.bool_]:
-        """Per item of ``rests``: is its token allowed, its rest walked from ``(stack, lex)``."""
-        mask = self._walk_trie(rests.arrays, rests.stack_size, rests.words, stack, lex, _UNBOUNDED)
-        assert mask is not None
-        bits = np.unpackbits(mask.view(np.uint8), bitorder="little").view(np.bool_)
-        allowed: npt.NDArray[np.bool_] = bits[rests.rest_of]
-        return allowed
+    def rests(self, rests: RestTrie, stack: tuple[int, ...], lex: int) -> tuple[U32, int]:
+        """The rests of ``rests`` allowed, walked from ``(stack, lex)``: a mask over the rests.
+
+        With the lowest position of ``stack`` read, as :meth:`row` returns it.
+        """
+        found = self._walk_trie(rests.arrays, rests.stack_size, rests.words, stack, lex, _UNBOUNDED)
+        assert found is not None
+        return found
 
     def _walk_trie(
         self,
@@ -371,26 +380,42 @@ class LALRKernel:
         stack: tuple[int, ...],
         lex: int,
         budget: int,
-    ) -> U32 | None:
-        """The kernel's trie walk (``arrays``: see :func:`trie_layout`) from ``(stack, lex)``."""
+    ) -> tuple[U32, int] | None:
+        """The kernel's trie walk (``arrays``: see :func:`trie_layout`) from ``(stack, lex)``.
+
+        Returns the mask and the lowest position of ``stack`` read (-1: below its bottom).
+        """
         k = self._k
         states = np.asarray(stack, dtype=np.int32)
-        cfg_first = np.array([0, len(states)], dtype=np.int64)
         none64, none32 = self._none64, self._no_trie[1]
-        lexes = np.array([lex], dtype=np.int32)
-        limit = np.array([budget], dtype=np.int64)
-        status = np.zeros(1, dtype=np.uint8)
-        out_lex = np.zeros(1, dtype=np.int32)
+        small = self._small
+        if small is None:  # (the one-item arrays of a trie walk, kept between walks)
+            small = self._small = (
+                np.zeros(2, dtype=np.int64),
+                np.zeros(1, dtype=np.int32),
+                np.zeros(1, dtype=np.int64),
+                np.zeros(1, dtype=np.uint8),
+                np.zeros(2, dtype=np.int32),
+            )
+        # out_lex: a missing context's state, then the lowest position of the stack read
+        cfg_first, lexes, limit, status, out_lex = small
+        cfg_first[1] = len(states)
+        lexes[0] = lex
+        limit[0] = budget
+        status[0] = 0
         saved = self._scratch_array("saved", k.SAVED * (stack_size + 2), np.int32)
-        self._context(int(states[-1]))
+        top = stack[-1]
+        if self.ctx_of_state[top] < 0:
+            self.ctx_of_state[top] = self._state_context(top)
         while True:
-            self._sync()
+            if len(self._contexts) != self._n_contexts:
+                self._sync()
             cap = len(states) + self._scratch
             tmp = self._scratch_array("tmp", cap, np.int32)
             tmp2 = self._scratch_array("tmp2", cap, np.int32)
             undo = self._scratch_array("undo", 2 * self._scratch, np.int32)
             memo = self._scratch_array("memo", len(self.term_of), np.int8)
-            memo[:] = -1
+            memo.fill(-1)
             mask = np.zeros(words, dtype=np.uint32)
             k.grammar_walk(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
@@ -400,7 +425,7 @@ class LALRKernel:
                 none64, none32, *arrays, mask, undo, saved, memo,
             )  # fmt: skip
             if status[0] == k.OK:
-                return mask
+                return mask, int(out_lex[1])
             if status[0] == k.OVER_BUDGET:
                 return None
             if status[0] == k.STUCK:

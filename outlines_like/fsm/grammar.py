@@ -335,7 +335,17 @@ class _Lexed:
             whole stack, :meth:`CompiledGrammar._lexeme_row`); None for a restricted walk.
     """
 
-    __slots__ = ("children", "end_rows", "groups", "rests", "shared_from", "stops", "union")
+    __slots__ = (
+        "bases",
+        "children",
+        "end_rows",
+        "groups",
+        "reach_terms",
+        "rests",
+        "shared_from",
+        "stops",
+        "union",
+    )
 
     def __init__(
         self,
@@ -349,6 +359,10 @@ class _Lexed:
         self.stops = stops
         self.rests: list[tuple[int, RestTrie]] | None = None  # (stops by state: _lexeme_row)
         self.union: npt.NDArray[np.uint8] | None = None  # (end_rows OR-ed: _lexeme_row)
+        # (_lexeme_row) the terminals the end states can become, the lexical part of the row
+        # per tuple of which of them the parser takes
+        self.reach_terms: list[int] | None = None
+        self.bases: dict[tuple[bool, ...], npt.NDArray[np.uint8]] = {}
         self.shared_from: tuple[LexemeWalk, list[int]] | None = None  # (the vocabulary's walk)
         self.children: dict[tuple[int, int], _Lexed] = {}
 
@@ -929,11 +943,49 @@ class _Partial:
 _TRIE_BUDGET = 16_384
 _WIDE_LEXEME = 128  # ... and one that this many bytes extend takes them at once
 _MAX_RESTS = 8192  # ... unless more tokens than this run past the lexeme's end (keyed rows)
+_MAX_REST_ROWS = 256  # rows kept per outcome of a rest trie's walk (a row each)
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
 _KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
 _MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
+
+
+class _TopCache:
+    """Results of the compiled walk kept by the top of the stack they read, not the whole.
+
+    A kernel trie walk from a whole stack reports the lowest position of the stack it read
+    (:meth:`LALRKernel.row`); any stack with the same states from there up, walked with the
+    same key (lexer state, tokens), gives the same result. Entries are found by the sizes of
+    the tops stored under the same top state and key (a handful).
+    """
+
+    __slots__ = ("_sizes", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[Hashable, tuple[int, ...]], Any] = {}
+        self._sizes: dict[tuple[Hashable, int], list[int]] = {}
+
+    def get(self, key: Hashable, stack: tuple[int, ...]) -> Any:
+        """The value kept for ``key`` under a top of ``stack``, or None."""
+        for size in self._sizes.get((key, stack[-1]), ()):
+            if size <= len(stack):
+                found = self._values.get((key, stack[-size:]))
+                if found is not None:
+                    return found
+        return None
+
+    def put(self, key: Hashable, stack: tuple[int, ...], deepest: int, value: Any) -> None:
+        """Keep ``value`` under ``stack[deepest:]`` (``deepest`` < 0: the bottom was read)."""
+        if deepest < 0:
+            return
+        if len(self._values) >= _MAX_CACHED_MASKS:
+            self._values.clear()
+            self._sizes.clear()
+        self._values[(key, stack[deepest:])] = value
+        sizes = self._sizes.setdefault((key, stack[-1]), [])
+        if len(stack) - deepest not in sizes:
+            sizes.append(len(stack) - deepest)
 
 
 class CompiledGrammar(Compiled):
@@ -1038,6 +1090,12 @@ class CompiledGrammar(Compiled):
             tuple[Config, int], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]
         ] = {}
         self._masks: dict[tuple[Config, int], Row] = {}
+        # (LALR, compiled walk) trie rows and the rests' outcomes past a lexeme's end, by the
+        # top states their walk read (`_top_row`, `_rest_row`)
+        self._top_rows = _TopCache()
+        self._rest_outcomes = _TopCache()
+        # the tokens allowed per outcome of a rest trie's walk (`_rest_row`)
+        self._rest_rows: dict[tuple[RestTrie, bytes], npt.NDArray[np.uint32]] = {}
         self._partials: dict[tuple[Config, int], _Partial] = {}
         self._partial_count = 0  # partial rows kept, all levels
         # the levels of partial rows; tests set () to compute every row whole, or set GLR's
@@ -1377,9 +1435,10 @@ class CompiledGrammar(Compiled):
             if np.count_nonzero(row_of >= 0) > _WIDE_LEXEME:
                 self._trie_over.add(state_key)
         if kernel is not None and self._trie is not None and state_key not in self._trie_over:
-            words = kernel.row(self._trie, cast("tuple[int, ...]", stack), lex, _TRIE_BUDGET)
+            words = self._top_row(kernel, cast("tuple[int, ...]", stack), lex)
             if words is not None:
                 if self._eos_ok(stack, lex):
+                    words = words.copy()
                     _set_bits(words, self._eos)
                 row: Row = words[:-1].view(np.int32)
                 row.flags.writeable = False
@@ -1430,6 +1489,28 @@ class CompiledGrammar(Compiled):
         mask.flags.writeable = False
         return mask
 
+    def _top_row(
+        self, kernel: LALRKernel, stack: tuple[int, ...], lex: int
+    ) -> npt.NDArray[np.uint32] | None:
+        """The kernel's trie row of a whole stack (EOS not set: read-only, shared), or None.
+
+        The walk reads the stack from the top down to some position and no further
+        (:meth:`LALRKernel.row`), so its row is kept under the states it read: a later stack
+        with the same states on top (an array's third element after its second, an
+        expression two parentheses deeper) takes it without a walk. None: the walk would
+        visit more than its budget of nodes.
+        """
+        found: npt.NDArray[np.uint32] | None = self._top_rows.get(lex, stack)
+        if found is not None:
+            return found
+        walked = kernel.row(self._trie, stack, lex, _TRIE_BUDGET)  # type: ignore[arg-type]
+        if walked is None:
+            return None
+        words, deepest = walked
+        words.flags.writeable = False
+        self._top_rows.put(lex, stack, deepest, words)
+        return words
+
     def _lexeme_row(self, kernel: LALRKernel, stack: Config, lex: int, cid: int) -> Row | None:
         """The row of a whole stack in a lexer state most bytes extend (a string's inside).
 
@@ -1451,31 +1532,71 @@ class CompiledGrammar(Compiled):
                 [np.zeros(self._finished_row.nbytes, dtype=np.uint8)]
                 + [lexical for _, lexical in lexed.end_rows]
             )
+            # the terminals the states tokens end in can still become
+            reach = self._contexts[cid].reach[[state for state, _ in lexed.end_rows]]
+            lexed.reach_terms = np.flatnonzero(reach.any(axis=0)).tolist()
         assert lexed.union is not None
-        # the states tokens end in: viable as in _viable, from their own terminals only
-        reach = self._contexts[cid].reach[[state for state, _ in lexed.end_rows]]
-        taken = np.zeros(reach.shape[1], dtype=np.bool_)
-        for term in np.flatnonzero(reach.any(axis=0)).tolist():
-            taken[term] = self._after_term(stack, term) is not None
-        viable = np.asarray((reach & taken).any(axis=1), dtype=np.bool_)
-        if viable.all():  # (inside a string: every state it ends in can close it)
-            packed = lexed.union.copy()
-        else:
-            packed = np.zeros(self._finished_row.nbytes, dtype=np.uint8)
-            for (_, lexical), ok in zip(
-                lexed.end_rows, cast("list[bool]", viable.tolist()), strict=True
-            ):
-                if ok:
-                    np.bitwise_or(packed, lexical, out=packed)
+        assert lexed.reach_terms is not None
+        # the states tokens end in: viable as in _viable, from their own terminals only; the
+        # lexical part of the row is kept per set of those terminals the parser takes
+        taken = tuple(self._after_term(stack, term) is not None for term in lexed.reach_terms)
+        lexical_part = lexed.bases.get(taken)
+        if lexical_part is None:
+            reach = self._contexts[cid].reach[[state for state, _ in lexed.end_rows]]
+            ok_terms = np.zeros(reach.shape[1], dtype=np.bool_)
+            ok_terms[lexed.reach_terms] = taken
+            viable = np.asarray((reach & ok_terms).any(axis=1), dtype=np.bool_)
+            if viable.all():  # (inside a string: every state it ends in can close it)
+                lexical_part = lexed.union
+            else:
+                lexical_part = np.zeros(self._finished_row.nbytes, dtype=np.uint8)
+                for (_, lexical), ok in zip(
+                    lexed.end_rows, cast("list[bool]", viable.tolist()), strict=True
+                ):
+                    if ok:
+                        np.bitwise_or(lexical_part, lexical, out=lexical_part)
+            lexical_part.flags.writeable = False
+            lexed.bases[taken] = lexical_part
+        packed = lexical_part.copy()
         words = packed.view(np.uint32)
         for state, rests in lexed.rests:
-            found = rests.ids[kernel.rests(rests, cast("tuple[int, ...]", stack), state)]
-            _set_bits(words, found)
+            np.bitwise_or(
+                words,
+                self._rest_row(kernel, rests, cast("tuple[int, ...]", stack), state),
+                out=words,
+            )
         if self._eos_ok(stack, lex):
             _set_bits(words, self._eos)
         row: Row = packed.view(np.int32)
         row.flags.writeable = False
         return row
+
+    def _rest_row(
+        self, kernel: LALRKernel, rests: RestTrie, stack: tuple[int, ...], lex: int
+    ) -> npt.NDArray[np.uint32]:
+        """The tokens of ``rests`` allowed from ``(stack, lex)``, as a packed row (read-only).
+
+        The walk's outcome over the rests is kept by the top of the stack it read
+        (:class:`_TopCache`), and the row of each outcome by the outcome: a string's rests
+        past its closing quote have a few outcomes (a key's, a value's in an object, in an
+        array) however deep the string.
+        """
+        key = (rests, lex)
+        outcome: bytes | None = self._rest_outcomes.get(key, stack)
+        if outcome is None:
+            mask, deepest = kernel.rests(rests, stack, lex)
+            outcome = mask.tobytes()
+            self._rest_outcomes.put(key, stack, deepest, outcome)
+        found = self._rest_rows.get((rests, outcome))
+        if found is None:
+            bits = np.unpackbits(np.frombuffer(outcome, dtype=np.uint8), bitorder="little")
+            found = np.zeros(self._finished_row.size, dtype=np.uint32)
+            _set_bits(found, rests.ids[bits.view(np.bool_)[rests.rest_of]])
+            found.flags.writeable = False
+            if len(self._rest_rows) >= _MAX_REST_ROWS:
+                self._rest_rows.clear()
+            self._rest_rows[(rests, outcome)] = found
+        return found
 
     def _body_sets(self, key: bytes) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]:
         """A string body's token sets (:data:`~outlines_like.fsm._grammar_walk.BodySets`)."""

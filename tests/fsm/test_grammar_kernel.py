@@ -201,16 +201,44 @@ def test_trie_rows_equal_the_pure_rows(name: str) -> None:
         kernel = fast._lalr_kernel()
         assert kernel is not None
         assert fast._trie is not None
-        words = kernel.row(fast._trie, cast("tuple[int, ...]", config), q, 1 << 30)
-        assert words is not None
+        walked = kernel.row(fast._trie, cast("tuple[int, ...]", config), q, 1 << 30)
+        assert walked is not None
+        words, deepest = walked
+        assert -1 <= deepest < len(cast("tuple[int, ...]", config))
         expected = pure._compute_row(same, same_q).view(np.uint32).copy()
         if pure._eos_ok(same, same_q):  # the kernel's row leaves EOS to the caller
             expected[EOS_ID >> 5] &= ~np.uint32(1 << (EOS_ID & 31))
         np.testing.assert_array_equal(words[:-1], expected)
         checked += 1
         small = kernel.row(fast._trie, cast("tuple[int, ...]", config), q, 1)  # past its budget
-        assert small is None or not small.any()
+        assert small is None or not small[0].any()
     assert checked > 120
+
+
+@pytest.mark.parametrize("name", LALR)
+def test_rows_kept_by_the_top_read_equal_the_pure_rows(name: str) -> None:
+    """A trie row kept under the top of the stack its walk read serves other stacks with that
+    top (a different bottom), and is their pure row: over random configurations, every lexer
+    state of their context, one grammar for all (its kept rows found again)."""
+    shared = walked = 0
+    for fast, config, q, pure, same, same_q in _row_cases(name, f"{name}-top-rows"):
+        kernel = fast._lalr_kernel()
+        assert kernel is not None
+        stack = cast("tuple[int, ...]", config)
+        kept = fast._top_rows.get(q, stack)
+        words = fast._top_row(kernel, stack, q)
+        assert words is not None
+        if kept is not None:
+            assert words is kept
+            shared += 1
+        else:
+            walked += 1
+        expected = pure._compute_row(same, same_q).view(np.uint32).copy()
+        if pure._eos_ok(same, same_q):
+            expected[EOS_ID >> 5] &= ~np.uint32(1 << (EOS_ID & 31))
+        np.testing.assert_array_equal(words[:-1], expected)
+    assert shared
+    assert walked
 
 
 def test_trie_walk_over_budget_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1363,16 +1363,29 @@ class CompiledGrammar(Compiled):
         found = self._steps.get(key)
         if found is not None:
             return found
-        with self._lock:
-            state: tuple[Config, int] | None = (stack, lex)
+        with self._lock:  # (_step_byte's steps, the context looked up once per lexeme)
+            context = self._context(stack)
+            rows = context.rows
             for byte in self._vocab.tokens[token_id]:
-                if state is None:
-                    return None
-                state = self._step_byte(state[0], state[1], byte)
-            if state is not None:
-                if len(self._steps) >= _MAX_MEMO:
-                    self._steps.clear()
-                self._steps[key] = state
+                nxt = rows[lex][byte]
+                if nxt < 0:
+                    term = int(context.winner[lex])
+                    if term < 0:
+                        return None
+                    after = self._after(stack, term)
+                    if after is None:
+                        return None
+                    stack = after
+                    context = self._context(stack)
+                    rows = context.rows
+                    nxt = rows[0][byte]
+                    if nxt < 0:
+                        return None
+                lex = nxt
+            state = (stack, lex)
+            if len(self._steps) >= _MAX_MEMO:
+                self._steps.clear()
+            self._steps[key] = state
             return state
 
     # ------------------------------------------------------------------- masks

@@ -52,13 +52,14 @@ def body_key(canon: npt.NDArray[np.int32]) -> bytes | None:
     loops = canon[0, :128] == 0
     if int(np.count_nonzero(loops)) < _MIN_BODY_BYTES:
         return None
+    rows: list[list[int]] = canon.tolist()  # (sets of a few states: Python's, not np.unique)
     for (lead_lo, lead_hi), rest in _UTF8:
-        states = np.unique(canon[0, lead_lo : lead_hi + 1])
+        states = set(rows[0][lead_lo : lead_hi + 1])
         for lo, hi in rest:
-            if states[0] < 0:
+            if min(states) < 0:
                 return None
-            states = np.unique(canon[states][:, lo : hi + 1])
-        if states.tolist() != [0]:
+            states = {target for state in states for target in rows[state][lo : hi + 1]}
+        if states != {0}:
             return None
     key: bytes = loops.tobytes()
     return key

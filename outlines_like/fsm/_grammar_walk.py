@@ -347,13 +347,18 @@ def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:
     seen = {start}
     i = 0
     while i < len(order):
-        for target in rows[order[i]]:
+        row = rows[order[i]]
+        i += 1
+        distinct = set(row)  # (a row's few distinct targets, told in C)
+        distinct.discard(-1)
+        if distinct <= seen:  # nothing new (most rows of a small sub-DFA)
+            continue
+        for target in row:
             if target >= 0 and target not in seen:
                 if len(order) >= _MAX_SUB_STATES:
                     return None
                 seen.add(target)
                 order.append(target)
-        i += 1
     return order
 
 

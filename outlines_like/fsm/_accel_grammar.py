@@ -228,6 +228,34 @@ def _grammar_walk(
                 low = saved[base + 3]
                 changed = saved[base + 5]
                 byte = c_byte[kc]
+                nxt = trans[(g + lex) * 256 + byte]
+                if nxt >= 0:  # the lexeme goes on (most nodes): no parser step
+                    lex = nxt
+                    if c_first[u] < c_first[u + 1]:  # its children next, one depth down
+                        base = depth * SAVED
+                        saved[base] = lex
+                        saved[base + 1] = g
+                        saved[base + 2] = h
+                        saved[base + 3] = low
+                        saved[base + 4] = n_undo
+                        saved[base + 5] = changed
+                        saved[base + 6] = -1
+                        saved[base + 11] = -1
+                        saved[base + SAVED + 9] = c_first[u]
+                        saved[base + SAVED + 10] = c_first[u + 1]
+                        depth += 1
+                    t = t_tok[u]
+                    if t < 0:
+                        fresh = True
+                        continue
+                    if not changed:
+                        known = memo[g + lex]
+                        if known >= 0:
+                            if known:
+                                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                            fresh = True
+                            continue
+                    at_end = True  # (then its children)
             else:
                 u += 1
                 if u >= n:

@@ -407,12 +407,15 @@ class LALRKernel:
         top = stack[-1]
         if self.ctx_of_state[top] < 0:
             self.ctx_of_state[top] = self._state_context(top)
+        scratches = self._scratches
         while True:
             if len(self._contexts) != self._n_contexts:
                 self._sync()
             cap = len(states) + self._scratch
-            tmp = self._scratch_array("tmp", cap, np.int32)
-            tmp2 = self._scratch_array("tmp2", cap, np.int32)
+            tmp, tmp2 = scratches.get("tmp"), scratches.get("tmp2")
+            if tmp is None or tmp2 is None or len(tmp) < cap or len(tmp2) < cap:
+                tmp = self._scratch_array("tmp", cap, np.int32)
+                tmp2 = self._scratch_array("tmp2", cap, np.int32)
             undo = self._scratch_array("undo", 2 * self._scratch, np.int32)
             memo = self._scratch_array("memo", len(self.term_of), np.int8)
             memo.fill(-1)

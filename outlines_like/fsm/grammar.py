@@ -943,6 +943,7 @@ class _Partial:
 _TRIE_BUDGET = 16_384
 _WIDE_LEXEME = 128  # ... and one that this many bytes extend takes them at once
 _MAX_RESTS = 8192  # ... unless more tokens than this run past the lexeme's end (keyed rows)
+_UNKNOWN = object()  # a memo's miss (its values may be None)
 _MAX_REST_ROWS = 256  # rows kept per outcome of a rest trie's walk (a row each)
 _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
@@ -1157,8 +1158,8 @@ class CompiledGrammar(Compiled):
 
     def _context_id(self, config: Config) -> int:
         """Return the lexer context of a configuration (building its DFA on first use)."""
-        if isinstance(self._parser, LALRParser):
-            state = self._parser.top(config)
+        if self.is_lalr:  # (the stack's top state: LALRParser.top, inline)
+            state: int = config[-1]  # type: ignore[index]
             cid = self._context_of.get(state)
             if cid is None:
                 cid = self._context_of[state] = self._lark_context(state)
@@ -1282,10 +1283,9 @@ class CompiledGrammar(Compiled):
     def _after(self, config: Config, cls: int) -> Config | None:
         """Return the configuration after a lexeme of class ``cls``, or None if rejected."""
         key = (config, cls)
-        try:
-            return self._after_memo[key]
-        except KeyError:
-            pass
+        found = self._after_memo.get(key, _UNKNOWN)
+        if found is not _UNKNOWN:  # (a miss raised no KeyError: most lookups miss)
+            return found
         terms = self._classes[cls]
         result: Config | None
         if len(terms) == 1:

@@ -967,6 +967,9 @@ class _TopCache:
         self._values: dict[tuple[Hashable, tuple[int, ...]], Any] = {}
         self._sizes: dict[tuple[Hashable, int], list[int]] = {}
 
+    def __len__(self) -> int:
+        return len(self._values)
+
     def get(self, key: Hashable, stack: tuple[int, ...]) -> Any:
         """The value kept for ``key`` under a top of ``stack``, or None."""
         for size in self._sizes.get((key, stack[-1]), ()):
@@ -1124,8 +1127,13 @@ class CompiledGrammar(Compiled):
     # ------------------------------------------------------------------ public
     @property
     def nbytes(self) -> int:
-        """Bytes of the cached masks and partial rows (what the compile cache bounds)."""
-        return (len(self._masks) + self._partial_count) * int(self._finished_row.nbytes)
+        """Bytes of the cached masks and partial rows (what the compile cache bounds).
+
+        The trie rows kept by their top (:class:`_TopCache`) count too, though most are the
+        same arrays as the masks'; an upper bound.
+        """
+        rows = len(self._masks) + self._partial_count + len(self._top_rows) + len(self._rest_rows)
+        return rows * int(self._finished_row.nbytes)
 
     @property
     def vocabulary(self) -> Vocabulary:

@@ -30,6 +30,9 @@ How it works:
   string's inside, where every token goes on), the row of the whole stack is walk (1), whose
   rows the vocabulary shares, plus the tokens that ran past the lexeme's end: their rests,
   a few hundred distinct, as one trie walk in the kernel (``CompiledGrammar._lexeme_row``).
+  A kernel trie walk reports the lowest stack position it read, and its result is kept by
+  the states from there up (:class:`_TopCache`): a later stack with that top takes it without
+  a walk. (Most JSON walks read to the bottom: a token closing many brackets does.)
 * Without the kernel (or under GLR), rows are computed for the top of the stack first (LALR):
   the configuration truncated to its top 1, 2, 4 ... states decides every token whose walk
   stays above the cut, once for every stack with that top (inside a JSON string at any depth,

@@ -23,6 +23,7 @@ while the compiled subset construction is on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from typing import cast
 
 import numba
@@ -66,8 +67,8 @@ I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
 # program node kinds; a node is four ints ``kind, a0, a1, a2`` in ``code``
-_SET = 0  # a0: its set template, a2: its term of the size estimate
-_EMPTY = 1  # a set with no character: one state, no edge (a2: as a set's)
+_SET = 0  # a0: its set template, a1: its ranges (in r_off), a2: its term of the size estimate
+_EMPTY = 1  # a set with no encodable character: one state, no edge (a1, a2: as a set's)
 _CONCAT = 2  # a0, a1: its items in kids[a0 : a0 + a1]
 _ALT = 3  # same
 _REPEAT = 4  # a0: the item's node, a1: low, a2: high (-1: unbounded)
@@ -92,6 +93,8 @@ class Program:
         self.t_edges: list[int] = []
         self.t_n: list[int] = []
         self.t_shared: list[int] = []
+        self.r_off: list[int] = [0]  # set k's ranges: r_flat[2 * r_off[k] : 2 * r_off[k + 1]]
+        self.r_flat: list[int] = []  # lo, hi, lo, hi ... (the sets as read: for the estimate)
         self.root = self.node(tree)
         self._arrays: tuple[I32, I32] | None = None
 
@@ -103,11 +106,14 @@ class Program:
         got = len(self.code) >> 2
         usable = encodable(ranges)
         estimate = 1 + min(len(ranges), 4)  # as nfa_states counts it
+        at = len(self.r_off) - 1
+        self.r_flat.extend(chain.from_iterable(ranges))
+        self.r_off.append(len(self.r_flat) >> 1)
         if not usable:
-            self.code.extend((_EMPTY, 0, 0, estimate))
+            self.code.extend((_EMPTY, 0, at, estimate))
         else:
             n_local, local_edges, n_trie = set_template(usable)
-            self.code.extend((_SET, len(self.t_n), 0, estimate))
+            self.code.extend((_SET, len(self.t_n), at, estimate))
             for edge in local_edges:
                 self.t_edges.extend(edge)
             self.t_off.append(len(self.t_edges) >> 2)
@@ -158,6 +164,16 @@ class Program:
         """:func:`~outlines_like.fsm._regex_estimate.nfa_states` of the tree (the same count)."""
         code, kids = self.code_arrays()
         return int(_estimate_kernel(code, kids)[self.root])
+
+    def dfa_blowup(self) -> int:
+        """:func:`~outlines_like.fsm._regex_estimate.dfa_blowup` of the tree (the same value).
+
+        One compiled pass over the program instead of a second walk of the tree in Python.
+        """
+        code, kids = self.code_arrays()
+        r_off = np.array(self.r_off, dtype=np.int64)
+        ranges = np.array(self.r_flat, dtype=np.int64)
+        return int(_blowup_kernel(code, kids, r_off, ranges, self.root))
 
     def build(self) -> tuple[NFA, int, int]:
         """The frozen NFA of the tree and its start and final states (as ``NFA.build``).
@@ -414,11 +430,156 @@ def _run(
     return ret
 
 
+def _blowup(code: I32, kids: I32, r_off: I64, ranges: I64, root: int) -> int:  # pragma: no cover
+    """The root's ``dfa_blowup`` (:mod:`~outlines_like.fsm._regex_estimate`), node by node.
+
+    Children come first, so one pass computes each node's width, characters, first characters
+    and worst loop as ``_Facts`` and ``_worst`` do. A set of characters is a bitset over the
+    atoms the program's sets cut the code points into (every set is a union of atoms), so a
+    union is an or and ``_common`` an and, weighed by the atoms' sizes. Counts saturate at
+    ``_SIZE_CAP`` (the NFA estimate checked before bounds them far below).
+    """
+    m = code.shape[0] // 4
+    nr = ranges.shape[0] // 2
+    cuts = np.empty(2 * nr + 1, dtype=np.int64)
+    for j in range(nr):
+        cuts[2 * j] = ranges[2 * j]
+        cuts[2 * j + 1] = ranges[2 * j + 1] + 1
+    cuts[2 * nr] = 0
+    cuts = np.unique(cuts)
+    n_atoms = max(cuts.shape[0] - 1, 1)
+    size = np.zeros(64 * ((n_atoms + 63) // 64), dtype=np.int64)
+    for a in range(cuts.shape[0] - 1):
+        size[a] = cuts[a + 1] - cuts[a]
+    words = size.shape[0] // 64
+    chars = np.zeros((m, words), dtype=np.uint64)
+    first = np.zeros((m, words), dtype=np.uint64)
+    lo = np.zeros(m, dtype=np.int64)
+    hi = np.zeros(m, dtype=np.int64)  # -1: unbounded
+    worst = np.zeros(m, dtype=np.int64)
+    flat = np.empty(16, dtype=np.int64)  # a concatenation's items, nested ones opened
+    st_node = np.empty(m + 1, dtype=np.int64)
+    st_j = np.empty(m + 1, dtype=np.int64)
+    for x in range(m):
+        k, a0, a1, a2 = code[4 * x], code[4 * x + 1], code[4 * x + 2], code[4 * x + 3]
+        if k <= _EMPTY:  # a set: one character
+            lo[x] = hi[x] = 1
+            for j in range(r_off[a1], r_off[a1 + 1]):
+                at = np.searchsorted(cuts, ranges[2 * j])
+                end = np.searchsorted(cuts, ranges[2 * j + 1] + 1)
+                for a in range(at, end):
+                    chars[x, a >> 6] |= np.uint64(1) << np.uint64(a & 63)
+            for v in range(words):
+                first[x, v] = chars[x, v]
+        elif k == _REPEAT:
+            sub = a0
+            lo[x] = _SIZE_CAP if a1 and lo[sub] > _SIZE_CAP // a1 else lo[sub] * a1
+            if a2 < 0 or hi[sub] < 0:
+                hi[x] = -1
+            else:
+                hi[x] = _SIZE_CAP if a2 and hi[sub] > _SIZE_CAP // a2 else hi[sub] * a2
+            for v in range(words):
+                chars[x, v] = chars[sub, v]
+                first[x, v] = first[sub, v]
+            worst[x] = worst[sub]
+        elif k == _ALT:
+            lo[x] = _SIZE_CAP
+            for j in range(a0, a0 + a1):
+                kid = kids[j]
+                lo[x] = min(lo[x], lo[kid])
+                if hi[x] >= 0:
+                    hi[x] = -1 if hi[kid] < 0 else max(hi[x], hi[kid])
+                for v in range(words):
+                    chars[x, v] |= chars[kid, v]
+                    first[x, v] |= first[kid, v]
+                worst[x] = max(worst[x], worst[kid])
+        else:  # a concatenation
+            open_first = True
+            for j in range(a0, a0 + a1):
+                kid = kids[j]
+                lo[x] = min(lo[x] + lo[kid], _SIZE_CAP)
+                if hi[x] >= 0:
+                    hi[x] = -1 if hi[kid] < 0 else min(hi[x] + hi[kid], _SIZE_CAP)
+                for v in range(words):
+                    chars[x, v] |= chars[kid, v]
+                if open_first:
+                    for v in range(words):
+                        first[x, v] |= first[kid, v]
+                    open_first = lo[kid] == 0
+            # the items with nested concatenations opened, in order (as _flat)
+            n_flat = 0
+            sp = 1
+            st_node[0], st_j[0] = x, 0
+            while sp > 0:
+                f = st_node[sp - 1]
+                j = st_j[sp - 1]
+                if j == code[4 * f + 2]:
+                    sp -= 1
+                    continue
+                st_j[sp - 1] = j + 1
+                item = kids[code[4 * f + 1] + j]
+                if code[4 * item] == _CONCAT:
+                    st_node[sp], st_j[sp] = item, 0
+                    sp += 1
+                    continue
+                if n_flat == flat.shape[0]:
+                    grown = np.empty(2 * n_flat, dtype=np.int64)
+                    grown[:n_flat] = flat
+                    flat = grown
+                flat[n_flat] = item
+                n_flat += 1
+            w_x = 0
+            for i in range(n_flat):
+                item = flat[i]
+                w_x = max(w_x, worst[item])
+                if code[4 * item] != _REPEAT or code[4 * item + 3] >= 0:
+                    continue
+                loop = code[4 * item + 1]  # a loop over its item: the positions after it
+                loop_size = 0
+                for a in range(64 * words):
+                    if first[loop, a >> 6] & (np.uint64(1) << np.uint64(a & 63)):
+                        loop_size += size[a]
+                started = False
+                w = 0
+                for q in range(i + 1, n_flat):
+                    nxt = flat[q]
+                    common = 0  # the code points both read (atoms in both)
+                    for v in range(words):
+                        both = chars[nxt, v] & first[loop, v]
+                        a = 64 * v
+                        while both:
+                            if both & np.uint64(1):
+                                common += size[a]
+                            both >>= np.uint64(1)
+                            a += 1
+                    if common == 0:
+                        if lo[nxt] == 0:
+                            continue
+                        break
+                    if not started:
+                        started = common < loop_size
+                        if started and hi[nxt] > 1:
+                            w = min(w + hi[nxt] - 1, _SIZE_CAP)
+                        if hi[nxt] < 0:
+                            break
+                        continue
+                    if common >= 2:
+                        w = min(w + (lo[nxt] if hi[nxt] < 0 else hi[nxt]), _SIZE_CAP)
+                    if hi[nxt] < 0:
+                        break
+                w_x = max(w_x, w)
+            worst[x] = w_x
+    return int(worst[root])
+
+
 _run_kernel: Callable[..., int] = _jit(
     _run, numba.int64, _i32, _i32, _i64, _i32, _i32, *[numba.int64] * 3, _i32
 )
 _sizes_kernel: Callable[[I32, I32, I64, I32, I64], I64] = _jit(_sizes, _i32, _i32, _i64, _i32, _i64)
 _estimate_kernel: Callable[[I32, I32], I64] = _jit(_estimate, _i32, _i32)
+_blowup_kernel: Callable[[I32, I32, I64, I64, int], int] = _jit(
+    _blowup, _i32, _i32, _i64, _i64, numba.int64
+)
 
 
 def _pack(

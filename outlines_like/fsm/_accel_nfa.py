@@ -22,9 +22,9 @@ while the compiled subset construction is on.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from itertools import chain
-from typing import cast
 
 import numba
 import numpy as np
@@ -77,6 +77,23 @@ _SIZE_CAP = 1 << 40  # sizes saturate here (far past MAX_NFA_STATES)
 _ESTIMATE_CAP = 1 << 62  # as nfa_states caps
 
 
+@functools.lru_cache(maxsize=4096)
+def _set_entry(ranges: Ranges) -> tuple[int, tuple[int, ...], int, int, tuple[int, ...]]:
+    """A set's part of a program, worked out once per process.
+
+    Its template's local state count (``-1``: no encodable character), local edges (flat),
+    shared states, term of the size estimate, and its ranges (flat): JSON Schemas' regexes use
+    the same few dozen sets.
+    """
+    estimate = 1 + min(len(ranges), 4)  # as nfa_states counts it
+    flat = tuple(chain.from_iterable(ranges))
+    usable = encodable(ranges)
+    if not usable:
+        return -1, (), 0, estimate, flat
+    n_local, local_edges, n_trie = set_template(usable)
+    return n_local, tuple(chain.from_iterable(local_edges)), n_trie - n_local, estimate, flat
+
+
 class Program:
     """A regex tree's distinct nodes as flat ints, children first (one Python pass).
 
@@ -99,47 +116,50 @@ class Program:
         self._arrays: tuple[I32, I32] | None = None
 
     def chars(self, ranges: Ranges) -> int:
-        """The program node of a set."""
+        """The program node of a set (its arrays' part is worked out once per process)."""
         got = self.sets.get(ranges)
         if got is not None:
             return got
-        got = len(self.code) >> 2
-        usable = encodable(ranges)
-        estimate = 1 + min(len(ranges), 4)  # as nfa_states counts it
+        code = self.code
+        got = len(code) >> 2
+        n_local, edges, shared, estimate, flat = _set_entry(ranges)
         at = len(self.r_off) - 1
-        self.r_flat.extend(chain.from_iterable(ranges))
+        self.r_flat += flat
         self.r_off.append(len(self.r_flat) >> 1)
-        if not usable:
-            self.code.extend((_EMPTY, 0, at, estimate))
+        if n_local < 0:
+            code += (_EMPTY, 0, at, estimate)
         else:
-            n_local, local_edges, n_trie = set_template(usable)
-            self.code.extend((_SET, len(self.t_n), at, estimate))
-            for edge in local_edges:
-                self.t_edges.extend(edge)
+            code += (_SET, len(self.t_n), at, estimate)
+            self.t_edges += edges
             self.t_off.append(len(self.t_edges) >> 2)
             self.t_n.append(n_local)
-            self.t_shared.append(n_trie - n_local)
+            self.t_shared.append(shared)
         self.sets[ranges] = got
         return got
 
     def node(self, node: Node) -> int:
         """The program node of ``node`` (not seen yet), added after its children."""
         index = self.index
-        if type(node) is Chars:
-            got = self.chars(node.ranges)
-        elif type(node) is Concat or type(node) is Alt:
+        if type(node) is Concat or type(node) is Alt:
             items = [*map(index.get, map(id, node.items))]  # mostly known: no Python loop
             if None in items:
                 for j, k in enumerate(items):
                     if k is None:
                         item = node.items[j]
                         k = index.get(id(item))  # an item met twice in this node
-                        items[j] = self.node(item) if k is None else k
-            got = len(self.code) >> 2
-            alt = type(node) is Alt
-            self.code.extend((_ALT if alt else _CONCAT, len(self.kids), len(items), 0))
-            self.kids.extend(cast("list[int]", items))  # every None filled above
-        elif isinstance(node, Repeat):
+                        if k is None:
+                            if type(item) is Chars:  # most new items: no call of node()
+                                k = index[id(item)] = self.chars(item.ranges)
+                            else:
+                                k = self.node(item)
+                        items[j] = k
+            code = self.code
+            got = len(code) >> 2
+            code += (_ALT if type(node) is Alt else _CONCAT, len(self.kids), len(items), 0)
+            self.kids += items  # type: ignore[arg-type]  # every None filled above
+        elif type(node) is Chars:
+            got = self.chars(node.ranges)
+        elif type(node) is Repeat:
             k = index.get(id(node.item))
             sub = self.node(node.item) if k is None else k
             got = len(self.code) >> 2
@@ -147,7 +167,7 @@ class Program:
             # either way, as the Python build refuses the unclamped one)
             low = min(node.low, _MAX_COUNT)
             high = -1 if node.high is None else min(node.high, _MAX_COUNT)
-            self.code.extend((_REPEAT, sub, low, high))
+            self.code += (_REPEAT, sub, low, high)
         else:  # anchors and atomic groups: stripped / refused by the reader
             raise AssertionError(f"unexpected {node!r} in the NFA build")
         index[id(node)] = got

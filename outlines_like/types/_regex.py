@@ -211,7 +211,7 @@ class _Reader:
         self.peak = 0  # the deepest self.depth since the group being read opened
         # group text and flags -> (node, levels of groups it nests); no anchors in them
         self.groups = _group_memo(classes, inline_flags, possessive)
-        self.closes: dict[int, int] | None = None  # '(' -> a likely matching ')'
+        self.closes: _Closes | None = None  # '(' -> a likely matching ')' (else -1)
 
     # ------------------------------------------------------------------ errors
 
@@ -442,7 +442,7 @@ class _Reader:
         start = self.i
         if self.closes is None:
             self.closes = _closing_parens(self.p)
-        end = self.closes.get(start, -1) + 1
+        end = self.closes[start] + 1
         key = (self.p[start:end], flags) if 0 < end - start <= _GROUP_MEMO_SPAN else None
         if key is not None:
             seen = self.groups.get(key)
@@ -670,6 +670,10 @@ _NUMPY_PARENS: Final = 1024
 """Shortest pattern whose parentheses are paired in numpy (fewer: numpy's calls cost more)."""
 
 
+_Closes: TypeAlias = "list[int] | memoryview"
+"""Where each ``(`` of a pattern likely closes, by position (``-1``: not an open or unpaired)."""
+
+
 class _GroupMemo(dict[tuple[str, int], tuple[Node, int]]):
     """A group's text and flags -> its node and the levels of groups it nests (no anchors)."""
 
@@ -721,8 +725,8 @@ class _Literals(dict[str, Chars]):
 _LITERALS: Final = _Literals()
 
 
-def _closing_parens(pattern: str) -> dict[int, int]:
-    """Where each ``(`` likely closes, skipping escaped parentheses.
+def _closing_parens(pattern: str) -> _Closes:
+    """Where each ``(`` likely closes (``-1``: nowhere), by position, skipping escaped ones.
 
     A hint only: the memo of :meth:`_Reader.group` holds texts read in full, so a wrong guess
     (a parenthesis in a set, or after an escaped backslash, or in a comment under
@@ -731,7 +735,7 @@ def _closing_parens(pattern: str) -> dict[int, int]:
     """
     if len(pattern) >= _NUMPY_PARENS:
         return _closing_parens_numpy(pattern)
-    closes: dict[int, int] = {}
+    closes = [-1] * len(pattern)
     opened: list[int] = []
     push, pop = opened.append, opened.pop
     for at in [m.start() for m in _PARENS.finditer(pattern)]:
@@ -742,22 +746,28 @@ def _closing_parens(pattern: str) -> dict[int, int]:
     return closes
 
 
-def _closing_parens_numpy(pattern: str) -> dict[int, int]:
-    """:func:`_closing_parens` in numpy: each ``(`` with the next ``)`` of its nesting level."""
+def _closing_parens_numpy(pattern: str) -> _Closes:
+    """:func:`_closing_parens` in numpy: each ``(`` with the next ``)`` of its nesting level.
+
+    The answer is the int32 array's memoryview (its items read as ints, as fast as a list's,
+    without building a list or a dict of the pairs).
+    """
     import numpy as np  # here only: the constraint language itself does not need numpy
 
     code = np.frombuffer(pattern.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     at = np.flatnonzero((code == 0x28) | (code == 0x29))
     at = at[(at == 0) | (code[at - 1] != 0x5C)]  # not escaped
+    closes = np.full(len(pattern), -1, dtype=np.int32)
     if at.shape[0] == 0:
-        return {}
+        return closes.data
     opens = code[at] == 0x28
     depth = np.cumsum(np.where(opens, 1, -1))
     level = depth + ~opens  # an open's level once open, a close's before it closes
     order = np.argsort(level, kind="stable")
     level, opens, at = level[order], opens[order], at[order]
     pair = np.flatnonzero(opens[:-1] & ~opens[1:] & (level[:-1] == level[1:]))
-    return dict(zip(at[pair].tolist(), at[pair + 1].tolist(), strict=True))
+    closes[at[pair]] = at[pair + 1]
+    return closes.data
 
 
 @functools.lru_cache(maxsize=4096)

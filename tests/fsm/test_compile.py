@@ -217,3 +217,29 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     assert not _regex._GROUP_MEMOS
     assert not _regex_estimate._WORST
     assert not grammar._compiled_regexps
+
+
+class _Sized:
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def test_byte_bound_evicts_the_oldest_and_sees_growth_within_the_resum_period() -> None:
+    import collections
+
+    from outlines_like.fsm import compile as compile_mod
+
+    cache: collections.OrderedDict[int, _Sized] = collections.OrderedDict()
+    put = compile_mod._lru_put
+    for k in range(4):
+        put(cache, k, _Sized(10), limit=100, max_bytes=45)
+    assert list(cache) == [0, 1, 2, 3]
+    put(cache, 4, _Sized(10), limit=100, max_bytes=45)  # 50 bytes: the oldest goes
+    assert list(cache) == [1, 2, 3, 4]
+    put(cache, 4, _Sized(20), limit=100, max_bytes=45)  # replaced: 10 more, not 20
+    assert list(cache) == [2, 3, 4]
+    cache[2].nbytes = 40  # grown after it was cached: seen at the next sum at the latest
+    for k in range(5, 5 + compile_mod._RESUM_EVERY):
+        put(cache, k, _Sized(0), limit=100, max_bytes=45)
+    assert 2 not in cache
+    assert sum(v.nbytes for v in cache.values()) <= 45

@@ -23,8 +23,9 @@ while the compiled subset construction is on.
 from __future__ import annotations
 
 import functools
+from array import array
 from collections.abc import Callable
-from itertools import chain
+from itertools import chain, pairwise
 
 import numba
 import numpy as np
@@ -52,7 +53,6 @@ from outlines_like.fsm._regex_nfa import (
     MAX_NFA_STATES,
     NFA,
     encodable,
-    ints,
     set_template,
     too_many_nfa_states,
 )
@@ -207,8 +207,8 @@ class Program:
         t_edges = np.array(self.t_edges, dtype=np.int32)
         t_n = np.array(self.t_n, dtype=np.int32)
         t_shared = np.array(self.t_shared, dtype=np.int64)
-        sizes = _sizes_kernel(code, kids, t_off, t_n, t_shared)[self.root]
-        n, n_edges, n_eps, shared, empty = (int(x) for x in sizes)
+        sizes: list[int] = _sizes_kernel(code, kids, t_off, t_n, t_shared)[self.root].tolist()
+        n, n_edges, n_eps, shared, empty = sizes
         n += 1  # and the start state
         if n + shared > MAX_NFA_STATES:
             raise too_many_nfa_states()
@@ -218,9 +218,12 @@ class Program:
             raise AssertionError("the compiled NFA build's sizes disagree with its program")
         nfa = NFA()
         nfa.n, nfa.shared, nfa.has_empty_set = n, shared, bool(empty)
-        cut = np.cumsum([n + 1, n_edges, n_edges, n_edges, n + 1])
-        parts = np.split(out, cut)
-        nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst = (ints(p) for p in parts)
+        flat = array("i", out.tobytes())  # the parts sliced as arrays (np.split costs more)
+        cut = [0, n + 1, n + 1 + n_edges, n + 1 + 2 * n_edges, n + 1 + 3 * n_edges]
+        cut += [cut[-1] + n + 1, len(flat)]
+        nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst = (
+            flat[a:b] for a, b in pairwise(cut)
+        )
         return nfa, 0, final
 
 

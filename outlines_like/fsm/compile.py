@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -105,8 +106,8 @@ _dfas: collections.OrderedDict[tuple[str, int, int], ByteDFA | LazyByteDFA] = (
 def clear_caches() -> None:
     """Empty the in-memory caches.
 
-    DFAs, grammar terminals' DFAs and the terminal regexps checked, compiled constraints, and
-    the regex reader's and size estimates' memos.
+    DFAs, grammar terminals' DFAs and the terminal regexps checked, compiled constraints, the
+    regex reader's and size estimates' memos, and the regex programs' shared nodes.
     """
     with _lock:
         _compiled.clear()
@@ -116,6 +117,8 @@ def clear_caches() -> None:
     clear_terminal_checks()
     clear_estimates()
     clear_group_memos()
+    if "outlines_like.fsm._accel_nfa" in sys.modules:  # loaded with the kernels only
+        sys.modules["outlines_like.fsm._accel_nfa"].clear_programs()
 
 
 def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:

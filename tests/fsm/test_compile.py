@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -217,6 +218,8 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     assert not _regex._GROUP_MEMOS
     assert not _regex_estimate._WORST
     assert not grammar._compiled_regexps
+    if "outlines_like.fsm._accel_nfa" in sys.modules:
+        assert not sys.modules["outlines_like.fsm._accel_nfa"]._store.code
 
 
 class _Sized:

@@ -117,8 +117,8 @@ def clear_caches() -> None:
     clear_terminal_checks()
     clear_estimates()
     clear_group_memos()
-    if "outlines_like.fsm._accel_nfa" in sys.modules:  # loaded with the kernels only
-        sys.modules["outlines_like.fsm._accel_nfa"].clear_programs()
+    if "outlines_like.fsm._accel_program" in sys.modules:  # loaded with the kernels only
+        sys.modules["outlines_like.fsm._accel_program"].clear_programs()
 
 
 def _lru_get(cache: collections.OrderedDict[Any, Any], key: Any) -> Any:

@@ -213,27 +213,27 @@ def test_counts_past_int32_are_refused_as_the_python_build_refuses(
 
 def test_programs_share_the_store_and_build_the_same_nfas() -> None:
     """A later regex's program numbers only the nodes the store has not met."""
-    from outlines_like.fsm import _accel_nfa
+    from outlines_like.fsm import _accel_program
 
-    _accel_nfa.clear_programs()
+    _accel_program.clear_programs()
     obj = '\\{"a":(?:[0-9]+|"[a-z]*")(?:,"b":\\[(?:[0-9]+(?:,[0-9]+){0,3})?\\])?\\}'
     first, second = f"(?:{obj})x*", f"y(?:{obj})(?:,(?:{obj})){{0,2}}"
     assert_same(first)
-    size = len(_accel_nfa._store.code)
+    size = len(_accel_program._store.code)
     assert_same(second)
-    added = len(_accel_nfa._store.code) - size
-    _accel_nfa.clear_programs()
-    assert not _accel_nfa._store.code
+    added = len(_accel_program._store.code) - size
+    _accel_program.clear_programs()
+    assert not _accel_program._store.code
     assert_same(second)
-    assert added < len(_accel_nfa._store.code)  # the object's nodes were numbered once
+    assert added < len(_accel_program._store.code)  # the object's nodes were numbered once
 
 
 def test_store_starts_again_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from outlines_like.fsm import _accel_nfa
+    from outlines_like.fsm import _accel_program
 
-    monkeypatch.setattr(_accel_nfa, "_STORE_LIMIT", 16)
-    _accel_nfa.clear_programs()
-    before = _accel_nfa._store
+    monkeypatch.setattr(_accel_program, "_STORE_LIMIT", 16)
+    _accel_program.clear_programs()
+    before = _accel_program._store
     assert_same("(?:ab|cd)*e{2,3}")
     assert_same("(?:ab|cd)+f")
-    assert _accel_nfa._store is not before
+    assert _accel_program._store is not before

@@ -218,8 +218,8 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     assert not _regex._GROUP_MEMOS
     assert not _regex_estimate._WORST
     assert not grammar._compiled_regexps
-    if "outlines_like.fsm._accel_nfa" in sys.modules:
-        assert not sys.modules["outlines_like.fsm._accel_nfa"]._store.code
+    if "outlines_like.fsm._accel_program" in sys.modules:
+        assert not sys.modules["outlines_like.fsm._accel_program"]._store.code
 
 
 class _Sized:

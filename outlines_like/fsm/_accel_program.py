@@ -10,7 +10,8 @@ then read the size estimates of :mod:`~outlines_like.fsm._regex_estimate` off th
 same values as the Python ones (the tests compare them): the NFA's states
 (:func:`~outlines_like.fsm._regex_estimate.nfa_states`) and the DFA blowup
 (:func:`~outlines_like.fsm._regex_estimate.dfa_blowup`). :mod:`~outlines_like.fsm._accel_nfa`
-builds the NFA from the program.
+builds the NFA from the program. The reader's pairing of a long pattern's parentheses (a hint
+for its memo of groups) is a kernel here too (:func:`_pair_parens`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ import numpy.typing as npt
 from outlines_like.fsm._accel_kernels import _i32, _i64, _jit
 from outlines_like.fsm._regex_nfa import encodable, set_template
 from outlines_like.types._charset import Ranges
-from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat
+from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat, set_paren_pairing
 
 __all__ = ["blowup_kernel", "clear_programs", "estimate_kernel", "gather"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+U32 = npt.NDArray[np.uint32]
 
 # program node kinds; a node is four ints ``kind, a0, a1, a2`` in ``code``
 _SET = 0  # a0: its set template, a1: its ranges (in r_off), a2: its term of the size estimate
@@ -445,3 +447,38 @@ _gather_kernel: Callable[[I32, I32, int], tuple[I32, I32, int]] = _jit(
 blowup_kernel: Callable[[I32, I32, I64, I64, int], int] = _jit(
     _blowup, _i32, _i32, _i64, _i64, numba.int64
 )
+
+
+def _pair_parens(code: U32) -> I32:  # pragma: no cover - compiled
+    """Where each ``(`` of a pattern closes (``-1``: nowhere), as the reader pairs them.
+
+    ``code``: the pattern's code points. A parenthesis right after a backslash is skipped; a
+    ``)`` with no ``(`` open is left alone (:func:`outlines_like.types._regex._closing_parens`).
+    """
+    n = code.shape[0]
+    out = np.full(n, -1, dtype=np.int32)
+    opened = np.empty(n + 1, dtype=np.int64)
+    sp = 0
+    for at in range(n):
+        c = code[at]
+        if (c == 0x28 or c == 0x29) and (at == 0 or code[at - 1] != 0x5C):
+            if c == 0x28:
+                opened[sp] = at
+                sp += 1
+            elif sp > 0:
+                sp -= 1
+                out[opened[sp]] = at
+    return out
+
+
+_u32_read = numba.types.Array(numba.uint32, 1, "C", readonly=True)  # a bytes' view
+_pair_kernel: Callable[[U32], I32] = _jit(_pair_parens, _u32_read)
+
+
+def _pairing(pattern: str) -> memoryview:
+    """The reader's pairing of a long pattern's parentheses, by :func:`_pair_parens`."""
+    code = np.frombuffer(pattern.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return _pair_kernel(code).data
+
+
+set_paren_pairing(_pairing)

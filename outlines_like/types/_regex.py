@@ -31,6 +31,7 @@ import functools
 import gc
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Final, Literal, TypeAlias
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
@@ -743,7 +744,7 @@ def _closing_parens(pattern: str) -> _Closes:
     match cost ~3x more); a long pattern's are paired in numpy.
     """
     if len(pattern) >= _NUMPY_PARENS:
-        return _closing_parens_numpy(pattern)
+        return (_pairing or _closing_parens_numpy)(pattern)
     closes = [-1] * len(pattern)
     opened: list[int] = []
     push, pop = opened.append, opened.pop
@@ -753,6 +754,21 @@ def _closing_parens(pattern: str) -> _Closes:
         elif opened:
             closes[pop()] = at
     return closes
+
+
+_pairing: Callable[[str], _Closes] | None = None
+"""A compiled :func:`_closing_parens_numpy` (the same pairs), set with the ``accel`` extra."""
+
+
+def set_paren_pairing(pairing: Callable[[str], _Closes] | None) -> None:
+    """Pair a long pattern's parentheses with ``pairing`` (the same pairs; ``None``: numpy).
+
+    :mod:`outlines_like.fsm._accel_program` sets its kernel (~10 us for a 5k-character
+    pattern, numpy's some 25 calls ~70 us): the pairing is only a hint for the group memo,
+    so the trees are the same either way.
+    """
+    global _pairing
+    _pairing = pairing
 
 
 def _closing_parens_numpy(pattern: str) -> _Closes:

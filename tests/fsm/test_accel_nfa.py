@@ -237,3 +237,15 @@ def test_store_starts_again_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> N
     assert_same("(?:ab|cd)*e{2,3}")
     assert_same("(?:ab|cd)+f")
     assert _accel_program._store is not before
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="()\\[]ab", max_size=60))
+def test_compiled_pairing_of_parentheses_is_numpys(text: str) -> None:
+    from outlines_like.fsm import _accel_program
+    from outlines_like.types import _regex
+
+    assert list(_accel_program._pairing(text)) == list(_regex._closing_parens_numpy(text))
+    long = text * (1 + _regex._NUMPY_PARENS // max(len(text), 1))
+    assert _regex._pairing is _accel_program._pairing  # the reader's, once loaded
+    assert list(_regex._closing_parens(long)) == list(_regex._closing_parens_numpy(long))

@@ -3,8 +3,12 @@
 :meth:`~outlines_like.fsm._regex_nfa.NFA.build` walks the regex tree in Python, a call per
 node and a few per edge, and JSON Schema regexes repeat their sub-patterns (string bodies,
 numbers, separators) hundreds of times. Here the tree's distinct nodes (the reader shares a
-group text's node wherever the text comes again) are written once into flat arrays, a
-program, in one Python pass; a kernel then runs the same construction over the program (the
+group text's node wherever the text comes again, in this pattern or an earlier one) are
+written once into flat arrays shared by the programs (a node met in an earlier regex is not
+written again), in one Python pass; one kernel gathers the nodes under the root into the
+regex's program, the same size estimates as the Python ones are read off it (the NFA's
+states, and the DFA blowup of :mod:`~outlines_like.fsm._regex_estimate`), and a kernel then
+runs the same construction over the program (the
 same states in the same order, the same edges in the same order) and sorts the edges by
 source as :meth:`~outlines_like.fsm._regex_nfa.NFA.freeze` does (stably). The arrays are the
 Python build's, int for int (the tests compare them); the sizes are known from the program
@@ -22,8 +26,9 @@ while the compiled subset construction is on.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
-from typing import cast
+from itertools import pairwise
 
 import numba
 import numpy as np
@@ -47,17 +52,19 @@ from outlines_like.fsm._accel_dfa_kernels import (
     SCR_END,
 )
 from outlines_like.fsm._accel_kernels import _i32, _i64, _jit
-from outlines_like.fsm._regex_nfa import (
-    MAX_NFA_STATES,
-    NFA,
-    encodable,
-    ints,
-    set_template,
-    too_many_nfa_states,
+from outlines_like.fsm._accel_program import (
+    _ALT,
+    _CONCAT,
+    _EMPTY,
+    _SET,
+    _SIZE_CAP,
+    blowup_kernel,
+    estimate_kernel,
+    gather,
 )
+from outlines_like.fsm._regex_nfa import MAX_NFA_STATES, NFA, too_many_nfa_states
 from outlines_like.fsm.budget import check as _check
-from outlines_like.types._charset import Ranges
-from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat
+from outlines_like.types._regex import Node
 
 __all__ = ["Program", "pack_kernel"]
 
@@ -65,99 +72,36 @@ I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
-# program node kinds; a node is four ints ``kind, a0, a1, a2`` in ``code``
-_SET = 0  # a0: its set template, a2: its term of the size estimate
-_EMPTY = 1  # a set with no character: one state, no edge (a2: as a set's)
-_CONCAT = 2  # a0, a1: its items in kids[a0 : a0 + a1]
-_ALT = 3  # same
-_REPEAT = 4  # a0: the item's node, a1: low, a2: high (-1: unbounded)
-_MAX_COUNT = 2**31 - 1  # the largest repeat count the int32 program holds
-_SIZE_CAP = 1 << 40  # sizes saturate here (far past MAX_NFA_STATES)
-_ESTIMATE_CAP = 1 << 62  # as nfa_states caps
-
 
 class Program:
-    """A regex tree's distinct nodes as flat ints, children first (one Python pass).
+    """A regex tree's distinct nodes as flat ints, children first (:mod:`._accel_program`).
 
-    Nodes are told apart by identity (the reader shares a repeated group text's node), sets
-    by their ranges.
+    The tree's nodes are numbered in the programs' shared store (only the ones it has not
+    met, in one Python pass) and the ones under the root gathered into this program's own
+    arrays (one kernel); sets point into the store's set arrays.
     """
 
     def __init__(self, tree: Node) -> None:
-        self.code: list[int] = []
-        self.kids: list[int] = []
-        self.index: dict[int, int] = {}  # id(node) -> its number (the tree holds the nodes)
-        self.sets: dict[Ranges, int] = {}  # ranges -> their program node
-        self.t_off: list[int] = [0]
-        self.t_edges: list[int] = []
-        self.t_n: list[int] = []
-        self.t_shared: list[int] = []
-        self.root = self.node(tree)
-        self._arrays: tuple[I32, I32] | None = None
-
-    def chars(self, ranges: Ranges) -> int:
-        """The program node of a set."""
-        got = self.sets.get(ranges)
-        if got is not None:
-            return got
-        got = len(self.code) >> 2
-        usable = encodable(ranges)
-        estimate = 1 + min(len(ranges), 4)  # as nfa_states counts it
-        if not usable:
-            self.code.extend((_EMPTY, 0, 0, estimate))
-        else:
-            n_local, local_edges, n_trie = set_template(usable)
-            self.code.extend((_SET, len(self.t_n), 0, estimate))
-            for edge in local_edges:
-                self.t_edges.extend(edge)
-            self.t_off.append(len(self.t_edges) >> 2)
-            self.t_n.append(n_local)
-            self.t_shared.append(n_trie - n_local)
-        self.sets[ranges] = got
-        return got
-
-    def node(self, node: Node) -> int:
-        """The program node of ``node`` (not seen yet), added after its children."""
-        index = self.index
-        if type(node) is Chars:
-            got = self.chars(node.ranges)
-        elif type(node) is Concat or type(node) is Alt:
-            items = [*map(index.get, map(id, node.items))]  # mostly known: no Python loop
-            if None in items:
-                for j, k in enumerate(items):
-                    if k is None:
-                        item = node.items[j]
-                        k = index.get(id(item))  # an item met twice in this node
-                        items[j] = self.node(item) if k is None else k
-            got = len(self.code) >> 2
-            alt = type(node) is Alt
-            self.code.extend((_ALT if alt else _CONCAT, len(self.kids), len(items), 0))
-            self.kids.extend(cast("list[int]", items))  # every None filled above
-        elif isinstance(node, Repeat):
-            k = index.get(id(node.item))
-            sub = self.node(node.item) if k is None else k
-            got = len(self.code) >> 2
-            # (counts past int32 are clamped: such a repeat is refused by its size estimate
-            # either way, as the Python build refuses the unclamped one)
-            low = min(node.low, _MAX_COUNT)
-            high = -1 if node.high is None else min(node.high, _MAX_COUNT)
-            self.code.extend((_REPEAT, sub, low, high))
-        else:  # anchors and atomic groups: stripped / refused by the reader
-            raise AssertionError(f"unexpected {node!r} in the NFA build")
-        index[id(node)] = got
-        return got
+        (
+            (self.code, self.kids, self.root),
+            (self.t_off, self.t_edges, self.t_n, self.t_shared),
+            (self.r_off, self.ranges),
+        ) = gather(tree)
 
     def code_arrays(self) -> tuple[I32, I32]:
-        """``code`` and ``kids`` as arrays."""
-        if self._arrays is None:
-            code = np.array(self.code, dtype=np.int32)
-            self._arrays = code, np.array(self.kids, dtype=np.int32)
-        return self._arrays
+        """The program's ``code`` and ``kids`` arrays."""
+        return self.code, self.kids
 
     def nfa_states(self) -> int:
         """:func:`~outlines_like.fsm._regex_estimate.nfa_states` of the tree (the same count)."""
-        code, kids = self.code_arrays()
-        return int(_estimate_kernel(code, kids)[self.root])
+        return int(estimate_kernel(self.code, self.kids)[self.root])
+
+    def dfa_blowup(self) -> int:
+        """:func:`~outlines_like.fsm._regex_estimate.dfa_blowup` of the tree (the same value).
+
+        One compiled pass over the program instead of a second walk of the tree in Python.
+        """
+        return int(blowup_kernel(self.code, self.kids, self.r_off, self.ranges, self.root))
 
     def build(self) -> tuple[NFA, int, int]:
         """The frozen NFA of the tree and its start and final states (as ``NFA.build``).
@@ -166,13 +110,10 @@ class Program:
             ConstraintTooLargeError: The NFA would need more than ``MAX_NFA_STATES`` states.
         """
         _check("regex NFA")
-        code, kids = self.code_arrays()
-        t_off = np.array(self.t_off, dtype=np.int64)
-        t_edges = np.array(self.t_edges, dtype=np.int32)
-        t_n = np.array(self.t_n, dtype=np.int32)
-        t_shared = np.array(self.t_shared, dtype=np.int64)
-        sizes = _sizes_kernel(code, kids, t_off, t_n, t_shared)[self.root]
-        n, n_edges, n_eps, shared, empty = (int(x) for x in sizes)
+        code, kids = self.code, self.kids
+        t_off, t_edges, t_n, t_shared = self.t_off, self.t_edges, self.t_n, self.t_shared
+        sizes: list[int] = _sizes_kernel(code, kids, t_off, t_n, t_shared)[self.root].tolist()
+        n, n_edges, n_eps, shared, empty = sizes
         n += 1  # and the start state
         if n + shared > MAX_NFA_STATES:
             raise too_many_nfa_states()
@@ -182,33 +123,13 @@ class Program:
             raise AssertionError("the compiled NFA build's sizes disagree with its program")
         nfa = NFA()
         nfa.n, nfa.shared, nfa.has_empty_set = n, shared, bool(empty)
-        cut = np.cumsum([n + 1, n_edges, n_edges, n_edges, n + 1])
-        parts = np.split(out, cut)
-        nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst = (ints(p) for p in parts)
+        flat = array("i", out.tobytes())  # the parts sliced as arrays (np.split costs more)
+        cut = [0, n + 1, n + 1 + n_edges, n + 1 + 2 * n_edges, n + 1 + 3 * n_edges]
+        cut += [cut[-1] + n + 1, len(flat)]
+        nfa.off, nfa.lo, nfa.hi, nfa.dst, nfa.eps_off, nfa.eps_dst = (
+            flat[a:b] for a, b in pairwise(cut)
+        )
         return nfa, 0, final
-
-
-def _estimate(code: I32, kids: I32) -> I64:  # pragma: no cover - compiled
-    """Each node's ``nfa_states`` (capped at ``2**62`` as it is)."""
-    m = code.shape[0] // 4
-    out = np.zeros(m, dtype=np.int64)
-    for x in range(m):
-        k, a0, a1, a2 = code[4 * x], code[4 * x + 1], code[4 * x + 2], code[4 * x + 3]
-        if k <= _EMPTY:  # a set
-            out[x] = a2
-        elif k <= _ALT:  # a concatenation or an alternation
-            total = 1
-            for j in range(a0, a0 + a1):
-                total = min(total + out[kids[j]], _ESTIMATE_CAP)
-            out[x] = total
-        else:
-            copies = max(a2 if a2 >= 0 else a1 + 1, 1)
-            sub = out[a0]
-            if sub > (_ESTIMATE_CAP - 1) // copies:
-                out[x] = _ESTIMATE_CAP
-            else:
-                out[x] = min(copies * sub + 1, _ESTIMATE_CAP)
-    return out
 
 
 def _sizes(code: I32, kids: I32, t_off: I64, t_n: I32, t_shared: I64) -> I64:  # pragma: no cover
@@ -418,7 +339,6 @@ _run_kernel: Callable[..., int] = _jit(
     _run, numba.int64, _i32, _i32, _i64, _i32, _i32, *[numba.int64] * 3, _i32
 )
 _sizes_kernel: Callable[[I32, I32, I64, I32, I64], I64] = _jit(_sizes, _i32, _i32, _i64, _i32, _i64)
-_estimate_kernel: Callable[[I32, I32], I64] = _jit(_estimate, _i32, _i32)
 
 
 def _pack(

@@ -126,7 +126,7 @@ def _build(pattern: str, max_states: int, refuse_blowup: bool = False) -> Builde
     if estimate > 2 * MAX_NFA_STATES:  # refused before the states are built
         raise too_many_nfa_states()
     if refuse_blowup:
-        w = dfa_blowup(ast)
+        w = dfa_blowup(ast) if program is None else program.dfa_blowup()
         if w >= 62 or 2**w > max_states:
             raise ConstraintTooLargeError(
                 f"regex {_short(pattern)} needs an estimated 2**{w} DFA states, more than "

@@ -31,6 +31,7 @@ import functools
 import gc
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Final, Literal, TypeAlias
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
@@ -211,7 +212,7 @@ class _Reader:
         self.peak = 0  # the deepest self.depth since the group being read opened
         # group text and flags -> (node, levels of groups it nests); no anchors in them
         self.groups = _group_memo(classes, inline_flags, possessive)
-        self.closes: dict[int, int] | None = None  # '(' -> a likely matching ')'
+        self.closes: _Closes | None = None  # '(' -> a likely matching ')' (else -1)
 
     # ------------------------------------------------------------------ errors
 
@@ -442,7 +443,7 @@ class _Reader:
         start = self.i
         if self.closes is None:
             self.closes = _closing_parens(self.p)
-        end = self.closes.get(start, -1) + 1
+        end = self.closes[start] + 1
         key = (self.p[start:end], flags) if 0 < end - start <= _GROUP_MEMO_SPAN else None
         if key is not None:
             seen = self.groups.get(key)
@@ -661,13 +662,26 @@ _PLAIN_RUN: Final = re.compile(r"[^\\\[\]().^$*+?{}|]+")
 _SYNTAX: Final = frozenset("\\[]().^$*+?{}|")
 """The characters :data:`_PLAIN_RUN` stops at."""
 _PARENS: Final = re.compile(r"(?<!\\)[()]")
-_GROUP_MEMO_SPAN: Final = 400
-"""Longest group text the reader remembers (a bound on the slicing per group)."""
-_GROUP_MEMO_CHARS: Final = 1 << 18
+_GROUP_MEMO_SPAN: Final = 1 << 14
+"""Longest group text the reader remembers (a bound on the slicing per group).
+
+As long as the longest JSON Schema regex the masker compiles (``JSON_REGEX_BUDGET``): a
+schema's regex repeats whole objects (an array's first item and the others, a definition
+used twice) and schemas repeat each other's (Kubernetes' ``ObjectMeta``); remembered, the
+second is one lookup, and the same node (the NFA program and build share it too). Measured on
+the real-world corpus's 142 regex-path patterns in order: reading 51 -> 36 ms, with the
+memo at ~650k characters (400: 48k).
+"""
+_GROUP_MEMO_CHARS: Final = 1 << 21
 """Most characters of group texts the readers remember under one set of settings (a bound on
-the nodes it keeps alive: a few per character)."""
+the texts kept, and on the nodes they keep alive, mostly shared with each other: the corpus's
+~650k characters keep ~1 MB)."""
 _NUMPY_PARENS: Final = 1024
 """Shortest pattern whose parentheses are paired in numpy (fewer: numpy's calls cost more)."""
+
+
+_Closes: TypeAlias = "list[int] | memoryview"
+"""Where each ``(`` of a pattern likely closes, by position (``-1``: not an open or unpaired)."""
 
 
 class _GroupMemo(dict[tuple[str, int], tuple[Node, int]]):
@@ -721,8 +735,8 @@ class _Literals(dict[str, Chars]):
 _LITERALS: Final = _Literals()
 
 
-def _closing_parens(pattern: str) -> dict[int, int]:
-    """Where each ``(`` likely closes, skipping escaped parentheses.
+def _closing_parens(pattern: str) -> _Closes:
+    """Where each ``(`` likely closes (``-1``: nowhere), by position, skipping escaped ones.
 
     A hint only: the memo of :meth:`_Reader.group` holds texts read in full, so a wrong guess
     (a parenthesis in a set, or after an escaped backslash, or in a comment under
@@ -730,8 +744,8 @@ def _closing_parens(pattern: str) -> dict[int, int]:
     match cost ~3x more); a long pattern's are paired in numpy.
     """
     if len(pattern) >= _NUMPY_PARENS:
-        return _closing_parens_numpy(pattern)
-    closes: dict[int, int] = {}
+        return (_pairing or _closing_parens_numpy)(pattern)
+    closes = [-1] * len(pattern)
     opened: list[int] = []
     push, pop = opened.append, opened.pop
     for at in [m.start() for m in _PARENS.finditer(pattern)]:
@@ -742,22 +756,43 @@ def _closing_parens(pattern: str) -> dict[int, int]:
     return closes
 
 
-def _closing_parens_numpy(pattern: str) -> dict[int, int]:
-    """:func:`_closing_parens` in numpy: each ``(`` with the next ``)`` of its nesting level."""
+_pairing: Callable[[str], _Closes] | None = None
+"""A compiled :func:`_closing_parens_numpy` (the same pairs), set with the ``accel`` extra."""
+
+
+def set_paren_pairing(pairing: Callable[[str], _Closes] | None) -> None:
+    """Pair a long pattern's parentheses with ``pairing`` (the same pairs; ``None``: numpy).
+
+    :mod:`outlines_like.fsm._accel_program` sets its kernel (~10 us for a 5k-character
+    pattern, numpy's some 25 calls ~70 us): the pairing is only a hint for the group memo,
+    so the trees are the same either way.
+    """
+    global _pairing
+    _pairing = pairing
+
+
+def _closing_parens_numpy(pattern: str) -> _Closes:
+    """:func:`_closing_parens` in numpy: each ``(`` with the next ``)`` of its nesting level.
+
+    The answer is the int32 array's memoryview (its items read as ints, as fast as a list's,
+    without building a list or a dict of the pairs).
+    """
     import numpy as np  # here only: the constraint language itself does not need numpy
 
     code = np.frombuffer(pattern.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     at = np.flatnonzero((code == 0x28) | (code == 0x29))
     at = at[(at == 0) | (code[at - 1] != 0x5C)]  # not escaped
+    closes = np.full(len(pattern), -1, dtype=np.int32)
     if at.shape[0] == 0:
-        return {}
+        return closes.data
     opens = code[at] == 0x28
     depth = np.cumsum(np.where(opens, 1, -1))
     level = depth + ~opens  # an open's level once open, a close's before it closes
     order = np.argsort(level, kind="stable")
     level, opens, at = level[order], opens[order], at[order]
     pair = np.flatnonzero(opens[:-1] & ~opens[1:] & (level[:-1] == level[1:]))
-    return dict(zip(at[pair].tolist(), at[pair + 1].tolist(), strict=True))
+    closes[at[pair]] = at[pair + 1]
+    return closes.data
 
 
 @functools.lru_cache(maxsize=4096)

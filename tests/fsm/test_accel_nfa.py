@@ -1,7 +1,8 @@
 """The compiled NFA build (``_accel_nfa``) against the Python one (``_regex_nfa``).
 
 The two give the same NFA, int for int (states, edges in order, epsilon edges, the shared and
-empty-set counts), the same ``nfa_states`` estimate and the same refusals; the packed arrays
+empty-set counts), the same ``nfa_states`` and ``dfa_blowup`` estimates and the same
+refusals; the packed arrays
 of the compiled subset construction are the ones numpy computed before. Skipped without numba.
 """
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm import _accel
-from outlines_like.fsm._regex_estimate import nfa_states
+from outlines_like.fsm._regex_estimate import dfa_blowup, nfa_states
 from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import byte_classes, live_states
 from outlines_like.types import JsonSchema, to_regex
@@ -77,6 +78,7 @@ def assert_same(pattern: str) -> None:
 
     tree = parse_regex(pattern, strip_anchors=True)
     assert Program(tree).nfa_states() == nfa_states(tree)
+    assert Program(tree).dfa_blowup() == dfa_blowup(tree)
     assert signature(compiled_build(pattern)) == signature(python_build(pattern))
 
 
@@ -102,6 +104,41 @@ def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 @given(pattern=st.recursive(st.sampled_from(LEAVES), _combine, max_leaves=10))
 def test_random_regexes_build_the_same_nfa(pattern: str) -> None:
     assert_same(pattern)
+
+
+BLOWUPS = [
+    ("[0-9]*1[0-9]{3}", 3),
+    ("[0-9]*(?:1[0-9]{3})x", 3),
+    ("(?:(?:[0-9]*1[0-9]{3})x)*y", 3),
+    ("(a|b)*a(a|b){20}", 20),
+    (".*a.{30}", 30),
+    ("(?:é|日)*日(?:é|日|x)?[é-日]{4}", 5),
+    ("x*(?:x?y?){5}x{3}", 0),
+    ("[^\\x00-\\U0010FFFF]*x[^\\x00-\\U0010FFFF]{3}", 0),
+    ("a*", 0),
+]
+
+
+@pytest.mark.parametrize(("pattern", "blowup"), BLOWUPS)
+def test_blowup_estimate_is_the_python_one(pattern: str, blowup: int) -> None:
+    from outlines_like.fsm._accel_nfa import Program
+
+    tree = parse_regex(pattern, strip_anchors=True)
+    assert dfa_blowup(tree) == blowup
+    assert Program(tree).dfa_blowup() == blowup
+
+
+def test_blowup_refused_as_the_python_build_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from outlines_like.fsm.regex_dfa import compile_regex_auto
+
+    messages = []
+    for accel in ("1", "0"):
+        monkeypatch.setenv("OUTLINES_LIKE_ACCEL", accel)
+        with pytest.raises(ConstraintTooLargeError) as err:
+            compile_regex_auto("(a|b)*a(a|b){20}", refuse_blowup=True)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert "2**20" in messages[0]
 
 
 def test_estimates_agree_where_they_saturate() -> None:
@@ -172,3 +209,43 @@ def test_counts_past_int32_are_refused_as_the_python_build_refuses(
             compile_regex_auto(pattern)
         messages.append(str(err.value))
     assert messages[0] == messages[1]
+
+
+def test_programs_share_the_store_and_build_the_same_nfas() -> None:
+    """A later regex's program numbers only the nodes the store has not met."""
+    from outlines_like.fsm import _accel_program
+
+    _accel_program.clear_programs()
+    obj = '\\{"a":(?:[0-9]+|"[a-z]*")(?:,"b":\\[(?:[0-9]+(?:,[0-9]+){0,3})?\\])?\\}'
+    first, second = f"(?:{obj})x*", f"y(?:{obj})(?:,(?:{obj})){{0,2}}"
+    assert_same(first)
+    size = len(_accel_program._store.code)
+    assert_same(second)
+    added = len(_accel_program._store.code) - size
+    _accel_program.clear_programs()
+    assert not _accel_program._store.code
+    assert_same(second)
+    assert added < len(_accel_program._store.code)  # the object's nodes were numbered once
+
+
+def test_store_starts_again_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from outlines_like.fsm import _accel_program
+
+    monkeypatch.setattr(_accel_program, "_STORE_LIMIT", 16)
+    _accel_program.clear_programs()
+    before = _accel_program._store
+    assert_same("(?:ab|cd)*e{2,3}")
+    assert_same("(?:ab|cd)+f")
+    assert _accel_program._store is not before
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="()\\[]ab", max_size=60))
+def test_compiled_pairing_of_parentheses_is_numpys(text: str) -> None:
+    from outlines_like.fsm import _accel_program
+    from outlines_like.types import _regex
+
+    assert list(_accel_program._pairing(text)) == list(_regex._closing_parens_numpy(text))
+    long = text * (1 + _regex._NUMPY_PARENS // max(len(text), 1))
+    assert _regex._pairing is _accel_program._pairing  # the reader's, once loaded
+    assert list(_regex._closing_parens(long)) == list(_regex._closing_parens_numpy(long))

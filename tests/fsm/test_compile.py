@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -207,6 +208,8 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     from outlines_like.types import _regex
 
     compile_constraint(Regex(r"(?:\d{1,3}\.){3}\d{1,3}(?:x[a-f]+)?"), vocab)
+    # (the kernels estimate the blowup without the memo: fill it as the pure path does)
+    _regex_estimate.dfa_blowup(_regex.parse_regex("(?:[0-9]*1)x"))
     compile_constraint(CFG('start: NAME ("," NAME)*\nNAME: /[a-z]+/\n', "lark"), vocab)
     assert _regex._GROUP_MEMOS
     assert _regex_estimate._WORST
@@ -215,3 +218,31 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     assert not _regex._GROUP_MEMOS
     assert not _regex_estimate._WORST
     assert not grammar._compiled_regexps
+    if "outlines_like.fsm._accel_program" in sys.modules:
+        assert not sys.modules["outlines_like.fsm._accel_program"]._store.code
+
+
+class _Sized:
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def test_byte_bound_evicts_the_oldest_and_sees_growth_within_the_resum_period() -> None:
+    import collections
+
+    from outlines_like.fsm import compile as compile_mod
+
+    cache: collections.OrderedDict[int, _Sized] = collections.OrderedDict()
+    put = compile_mod._lru_put
+    for k in range(4):
+        put(cache, k, _Sized(10), limit=100, max_bytes=45)
+    assert list(cache) == [0, 1, 2, 3]
+    put(cache, 4, _Sized(10), limit=100, max_bytes=45)  # 50 bytes: the oldest goes
+    assert list(cache) == [1, 2, 3, 4]
+    put(cache, 4, _Sized(20), limit=100, max_bytes=45)  # replaced: 10 more, not 20
+    assert list(cache) == [2, 3, 4]
+    cache[2].nbytes = 40  # grown after it was cached: seen at the next sum at the latest
+    for k in range(5, 5 + compile_mod._RESUM_EVERY):
+        put(cache, k, _Sized(0), limit=100, max_bytes=45)
+    assert 2 not in cache
+    assert sum(v.nbytes for v in cache.values()) <= 45

@@ -258,4 +258,6 @@ def test_long_patterns_pair_parentheses_as_short_ones(text: str) -> None:
             opened.append(m.start())
         elif opened:
             loop[opened.pop()] = m.start()
-    assert rx._closing_parens_numpy(text) == loop
+    expected = [loop.get(at, -1) for at in range(len(text))]
+    assert list(rx._closing_parens_numpy(text)) == expected
+    assert list(rx._closing_parens(text)) == expected

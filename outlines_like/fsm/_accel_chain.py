@@ -34,6 +34,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     STATUS,
     Store,
     _ready,
+    entry_point,
 )
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
 from outlines_like.fsm._accel_utf8 import utf8_row
@@ -382,7 +383,7 @@ class ChainMemo:
             if lazy is None:
                 rows = np.ascontiguousarray(trans, dtype=np.int32)
                 done = np.ones(rows.shape[0], dtype=np.uint8)
-                chain_kernel(_NO_STORE, rows, done, *args, 0)
+                entry_point(chain_kernel)(_NO_STORE, rows, done, *args, 0)
             elif not lazy.walk_compiled(chain_kernel, args):
                 return None
             if not self.info[_NEED_MEMO]:
@@ -441,5 +442,6 @@ class ChainMemo:
         if lazy is not None:
             return lazy.walk_compiled(tails_kernel, args)
         rows = np.ascontiguousarray(trans, dtype=np.int32)
-        tails_kernel(_NO_STORE, rows, np.ones(rows.shape[0], dtype=np.uint8), *args, 0)
+        done = np.ones(rows.shape[0], dtype=np.uint8)
+        entry_point(tails_kernel)(_NO_STORE, rows, done, *args, 0)
         return True

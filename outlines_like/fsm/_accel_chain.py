@@ -258,10 +258,15 @@ def _tails(
         g0 = group_lo[g]
         if common:
             if memo_s1[g] != s1c:
+                # a partial character lives from s1c when some start steps on (a start
+                # before cm, or a loop): s1c is where its first byte leads from there
+                steps_on = loop or min(lo_p, m) < m
                 n_live = 0
                 prev_live = False
                 for q in range(g0, group_lo[g + 1]):
-                    if q == g0 or not same[q]:
+                    if partial[q] and steps_on:
+                        prev_live = True
+                    elif q == g0 or not same[q]:
                         at = walk_bytes(
                             store, rows, done, flat, begin[q] + 1, end[q], s1c, max_states
                         )

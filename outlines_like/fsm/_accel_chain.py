@@ -15,7 +15,10 @@ The compiled form (numba) of :func:`outlines_like.fsm.index._lexeme_walk`'s two 
   ``O`` whatever the chain) from the chain state their fitting prefix reaches. The table is
   sorted by suffix, so equal suffixes are side by side: when two reach the same state after
   their first byte (a closing quote from any position of a bounded string), the walk of the
-  rest is done once.
+  rest is done once. A group whose first byte leads every chain state it starts from to one
+  state (a closing quote) has the same live items at every position: they are walked once
+  per DFA and kept, and a later position sets their bits alone (the quotes' ~1,300 items,
+  ~580 walks, become their ~160 live ones on llama3).
 
 A lazy DFA's rows are built as the walks read them (:meth:`LazyByteDFA.walk_compiled`); an
 eager DFA's table is read as it is (every row built).
@@ -34,6 +37,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     STATUS,
     Store,
     _ready,
+    entry_point,
 )
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
 from outlines_like.fsm._accel_utf8 import utf8_row
@@ -49,6 +53,7 @@ U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 
 _UNSEEN = -2  # a state whose chain step is not known yet
+_TAIL_MEMOS = 8  # boundary tables whose live items a DFA keeps (one per byte set O)
 # info: what follow_chain found
 _NEED_MEMO, _M, _LOOP, _DEAD, _HAS_O = 0, 1, 2, 3, 4
 
@@ -204,6 +209,9 @@ def _tails(
     loop: bool,
     mask: U32,
     resume: I64,
+    memo_s1: I32,
+    memo_n: I32,
+    memo_live: I32,
     max_states: int,
 ) -> bool:  # pragma: no cover - compiled
     """Walk the boundary tokens from the chain ``chain[0..m]`` (see :meth:`ChainMemo.walk_tails`).
@@ -215,6 +223,12 @@ def _tails(
     ``q - 1``'s bytes, so when both reach the same state after their first byte the rest is
     not walked again. Starts at group ``resume[0]``, item ``resume[1]`` (at least), and leaves
     there where it stopped.
+
+    A group whose first byte leads every chain state its items start from to one state
+    ``s1`` (a closing quote from any position of a bounded string) has items that live or
+    not whatever their start: which do is walked once per ``s1`` and kept across calls
+    (``memo_s1[g]``: the ``s1`` known, -3 none; ``memo_n[g]`` live items, their indices at
+    ``memo_live[group_lo[g]:]``), so the next position of the string sets their bits alone.
     """
     store[9][STATUS] = OK
     for g in range(resume[0], group_byte.shape[0]):
@@ -224,14 +238,52 @@ def _tails(
             continue
         b = group_byte[g]
         live_somewhere = False
+        common = True
+        s1c = -3
         for p in range(min(lo_p, m), min(group_pre[2 * g + 1], m) + 1):
             s = chain[p]
             if not _ready(s, store, rows, done, max_states):
                 return False
-            if rows[s, b] >= 0:
+            t = rows[s, b]
+            if t >= 0:
                 live_somewhere = True
-                break
+            if s1c == -3:
+                s1c = t
+            elif t != s1c:
+                common = False
+                if live_somewhere:
+                    break
         if not live_somewhere:
+            continue
+        g0 = group_lo[g]
+        if common:
+            if memo_s1[g] != s1c:
+                # a partial character lives from s1c when some start steps on (a start
+                # before cm, or a loop): s1c is where its first byte leads from there
+                steps_on = loop or min(lo_p, m) < m
+                n_live = 0
+                prev_live = False
+                for q in range(g0, group_lo[g + 1]):
+                    if partial[q] and steps_on:
+                        prev_live = True
+                    elif q == g0 or not same[q]:
+                        at = walk_bytes(
+                            store, rows, done, flat, begin[q] + 1, end[q], s1c, max_states
+                        )
+                        if at < 0:
+                            return False
+                        prev_live = at == end[q]
+                    if prev_live:
+                        memo_live[g0 + n_live] = q
+                        n_live += 1
+                memo_n[g] = n_live
+                memo_s1[g] = s1c
+            for k in range(memo_n[g]):
+                q = memo_live[g0 + k]
+                if pre[q] > m and not loop:
+                    continue
+                t = ids[q]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             continue
         prev_s1 = -3  # the state item q - 1 reached after its first byte (-3: none)
         prev_live = False
@@ -285,7 +337,7 @@ chain_kernel = numba.njit(
 tails_kernel = numba.njit(
     (
         *(_STORE, _rows, _u8, _u8, _i64, _i64, _i32, _i32, _u8, _u8, _i32, _i64, _i32, _i32),
-        *(_int, _bool, _u32, _i64, _int),
+        *(_int, _bool, _u32, _i64, _i32, _i32, _i32, _int),
     ),
     **_OPTIONS,
 )(_tails)
@@ -332,6 +384,8 @@ class ChainMemo:
         # its states is in it: a chain from one of them is the rest of it
         self._last: tuple[I32, bytes, bool, bool] | None = None
         self._last_at: dict[int, int] = {}
+        # per boundary table walked: its groups' live items, kept per first-byte target
+        self._tail_memos: dict[int, tuple[ChainTails, I32, I32, I32]] = {}
 
     def grow(self, n: int) -> None:
         """Room for states ``0 .. n - 1`` at least."""
@@ -382,7 +436,7 @@ class ChainMemo:
             if lazy is None:
                 rows = np.ascontiguousarray(trans, dtype=np.int32)
                 done = np.ones(rows.shape[0], dtype=np.uint8)
-                chain_kernel(_NO_STORE, rows, done, *args, 0)
+                entry_point(chain_kernel)(_NO_STORE, rows, done, *args, 0)
             elif not lazy.walk_compiled(chain_kernel, args):
                 return None
             if not self.info[_NEED_MEMO]:
@@ -417,10 +471,24 @@ class ChainMemo:
 
         Each from the chain state its fitting prefix reaches (see :class:`ChainTails`); those
         whose prefix is longer than the chain are skipped unless it loops. ``False`` (nothing
-        done) when a lazy DFA's builder is not the compiled one.
+        done) when a lazy DFA's builder is not the compiled one. The live items of groups
+        whose first byte has one target from the whole chain are kept per ``tails`` (the
+        DFA's rows never change, so they hold for any later chain).
         """
         m = int(chain.shape[0]) - 1
         resume = np.zeros(2, dtype=np.int64)
+        memo = self._tail_memos.get(id(tails))
+        if memo is None or memo[0] is not tails:
+            n_groups = tails.group_byte.shape[0]
+            memo = (
+                tails,
+                np.full(n_groups, -3, dtype=np.int32),
+                np.zeros(n_groups, dtype=np.int32),
+                np.zeros(tails.ids.shape[0], dtype=np.int32),
+            )
+            if len(self._tail_memos) >= _TAIL_MEMOS:
+                self._tail_memos.clear()
+            self._tail_memos[id(tails)] = memo
         args = (
             tails.flat,
             tails.begin,
@@ -437,9 +505,11 @@ class ChainMemo:
             loop,
             mask,
             resume,
+            *memo[1:],
         )
         if lazy is not None:
             return lazy.walk_compiled(tails_kernel, args)
         rows = np.ascontiguousarray(trans, dtype=np.int32)
-        tails_kernel(_NO_STORE, rows, np.ones(rows.shape[0], dtype=np.uint8), *args, 0)
+        done = np.ones(rows.shape[0], dtype=np.uint8)
+        entry_point(tails_kernel)(_NO_STORE, rows, done, *args, 0)
         return True

@@ -39,6 +39,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     TOO_MANY,
     N,
     Store,
+    entry_point,
     expand_all_kernel,
     expand_kernel,
     rehash_kernel,
@@ -185,15 +186,17 @@ class KernelSubsetBuilder(SubsetBase):
         """
         while True:
             order = np.empty_like(todo)
-            if expand_kernel(self._store(), todo, ascending, rows, done, self.max_states, order):
+            run = entry_point(expand_kernel)
+            if run(self._store(), todo, ascending, rows, done, self.max_states, order):
                 self._checked()
                 return
             self._grow()
 
     def _paths(self, kernel: Callable[..., bool], *args: Any) -> bool:
         """Run a path kernel to the end, growing arrays; ``False``: ``rows`` must grow first."""
+        run = entry_point(kernel)
         while True:
-            if kernel(self._store(), *args, self.max_states):
+            if run(self._store(), *args, self.max_states):
                 self._checked()
                 return True
             if self._meta[STATUS] == GROW_ROWS:
@@ -204,7 +207,7 @@ class KernelSubsetBuilder(SubsetBase):
         self, rows: I32, done: npt.NDArray[np.bool_], lo: int, hi: int, value: int
     ) -> None:
         """Set the rows of the states ``lo .. hi - 1`` not ``done`` to ``value`` (compiled)."""
-        mark_kernel(rows, done.view(np.uint8), lo, hi, value)
+        entry_point(mark_kernel)(rows, done.view(np.uint8), lo, hi, value)
 
     def trie_walk(
         self, trie: TrieArrays, state: int, rows: I32, done: U8, mask: U32, ends: I32

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 __all__ = [
     "Store",
+    "entry_point",
     "expand_all_kernel",
     "expand_kernel",
     "rehash_kernel",
@@ -50,6 +51,29 @@ _STAMP_LIMIT = 1 << 30
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _OPTIONS: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False, "_nrt": False}
+
+
+_ENTRIES: dict[Any, Callable[..., Any]] = {}
+
+
+def entry_point(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """The compiled function of a kernel of one signature, to call past numba's dispatcher.
+
+    The dispatcher types every argument of every call to pick an overload (~1 us for a
+    kernel that takes a builder's arrays, more than a first visit's walk of a string body's
+    boundary tokens); the compiled function unboxes them as its signature says. The caller
+    passes exactly those types, arrays C-contiguous (a wrong dtype raises ``TypeError``; a
+    strided view is not checked). Anything else (a plain function) is returned as it is.
+    """
+    run = _ENTRIES.get(kernel)
+    if run is None:
+        overloads = getattr(kernel, "overloads", None)
+        signatures: list[Any] = list(getattr(kernel, "signatures", ()))
+        run = kernel
+        if overloads is not None and len(signatures) == 1:
+            run = overloads[signatures[0]].entry_point
+        _ENTRIES[kernel] = run
+    return run
 
 
 def _inner(func: _F) -> _F:

@@ -1075,7 +1075,12 @@ class TokenIndex:
                 if r is None:
                     try:
                         with metered(self.budget, "mask"):
-                            self._compute_ahead(state)
+                            if self.lookahead:
+                                self._compute_ahead(state)
+                            elif self._trie is not None:
+                                self._accel_row(state, self._trie)
+                            else:
+                                self._compute([state])
                     except ConstraintTooLargeError as exc:
                         self.failed = exc
                         raise
@@ -1122,62 +1127,80 @@ class TokenIndex:
 
     def _compute_accel(self, states: list[int], trie: _accel.TokenTrie) -> None:
         """:meth:`_compute` by the compiled walk (the ``accel`` extra): same rows."""
+        if not self.lookahead:
+            for s in states:
+                self._accel_row(s, trie)
+            return
         eos = self.table.eos_ids
-        words = self.table.words
-        memo = self._chain_memo
         for s in states:
             out = trie.new_mask()
-            fit_mask = None
-            ends = None
-            walked = False
-            if self.lookahead:
-                ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
-            elif self._lazy is not None and not (memo is not None and memo.steps_on(s)):
-                # a lazy DFA's compiled walk: one call builds the row, and walks the trie
-                # unless the row is a string body's (then the shared sets below may do; a
-                # state the chain steps on already is one)
-                body = self._body
-                body[0] = 0
-                arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
-                walked = (
-                    self._lazy.walk_compiled(
-                        _walk_unless_body(), (*arrays, self._stack, s, out, self._no_ends, body)
-                    )
-                    and not body[0]
-                )
-                if walked:
-                    _accel.add_duplicates(trie, out, None)
-            if not walked and not self.lookahead:  # no end states needed: shared sets may do
-                fast = _lexeme_walk(
-                    self.dfa.transitions,
-                    self.table,
-                    s,
-                    self._lazy,
-                    self._char_memo,
-                    out,
-                    self._chain_memo,
-                )
-                if fast is not None:
-                    fit_mask = fast[0]
-            if fit_mask is None and not walked:
-                # (the trie's arrays are not kept here: pickled, they are the vocabulary's)
-                arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
-                if self._lazy is not None and self._lazy.walk_trie(
-                    (*arrays, self._stack), s, out, self._no_ends if ends is None else ends
-                ):  # compiled: the walk builds every row it reads, in one pass
-                    _accel.add_duplicates(trie, out, ends)
-                else:
-                    _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
+            ends = np.full(trie.sentinel + 1, -1, dtype=np.int32)
+            self._trie_row(s, trie, out, ends)
             if self.dfa.is_accepting(s):
                 np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
-            mask: I32 = out[:words].view(np.int32)
-            if fit_mask is not None:
-                mask |= fit_mask
-            successors = None
-            if ends is not None:
-                reached = ends[: self.table.vocab_size]
-                successors = np.unique(reached[reached >= 0]).tolist()
-            self._keep(s, mask, successors)
+            reached = ends[: self.table.vocab_size]
+            successors = np.unique(reached[reached >= 0]).tolist()
+            self._keep(s, out[: self.table.words].view(np.int32), successors)
+
+    def _accel_row(self, s: int, trie: _accel.TokenTrie) -> None:
+        """One row by the compiled walk, without end states (the first visit of a state).
+
+        A lazy DFA's state is first one kernel call: it builds the state's row and walks the
+        trie unless the row is a string body's (a state the chain steps on already is one);
+        a string body's row comes from the shared sets (:meth:`_body_row`).
+        """
+        lazy = self._lazy
+        memo = self._chain_memo
+        out = np.zeros(trie.words + 1, dtype=np.uint32)  # trie.new_mask()
+        if lazy is not None and memo is not None and not memo.steps_on(s):
+            body = self._body
+            body[0] = 0
+            arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+            args = (*arrays, self._stack, s, out, self._no_ends, body)
+            if lazy.walk_compiled(_walk_unless_body(), args) and not body[0]:
+                if trie.dup_of.shape[0]:
+                    _accel.add_duplicates(trie, out, None)
+                if lazy.is_accepting(s):
+                    eos = self.table.eos_ids
+                    np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
+                self._keep(s, out[: self.table.words].view(np.int32), None)
+                return
+        self._body_row(s, trie, out)
+
+    def _body_row(self, s: int, trie: _accel.TokenTrie, out: npt.NDArray[np.uint32]) -> None:
+        """The row of a string body's state from the shared sets, else by the trie walk."""
+        fit_mask = None
+        fast = _lexeme_walk(
+            self.dfa.transitions, self.table, s, self._lazy, self._char_memo, out, self._chain_memo
+        )
+        if fast is not None:
+            fit_mask = fast[0]
+        else:
+            self._trie_row(s, trie, out, None)
+        if self.dfa.is_accepting(s):
+            eos = self.table.eos_ids
+            np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
+        mask: I32 = out[: self.table.words].view(np.int32)
+        if fit_mask is not None:
+            mask |= fit_mask
+        self._keep(s, mask, None)
+
+    def _trie_row(
+        self,
+        s: int,
+        trie: _accel.TokenTrie,
+        out: npt.NDArray[np.uint32],
+        ends: npt.NDArray[np.int32] | None,
+    ) -> None:
+        """Walk the token trie from ``s`` into ``out`` (and ``ends``), compiled."""
+        # (the trie's arrays are not kept here: pickled, they are the vocabulary's)
+        arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+        if self._lazy is not None and self._lazy.walk_trie(
+            (*arrays, self._stack), s, out, self._no_ends if ends is None else ends
+        ):  # compiled: the walk builds every row it reads, in one pass
+            _accel.add_duplicates(trie, out, ends)
+        else:
+            _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
 
     def _keep(self, state: int, mask: I32, successors: list[int] | None) -> None:
         self.nbytes += mask.nbytes + 64

@@ -35,6 +35,9 @@ PATTERNS = [
     # the chain's byte set changes on the way (the longer tokens are walked from its end)
     r'"[^"\\x]{2}[^"\\y]*"',
     r'"[^"\\x]{0,3}[^"\\y]{0,4}"',
+    # a closing quote dead from the first positions (minLength), and two bounded strings on
+    # one byte set: the boundary walk's kept live items are per quote target
+    r'\{"a": ?"[^"\\\x00-\x1f]{2,9}", ?"b": ?"[^"\\\x00-\x1f]{0,5}"\}',
 ]
 
 
@@ -226,7 +229,7 @@ def test_one_call_walks_other_states_and_leaves_string_bodies(
 
     monkeypatch.setattr(index_mod, "_walk_unless_body", lambda: kernel)
     vocab = random_vocab(6)
-    dfa = compile_regex_auto(PATTERNS[-3], eager_nfa_limit=0)
+    dfa = compile_regex_auto(PATTERNS[-4], eager_nfa_limit=0)
     for state, ids in reachable_rows(dfa, vocab, 120):
         assert ids == byte_walk_ids(dfa, vocab, state), state
     assert seen["walked"] > 0

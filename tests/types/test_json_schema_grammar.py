@@ -319,6 +319,56 @@ def test_required_recursion_without_exit_accepts_nothing() -> None:
     assert not accepts(schema, '{"a":{"x":{}}}')
 
 
+def _grammar_both_prunes(schema: dict[str, Any]) -> tuple[str, str, bool]:
+    """The grammar with prune's shortcut as taken, the grammar with the full productivity
+    check forced, and whether the shortcut was taken."""
+    from outlines_like.types.json_schema_grammar import _GrammarConverter
+
+    out: list[str] = []
+    shortcut = False
+    for force_full in (False, True):
+        converter = _GrammarConverter(
+            dict(schema), whitespace_pattern=None, lenient=True, max_size=200_000
+        )
+        start = converter.symbol({"$ref": "#"}, "#")
+        assert start is not None
+        if force_full:
+            converter.all_productive = False
+        else:
+            shortcut = converter.all_productive
+        out.append(converter.lark(start))
+    return out[0], out[1], shortcut
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_prune_shortcut_is_the_full_check(path: Path) -> None:
+    # without a shared rule used inside its own body or without a body, every rule
+    # completes a document: prune skips the productivity check and must write the same
+    schema = json.loads(path.read_text())
+    try:
+        fast, full, _ = _grammar_both_prunes(schema)
+    except InvalidConstraintError:
+        return
+    assert fast == full
+
+
+def test_prune_drops_a_reference_to_no_document() -> None:
+    # not recursive, but the definition accepts nothing: the full check runs and drops it
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/none"}, "b": {"type": "null"}},
+        "$defs": {"none": False},
+    }
+    fast, full, shortcut = _grammar_both_prunes(schema)
+    assert not shortcut
+    assert fast == full
+    assert accepts(schema, '{"b":null}')
+    assert not accepts(schema, '{"a":null}')
+    fast, full, shortcut = _grammar_both_prunes({"type": "object", "properties": {"b": True}})
+    assert shortcut
+    assert fast == full
+
+
 def test_all_of_of_two_recursive_schemas_terminates() -> None:
     node = {
         "type": "object",

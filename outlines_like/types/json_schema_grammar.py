@@ -50,6 +50,7 @@ from outlines_like.types.json_schema_budget import (
     _BudgetedConverter,
     _options_checked,
     check_depth,
+    regex_surely_past,
     schema_is_recursive,
 )
 
@@ -615,7 +616,8 @@ def json_schema_path(
         check_depth(schema, max_depth)
     schema = _options_checked(schema, whitespace_pattern)
     flat_cache: FlatCache = {}
-    if not schema_is_recursive(schema):
+
+    def regex_attempt() -> tuple[str, None] | None:
         try:
             regex, converter = _bounded_regex(
                 schema,
@@ -627,11 +629,26 @@ def json_schema_path(
                 flat_cache=flat_cache,
             )
         except RegexBudgetExceeded:
-            pass
-        else:
-            converter.emit()
-            return regex, None
-    grammar = _grammar_of(
-        schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN, flat_cache
-    )
+            return None
+        converter.emit()
+        return regex, None
+
+    # a regex surely past the budget would be written nearly whole before it stops: skipped
+    skipped = False
+    if not schema_is_recursive(schema):
+        skipped = regex_surely_past(schema, regex_budget, whitespace_pattern)
+        taken = None if skipped else regex_attempt()
+        if taken is not None:
+            return taken
+    try:
+        grammar = _grammar_of(
+            schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN, flat_cache
+        )
+    except InvalidConstraintError:
+        # the regex attempt comes first: its own error (which may name another pointer for
+        # the same fault) is the one raised, as when it is not skipped
+        taken = regex_attempt() if skipped else None
+        if taken is not None:  # (never: the floor is exact; but then the regex, as before)
+            return taken
+        raise
     return "", grammar

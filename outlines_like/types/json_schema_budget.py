@@ -4,7 +4,9 @@
 size checked after every sub-schema, so a schema whose regex would run to megabytes stops at
 the first construct past the budget (:class:`RegexBudgetExceeded` names it), in about the time
 it takes to write that many characters. :func:`schema_is_recursive` tells, in time linear in the
-schema, whether a ``$ref`` cycle is reachable from the root.
+schema, whether a ``$ref`` cycle is reachable from the root; :func:`regex_surely_past`, also
+linear, whether a floor under the regex's size already passes the budget (the attempt is then
+skipped).
 """
 
 from __future__ import annotations

@@ -601,7 +601,11 @@ def json_schema_path(
     A schema with a reachable ``$ref`` cycle takes the grammar (recursion without a depth
     limit); any other takes the regex while it stays within ``regex_budget`` characters
     (checked as it grows, so a schema past it costs about the time to write that many), else
-    the grammar. Lenient warnings come once, from the path taken.
+    the grammar. A schema whose regex is surely past the budget
+    (:func:`~outlines_like.types.json_schema_budget.regex_surely_past`, a floor under its
+    size) takes the grammar without the attempt; should the grammar raise, the attempt runs
+    then, so that its error, when it has one, is the one raised, as when it runs first.
+    Lenient warnings come once, from the path taken.
 
     ``max_depth`` bounds the nesting (checked first), ``check(pointer)`` runs per sub-schema (a
     time budget), and over :data:`MAX_OPTIONAL_RUN` optional properties in a row are refused.

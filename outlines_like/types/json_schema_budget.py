@@ -4,7 +4,9 @@
 size checked after every sub-schema, so a schema whose regex would run to megabytes stops at
 the first construct past the budget (:class:`RegexBudgetExceeded` names it), in about the time
 it takes to write that many characters. :func:`schema_is_recursive` tells, in time linear in the
-schema, whether a ``$ref`` cycle is reachable from the root.
+schema, whether a ``$ref`` cycle is reachable from the root; :func:`regex_surely_past`, also
+linear, whether a floor under the regex's size already passes the budget (the attempt is then
+skipped).
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from typing import Any
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.types._terms import too_deep_at
-from outlines_like.types.json_schema._base import FlatCache, check_whitespace_pattern
+from outlines_like.types.json_schema._base import (
+    ANNOTATIONS,
+    REF_ONLY,
+    TYPES,
+    FlatCache,
+    check_whitespace_pattern,
+)
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
 from outlines_like.types.json_schema._quick import metaschema, surely_valid
 from outlines_like.types.json_schema._text import Rx
@@ -23,6 +31,7 @@ __all__ = [
     "RegexBudgetExceeded",
     "bounded_json_schema_regex",
     "check_depth",
+    "regex_surely_past",
     "schema_is_recursive",
 ]
 
@@ -256,3 +265,147 @@ def schema_is_recursive(schema: Mapping[str, Any]) -> bool:
         else:
             state[node] = 2
     return False
+
+
+# ------------------------------------------------------------- a floor under the regex's size
+
+# Keywords whose effect on the regex the floor below knows (with annotations and x- keys).
+_FLOOR_KEYS = frozenset(
+    {"type", "properties", "required", "items", "additionalProperties", "format"}
+)
+_SCALAR_FLOORS = {"null": 4, "boolean": 14, "string": 2, "integer": 1, "number": 1}
+
+
+def regex_surely_past(schema: dict[str, Any], budget: int, whitespace_pattern: str | None) -> bool:
+    """Whether a checked schema's regex (no ``$ref`` cycle) is surely over ``budget`` characters.
+
+    The bounded regex would then stop with :class:`RegexBudgetExceeded` after writing most of
+    it (~1 ms on a Kubernetes object's metadata): the grammar is taken at once instead.
+
+    A floor under the length of each sub-schema's regex, from the plainest sub-schemas only
+    (``type``, ``properties``, ``required``, ``items``, ``additionalProperties``, ``format``,
+    ``$ref``, annotations): an object whose first members are optional writes member ``i`` in
+    each of the first ``i + 1`` alternatives (the regex grows with the square of the optional
+    run), a free value is the any-value regex. Any other sub-schema may have no document
+    (``None``) and adds nothing; an optional member that may have none is not counted, so the
+    later members' positions stay floors. The walk goes where the converter surely goes, in
+    its order (members up to a required one that may have no document, items, ``$ref``
+    targets), and stops as soon as a floor passes the budget: ``True`` is exact (unless the
+    converter raises another error on the way, which the grammar converter raises too),
+    ``False`` only says that the floor stays within the budget. Each ``$ref`` target once.
+    """
+    floor = _Floor(schema, whitespace_pattern, budget)
+    try:
+        return floor.of(schema) > budget
+    except _Past:
+        return True
+
+
+class _Past(Exception):
+    """The floor of a sub-schema passed the budget."""
+
+
+class _Floor:
+    def __init__(self, schema: dict[str, Any], whitespace_pattern: str | None, budget: int):
+        self.converter = _Converter(
+            schema,
+            whitespace_pattern=whitespace_pattern,
+            lenient=True,
+            max_recursion_depth=3,
+            max_any_depth=2,
+        )
+        self.budget = budget
+        self.member = 2 * len(self.converter.ws) + 1  # key ws : ws value, but the two
+        self.any: int | None = None
+        self.refs: dict[str, int] = {}
+
+    def free(self) -> int:
+        if self.any is None:
+            self.any = len(self.converter.any_value(self.converter.max_any_depth))
+        return self.any
+
+    def of(self, node: Any) -> int:
+        """A floor under the length of ``node``'s regex; -1: perhaps no document (None)."""
+        if node is True:
+            return self.free()
+        if type(node) is not dict:
+            return -1
+        if "type" not in node:
+            if "$ref" in node and node.keys() <= REF_ONLY:
+                return self.ref(node["$ref"])
+            return self.free() if node.keys() <= ANNOTATIONS else -1
+        for key in node:
+            if (
+                key not in _FLOOR_KEYS
+                and key not in ANNOTATIONS
+                and (not key.startswith("x-") or key.startswith("x-outlines-like"))
+            ):
+                return -1  # (other x- keys are not read)
+        declared = node["type"]
+        types = [declared] if isinstance(declared, str) else declared
+        if not isinstance(types, list) or not all(t in TYPES for t in types):
+            return -1
+        best = -1  # an alternation of the types' regexes: at least its longest part
+        for t in types:
+            if t == "object":
+                part = self.object(node)
+            elif t == "array":
+                part = self.array(node)
+            else:
+                part = _SCALAR_FLOORS[t]
+            best = max(best, part)
+        if best > self.budget:
+            raise _Past
+        return best
+
+    def ref(self, ref: Any) -> int:
+        if type(ref) is not str:
+            return -1
+        known = self.refs.get(ref)
+        if known is None:
+            self.refs[ref] = -1  # (no cycle here: the schema is not recursive)
+            try:
+                target = self.converter.resolve(ref, "#")[0]
+            except InvalidConstraintError:
+                return -1
+            known = self.refs[ref] = self.of(target)
+        return known
+
+    def array(self, node: dict[str, Any]) -> int:
+        items = node.get("items", True)
+        if isinstance(items, list):  # (a draft 4 tuple)
+            return -1
+        item = self.of(items)
+        return 4 + 2 * max(item, 0)  # \[ item (sep item)* \], or \[\] without items
+
+    def object(self, node: dict[str, Any]) -> int:
+        properties = node.get("properties", {})
+        required = node.get("required", [])
+        if not isinstance(properties, dict) or not isinstance(required, list):
+            return -1
+        if not properties:
+            if required:
+                return -1
+            additional = node.get("additionalProperties")
+            if additional is False:
+                return 4
+            value = self.of(True if additional is None else additional)
+            # extras only: a member, then (sep member)*: twice, its key at least ""
+            return 4 if value < 0 else 4 + 2 * (2 + self.member + value)
+        if not set(required) <= properties.keys():
+            return -1
+        total, position, first_required = 4, 0, None
+        for name, sub in properties.items():
+            value = self.of(sub)
+            is_required = name in required
+            if value < 0:
+                if is_required:
+                    return -1  # perhaps no member, then no object
+                continue  # perhaps dropped: not counted, so later positions stay floors
+            if is_required and first_required is None:
+                first_required = position
+            # member i is in the first min(i, first required) + 1 alternatives
+            copies = min(position, position if first_required is None else first_required) + 1
+            total += copies * (len(self.converter.member_key(name)) + self.member + value)
+            position += 1
+        return total

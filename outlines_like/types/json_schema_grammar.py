@@ -36,7 +36,7 @@ by measured size (:mod:`outlines_like.types.json_schema_budget`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
@@ -50,6 +50,7 @@ from outlines_like.types.json_schema_budget import (
     _BudgetedConverter,
     _options_checked,
     check_depth,
+    regex_surely_past,
     schema_is_recursive,
 )
 
@@ -88,11 +89,15 @@ class _GrammarConverter(_Converter):
         self.check: Callable[[str], None] = lambda path: None  # a budget's, per sub-schema
         self.max_optional_run: int | None = None
         self.size = 0
-        self.rules: dict[str, list[list[str]]] = {}
+        self.rules: dict[str, list[Sequence[str]]] = {}
         self._rule_by_body: dict[tuple[tuple[str, ...], ...], str] = {}
         self.terminals: dict[str, str] = {}  # name -> regex
         self._terminal_by_regex: dict[str, str] = {}
         self._ref_rules: dict[str, str] = {}
+        self._building: set[str] = set()  # shared rules whose bodies are being converted
+        # every rule completes a document: rule() keeps only alternatives that do, and only a
+        # shared rule met inside its own body or with no body breaks that (prune then checks)
+        self.all_productive = True
         self._any: str | None = None
         ws = self.ws
         self.lbrace = self.terminal("\\{" + ws, "#")
@@ -130,20 +135,20 @@ class _GrammarConverter(_Converter):
 
         One alternative of one symbol is returned as it is; an identical rule is reused.
         """
-        kept: list[list[str]] = []
-        for alt in alternatives:
-            if alt is not None and alt not in kept:
-                kept.append(alt)
-        if not kept:
+        if len(alternatives) == 1 and (alternatives[0] is None or len(alternatives[0]) == 1):
+            return alternatives[0]
+        # the alternatives as tuples, duplicates dropped in order (a dict keeps the first):
+        # the rule's key and its body at once (~120 rules a Kubernetes schema)
+        key = tuple(dict.fromkeys([tuple(alt) for alt in alternatives if alt is not None]))
+        if not key:
             return None
-        if len(kept) == 1 and len(kept[0]) == 1:
-            return kept[0]
-        key = tuple(map(tuple, kept))
+        if len(key) == 1 and len(key[0]) == 1:
+            return [key[0][0]]
         name = self._rule_by_body.get(key)
         if name is None:
-            self.grow(sum(map(len, kept)) + len(kept), path)
+            self.grow(sum(map(len, key)) + len(key), path)
             name = f"r{len(self.rules)}"
-            self.rules[name] = kept
+            self.rules[name] = list(key)
             self._rule_by_body[key] = name
         return [name]
 
@@ -223,12 +228,17 @@ class _GrammarConverter(_Converter):
         if name is None:
             name = self._ref_rules[key] = f"r{len(self.rules)}"
             self.rules[name] = []
+            self._building.add(name)
             if inline:
                 body = self.symbol_flat(self.flatten(schema, path, [], ()), path)
             else:
                 body = self.symbol(schema, path)
+            self._building.discard(name)
             self.rules[name] = [] if body is None else [body]
+            self.all_productive &= body is not None
             self.grow(2, path)
+        elif name in self._building:  # used inside its own body: it may never complete
+            self.all_productive = False
         return [name]
 
     def symbol_flat(self, s: dict[str, Any], path: str) -> _Seq:
@@ -443,6 +453,9 @@ class _GrammarConverter(_Converter):
     def prune(self, start: list[str]) -> None:
         """Drop alternatives no document completes, then rules the start cannot reach."""
         rules = self.rules
+        if self.all_productive:
+            self.rules, self.terminals = self.reachable(start, None)
+            return
         productive = set(self.terminals)
         # rules are mostly written after the rules they use: one pass in that order finds
         # most productive ones, then a worklist the rest (an alternative is productive once
@@ -477,21 +490,35 @@ class _GrammarConverter(_Converter):
                     todo.append(name)
         if not productive.issuperset(start):
             raise InvalidConstraintError("the JSON Schema accepts no document")
-        kept: dict[str, list[list[str]]] = {}  # the reachable rules' productive alternatives
-        reachable: set[str] = set()
+        self.rules, self.terminals = self.reachable(start, productive)
+
+    def reachable(
+        self, start: list[str], productive: set[str] | None
+    ) -> tuple[dict[str, list[Sequence[str]]], dict[str, str]]:
+        """The rules and terminals ``start`` reaches, in the order written.
+
+        Only through ``productive`` symbols, unless ``None`` (every symbol is).
+        """
+        rules = self.rules
+        kept: dict[str, list[Sequence[str]]] = {}  # the reachable rules' kept alternatives
+        reached: set[str] = set()
         todo = list(start)
         while todo:
             sym = todo.pop()
-            if sym in reachable:
+            if sym in reached:
                 continue
-            reachable.add(sym)
-            if sym in rules:
-                alternatives = [a for a in rules[sym] if productive.issuperset(a)]
+            reached.add(sym)
+            alternatives = rules.get(sym)
+            if alternatives is not None:
+                if productive is not None:
+                    alternatives = [a for a in alternatives if productive.issuperset(a)]
                 kept[sym] = alternatives
                 for alt in alternatives:
                     todo.extend(alt)
-        self.rules = {n: kept[n] for n in rules if n in kept}
-        self.terminals = {n: rx for n, rx in self.terminals.items() if n in reachable}
+        return (
+            {n: kept[n] for n in rules if n in kept},
+            {n: rx for n, rx in self.terminals.items() if n in reached},
+        )
 
     def lark(self, start: list[str]) -> str:
         self.prune(start)
@@ -574,7 +601,11 @@ def json_schema_path(
     A schema with a reachable ``$ref`` cycle takes the grammar (recursion without a depth
     limit); any other takes the regex while it stays within ``regex_budget`` characters
     (checked as it grows, so a schema past it costs about the time to write that many), else
-    the grammar. Lenient warnings come once, from the path taken.
+    the grammar. A schema whose regex is surely past the budget
+    (:func:`~outlines_like.types.json_schema_budget.regex_surely_past`, a floor under its
+    size) takes the grammar without the attempt; should the grammar raise, the attempt runs
+    then, so that its error, when it has one, is the one raised, as when it runs first.
+    Lenient warnings come once, from the path taken.
 
     ``max_depth`` bounds the nesting (checked first), ``check(pointer)`` runs per sub-schema (a
     time budget), and over :data:`MAX_OPTIONAL_RUN` optional properties in a row are refused.
@@ -589,7 +620,8 @@ def json_schema_path(
         check_depth(schema, max_depth)
     schema = _options_checked(schema, whitespace_pattern)
     flat_cache: FlatCache = {}
-    if not schema_is_recursive(schema):
+
+    def regex_attempt() -> tuple[str, None] | None:
         try:
             regex, converter = _bounded_regex(
                 schema,
@@ -601,11 +633,26 @@ def json_schema_path(
                 flat_cache=flat_cache,
             )
         except RegexBudgetExceeded:
-            pass
-        else:
-            converter.emit()
-            return regex, None
-    grammar = _grammar_of(
-        schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN, flat_cache
-    )
+            return None
+        converter.emit()
+        return regex, None
+
+    # a regex surely past the budget would be written nearly whole before it stops: skipped
+    skipped = False
+    if not schema_is_recursive(schema):
+        skipped = regex_surely_past(schema, regex_budget, whitespace_pattern)
+        taken = None if skipped else regex_attempt()
+        if taken is not None:
+            return taken
+    try:
+        grammar = _grammar_of(
+            schema, whitespace_pattern, lenient, max_size, check, MAX_OPTIONAL_RUN, flat_cache
+        )
+    except InvalidConstraintError:
+        # the regex attempt comes first: its own error (which may name another pointer for
+        # the same fault) is the one raised, as when it is not skipped
+        taken = regex_attempt() if skipped else None
+        if taken is not None:  # (never: the floor is exact; but then the regex, as before)
+            return taken
+        raise
     return "", grammar

@@ -319,6 +319,129 @@ def test_required_recursion_without_exit_accepts_nothing() -> None:
     assert not accepts(schema, '{"a":{"x":{}}}')
 
 
+def _grammar_both_prunes(schema: dict[str, Any]) -> tuple[str, str, bool]:
+    """The grammar with prune's shortcut as taken, the grammar with the full productivity
+    check forced, and whether the shortcut was taken."""
+    from outlines_like.types.json_schema_grammar import _GrammarConverter
+
+    out: list[str] = []
+    shortcut = False
+    for force_full in (False, True):
+        converter = _GrammarConverter(
+            dict(schema), whitespace_pattern=None, lenient=True, max_size=200_000
+        )
+        start = converter.symbol({"$ref": "#"}, "#")
+        assert start is not None
+        if force_full:
+            converter.all_productive = False
+        else:
+            shortcut = converter.all_productive
+        out.append(converter.lark(start))
+    return out[0], out[1], shortcut
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_prune_shortcut_is_the_full_check(path: Path) -> None:
+    # without a shared rule used inside its own body or without a body, every rule
+    # completes a document: prune skips the productivity check and must write the same
+    schema = json.loads(path.read_text())
+    try:
+        fast, full, _ = _grammar_both_prunes(schema)
+    except InvalidConstraintError:
+        return
+    assert fast == full
+
+
+def test_prune_drops_a_reference_to_no_document() -> None:
+    # not recursive, but the definition accepts nothing: the full check runs and drops it
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/none"}, "b": {"type": "null"}},
+        "$defs": {"none": False},
+    }
+    fast, full, shortcut = _grammar_both_prunes(schema)
+    assert not shortcut
+    assert fast == full
+    assert accepts(schema, '{"b":null}')
+    assert not accepts(schema, '{"a":null}')
+    fast, full, shortcut = _grammar_both_prunes({"type": "object", "properties": {"b": True}})
+    assert shortcut
+    assert fast == full
+
+
+_FREE_OBJECT = {"type": "object"}  # ~3.9k characters of regex each (any member, any value)
+_THREE_FREE = {  # the third optional member is in three alternatives: ~23k characters
+    "type": "object",
+    "properties": {"a": _FREE_OBJECT, "b": _FREE_OBJECT, "c": _FREE_OBJECT, "d": {"type": "null"}},
+}
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_the_regex_floor_is_under_the_regex(path: Path) -> None:
+    from outlines_like.types.json_schema_budget import _Floor, regex_surely_past
+
+    schema = json.loads(path.read_text())
+    if schema_is_recursive(schema):
+        return
+    for whitespace in (None, r"[ ]?"):
+        floor = _Floor(schema, whitespace, 10**9).of(schema)
+        try:
+            regex = json_schema_to_regex(schema, whitespace_pattern=whitespace, lenient=True)
+        except InvalidConstraintError:
+            continue
+        assert floor <= len(regex)
+        for budget in (50, 500, 5_000):
+            if regex_surely_past(schema, budget, whitespace):
+                with pytest.raises(RegexBudgetExceeded):
+                    bounded_json_schema_regex(
+                        schema, budget=budget, whitespace_pattern=whitespace, lenient=True
+                    )
+
+
+def test_a_regex_surely_past_the_budget_is_not_attempted() -> None:
+    from outlines_like.types.json_schema_budget import regex_surely_past
+
+    assert regex_surely_past(_THREE_FREE, 16_000, None)
+    with pytest.raises(RegexBudgetExceeded):
+        bounded_json_schema_regex(_THREE_FREE, budget=16_000)
+    assert json_schema_path(_THREE_FREE, regex_budget=16_000) == (
+        "",
+        json_schema_to_grammar(_THREE_FREE),
+    )
+    # what may have no document counts for nothing: a required member that may have none
+    # makes the object's floor unknown, an optional one is not counted
+    maybe_none = {"type": "string", "minLength": 3}  # (a keyword the floor does not read)
+    for required in (["a"], ["z"]):
+        schema = {**_THREE_FREE, "properties": {"z": maybe_none, **_THREE_FREE["properties"]}}
+        assert regex_surely_past({**schema, "required": required}, 16_000, None) == (
+            required == ["a"]
+        )
+    assert not regex_surely_past({"type": "array", "items": _THREE_FREE, "minItems": 1}, 100, None)
+    assert regex_surely_past({"type": "array", "items": _THREE_FREE}, 16_000, None)
+
+
+def test_a_skipped_regex_attempt_still_raises_its_own_error_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the regex attempt meets the unknown format first; were the grammar's error another
+    # one, the regex attempt's is still the one raised, as when it runs first
+    from outlines_like.types import json_schema_grammar
+
+    schema = {
+        "type": "object",
+        "properties": {"f": {"type": "string", "format": "no-such-format"}, "x": _THREE_FREE},
+    }
+
+    def fails(*args: Any, **kwargs: Any) -> str:
+        raise InvalidConstraintError("the grammar's error")
+
+    monkeypatch.setattr(json_schema_grammar, "_grammar_of", fails)
+    with pytest.raises(InvalidConstraintError, match="no-such-format"):
+        json_schema_path(schema, regex_budget=16_000)
+    with pytest.raises(InvalidConstraintError, match="the grammar's error"):
+        json_schema_path(schema, regex_budget=16_000, lenient=True)
+
+
 def test_all_of_of_two_recursive_schemas_terminates() -> None:
     node = {
         "type": "object",

@@ -115,6 +115,9 @@ CLOSED: Final = "x-outlines-like-closed"
 # The keys of a schema that is only a $ref (its annotations aside).
 REF_ONLY: Final = ANNOTATIONS | {"$ref"}
 
+_MEMBER_KEYS: dict[str, str] = {}  # member name -> its regex, shared by every converter
+_MAX_MEMBER_KEYS: Final = 65_536
+
 # flatten's results by (id of the schema, refs being followed): the schema (held, so that its
 # id is not reused), its flat dict (never handed out itself), the refs it followed
 FlatCache = dict[tuple[int, tuple[str, ...]], tuple[Any, dict[str, Any], list[str]]]
@@ -160,7 +163,6 @@ class ConverterBase:
         self._any_cache: dict[int, str] = {}
         self.flat_cache: FlatCache = {}
         self.resolved: dict[str, tuple[Any, str]] = {}  # RefsMixin.resolve's, by $ref
-        self._member_keys: dict[str, str] = {}
 
     def unenforced(self, keyword: str, path: str, why: str = "") -> None:
         """Raise (or, when lenient, warn) that ``keyword`` at ``path`` is not enforced."""
@@ -172,11 +174,18 @@ class ConverterBase:
             )
         warnings.warn(message + "; ignored", UnenforcedKeywordWarning, stacklevel=5)
 
-    def member_key(self, name: str) -> str:
-        """The regex of a member name written as a JSON string (kept per name)."""
-        key = self._member_keys.get(name)
+    @staticmethod
+    def member_key(name: str) -> str:
+        """The regex of a member name written as a JSON string (kept per name, all schemas).
+
+        Each translation writes a name twice (the regex attempt, then the grammar) and
+        schemas share most names (``apiVersion``, ``kind``, ``metadata``).
+        """
+        key = _MEMBER_KEYS.get(name)
         if key is None:
-            key = self._member_keys[name] = esc(json.dumps(name, ensure_ascii=False))
+            if len(_MEMBER_KEYS) >= _MAX_MEMBER_KEYS:
+                _MEMBER_KEYS.clear()
+            key = _MEMBER_KEYS[name] = esc(json.dumps(name, ensure_ascii=False))
         return key
 
     @staticmethod

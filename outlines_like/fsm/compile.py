@@ -61,6 +61,7 @@ from outlines_like.fsm.regex_dfa import (
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonObject, JsonSchema, to_regex, to_term
 from outlines_like.types._regex import clear_group_memos
+from outlines_like.types.json_schema._base import clear_member_keys
 from outlines_like.types.json_schema_grammar import json_schema_path
 
 __all__ = [
@@ -107,7 +108,8 @@ def clear_caches() -> None:
     """Empty the in-memory caches.
 
     DFAs, grammar terminals' DFAs and the terminal regexps checked, compiled constraints, the
-    regex reader's and size estimates' memos, and the regex programs' shared nodes.
+    regex reader's and size estimates' memos, the regex programs' shared nodes and the JSON
+    Schema translation's member names.
     """
     with _lock:
         _compiled.clear()
@@ -117,6 +119,7 @@ def clear_caches() -> None:
     clear_terminal_checks()
     clear_estimates()
     clear_group_memos()
+    clear_member_keys()
     if "outlines_like.fsm._accel_program" in sys.modules:  # loaded with the kernels only
         sys.modules["outlines_like.fsm._accel_program"].clear_programs()
 

@@ -206,6 +206,7 @@ def test_too_large_regex(vocab: Vocabulary) -> None:
 def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary) -> None:
     from outlines_like.fsm import _regex_estimate, grammar
     from outlines_like.types import _regex
+    from outlines_like.types.json_schema import _base
 
     compile_constraint(Regex(r"(?:\d{1,3}\.){3}\d{1,3}(?:x[a-f]+)?"), vocab)
     # (the kernels estimate the blowup without the memo: fill it as the pure path does)
@@ -214,10 +215,15 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     assert _regex._GROUP_MEMOS
     assert _regex_estimate._WORST
     assert grammar._compiled_regexps
+    compile_constraint(
+        JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}}}), vocab
+    )
+    assert _base._MEMBER_KEYS
     clear_caches()
     assert not _regex._GROUP_MEMOS
     assert not _regex_estimate._WORST
     assert not grammar._compiled_regexps
+    assert not _base._MEMBER_KEYS
     if "outlines_like.fsm._accel_program" in sys.modules:
         assert not sys.modules["outlines_like.fsm._accel_program"]._store.code
 

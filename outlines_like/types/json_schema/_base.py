@@ -118,6 +118,12 @@ REF_ONLY: Final = ANNOTATIONS | {"$ref"}
 _MEMBER_KEYS: dict[str, str] = {}  # member name -> its regex, shared by every converter
 _MAX_MEMBER_KEYS: Final = 65_536
 
+
+def clear_member_keys() -> None:
+    """Empty the member names' regexes shared by every translation."""
+    _MEMBER_KEYS.clear()
+
+
 # flatten's results by (id of the schema, refs being followed): the schema (held, so that its
 # id is not reused), its flat dict (never handed out itself), the refs it followed
 FlatCache = dict[tuple[int, tuple[str, ...]], tuple[Any, dict[str, Any], list[str]]]

@@ -114,6 +114,27 @@ def _load() -> Any:
     return _accel_grammar
 
 
+_ENTRY: list[Callable[..., int]] = []
+
+
+def _walk_entry() -> Callable[..., int]:
+    """The compiled function of the walk's kernel, called past numba's dispatcher.
+
+    The kernel has one signature (given at its definition), and the dispatcher types all of
+    its 35 arguments at every call to pick it (~3 us a call, paid per trie row); the compiled
+    function only unboxes them. Every argument is passed as that signature says: C-contiguous
+    arrays of its dtypes (fresh arrays, ``ascontiguousarray`` or prefixes of buffers).
+    """
+    if not _ENTRY:
+        kernel = _load().grammar_walk
+        run: Callable[..., int] = kernel
+        signatures = list(getattr(kernel, "signatures", ()))
+        if len(signatures) == 1 and hasattr(kernel, "overloads"):
+            run = kernel.overloads[signatures[0]].entry_point
+        _ENTRY.append(run)
+    return _ENTRY[0]
+
+
 def _no_contexts() -> dict[str, Any]:
     """A kernel's context arrays before any context: empty views of fresh buffers."""
     buffers = {name: np.zeros(1, dtype=np.int32) for name in _CONTEXT_ARRAYS}
@@ -307,7 +328,7 @@ class LALRKernel:
             out_low = np.empty(n, dtype=np.int32)
             out_first = np.empty(n + 1, dtype=np.int64)
             out_stack = np.empty(self._scratch, dtype=np.int32)
-            used = k.grammar_walk(
+            used = _walk_entry()(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
                 self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
                 self.reach_term, cfg_first, cfg_states, table.buf, pos, end, cfg, lex,
@@ -408,6 +429,7 @@ class LALRKernel:
         if self.ctx_of_state[top] < 0:
             self.ctx_of_state[top] = self._state_context(top)
         scratches = self._scratches
+        walk = _walk_entry()
         while True:
             if len(self._contexts) != self._n_contexts:
                 self._sync()
@@ -420,7 +442,7 @@ class LALRKernel:
             memo = self._scratch_array("memo", len(self.term_of), np.int8)
             memo.fill(-1)
             mask = np.zeros(words, dtype=np.uint32)
-            k.grammar_walk(
+            walk(
                 self.first, self.sym, self.val, self.rule_size, self.rule_goto, self.ignore,
                 self.ctx_of_state, self.ctx_base, self.trans, self.term_of, self.reach_first,
                 self.reach_term, cfg_first, states, self._no_trie[0],

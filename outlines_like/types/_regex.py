@@ -448,6 +448,8 @@ class _Reader:
         if key is not None:
             seen = self.groups.get(key)
             if seen is not None and self.depth + seen[1] <= MAX_GROUP_DEPTH:
+                # the group's nesting counts for the enclosing groups as if it were read
+                self.peak = max(self.peak, self.depth + seen[1])
                 self.i = end
                 return seen[0]
         anchored, peak = self.anchored, self.peak

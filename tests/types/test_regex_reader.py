@@ -261,3 +261,22 @@ def test_long_patterns_pair_parentheses_as_short_ones(text: str) -> None:
     expected = [loop.get(at, -1) for at in range(len(text))]
     assert list(rx._closing_parens_numpy(text)) == expected
     assert list(rx._closing_parens(text)) == expected
+
+
+def test_remembered_groups_count_their_nesting_for_the_groups_around_them() -> None:
+    # a group taken from the memo must raise its enclosing group's nesting as if read again:
+    # otherwise the enclosing text is remembered as shallow and a later, deeper use of it
+    # passes the depth limit (the build would then recurse past Python's stack)
+    inner = "(" * 60 + "a" + ")" * 60
+    outer = "(" + inner + ")"
+    deep = "(" * 90 + outer + ")" * 90  # 151 levels
+    rx.clear_group_memos()
+    try:
+        with pytest.raises(InvalidConstraintError, match="nested more than"):
+            rx.parse_regex(deep)  # refused with a fresh memo...
+        rx.parse_regex(inner)
+        rx.parse_regex(outer)
+        with pytest.raises(InvalidConstraintError, match="nested more than"):
+            rx.parse_regex(deep)  # ...and after its parts were remembered
+    finally:
+        rx.clear_group_memos()

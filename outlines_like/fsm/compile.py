@@ -140,20 +140,25 @@ def _lru_put(
     Compiled constraints grow after they are cached (rows are computed as generation reaches
     their states), so their bytes are summed again, every :data:`_RESUM_EVERY` insertions: a
     sum over a full cache reads 128 entries' ``nbytes`` (~0.1 ms, as long as compiling a small
-    regex). In between, the last sum plus the bytes of the entries inserted since is checked.
+    regex). In between, the last sum plus the bytes of the entries inserted since, less those
+    evicted, is checked; past half of ``max_bytes`` the bytes are summed at every insertion,
+    so growth that is not seen yet would have to exceed half the bound to pass it.
     """
     with _lock:
         old = cache.get(key)
         cache[key] = value
         cache.move_to_end(key)
+        evicted = 0
         while len(cache) > limit:
-            cache.popitem(last=False)
+            _, gone = cache.popitem(last=False)
+            evicted += int(getattr(gone, "nbytes", 0))
         if max_bytes:
             total, since = _byte_sums.get(id(cache), (0, _RESUM_EVERY))
-            if since + 1 >= _RESUM_EVERY:
+            if since + 1 >= _RESUM_EVERY or total > max_bytes // 2:
                 total, since = sum(int(getattr(v, "nbytes", 0)) for v in cache.values()), 0
             else:
                 total += int(getattr(value, "nbytes", 0)) - int(getattr(old, "nbytes", 0))
+                total -= evicted
                 since += 1
             while total > max_bytes and len(cache) > 1:
                 _, gone = cache.popitem(last=False)

@@ -252,3 +252,27 @@ def test_byte_bound_evicts_the_oldest_and_sees_growth_within_the_resum_period() 
         put(cache, k, _Sized(0), limit=100, max_bytes=45)
     assert 2 not in cache
     assert sum(v.nbytes for v in cache.values()) <= 45
+
+
+def test_byte_bound_forgets_the_bytes_of_entries_evicted_by_count() -> None:
+    import collections
+
+    from outlines_like.fsm import compile as compile_mod
+
+    cache: collections.OrderedDict[int, _Sized] = collections.OrderedDict()
+    for k in range(10):  # two 40-byte entries fit both limits: no more is evicted
+        compile_mod._lru_put(cache, k, _Sized(40), limit=2, max_bytes=200)
+        assert list(cache) == list(range(max(0, k - 1), k + 1))
+
+
+def test_byte_bound_sums_at_every_insertion_past_half_the_bound() -> None:
+    import collections
+
+    from outlines_like.fsm import compile as compile_mod
+
+    cache: collections.OrderedDict[int, _Sized] = collections.OrderedDict()
+    put = compile_mod._lru_put
+    put(cache, 0, _Sized(60), limit=100, max_bytes=100)  # past half: summed from now on
+    cache[0].nbytes = 95  # grown after it was cached
+    put(cache, 1, _Sized(10), limit=100, max_bytes=100)
+    assert list(cache) == [1]

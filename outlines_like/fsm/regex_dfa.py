@@ -235,11 +235,14 @@ class LazyByteDFA:
         self._expanded = np.zeros(cap, dtype=bool)
         self._expanded[: expanded.shape[0]] = expanded
         self._views = (self._table.data, self._expanded.data)
+        # the flags as the kernels take them, kept (a view per call costs ~0.6 us, and a first
+        # visit's walk calls the kernels and syncs a few times)
+        self._done8 = self._expanded.view(np.uint8)
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
-        del state["_views"], state["_view"]  # views: rebuilt on load
+        del state["_views"], state["_view"], state["_done8"]  # views: rebuilt on load
         state["_table"] = self._table[: self._filled].copy()  # not the reserve
         state["_expanded"] = self._expanded[: self._filled].copy()
         return state
@@ -256,7 +259,8 @@ class LazyByteDFA:
         a state's row is :data:`UNKNOWN` from when it is discovered), so the pages of a
         table's spare capacity are never touched.
         """
-        n = self._b.n_states
+        b = self._b
+        n = b.n_states
         cap = self._table.shape[0]
         if n > cap:
             new_cap = max(n, cap * 2)
@@ -266,11 +270,15 @@ class LazyByteDFA:
             expanded = np.zeros(new_cap, dtype=bool)
             expanded[:cap] = self._expanded
             self._table, self._expanded = table, expanded
+            self._done8 = expanded.view(np.uint8)
             # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a
             # reader never pairs a new table's flags with an old table's rows
             self._views = (self._table.data, self._expanded.data)
         if n > self._filled:  # rows built already (a compiled walk's states) stay
-            self._b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
+            if isinstance(b, SubsetBuilder):
+                b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
+            else:
+                b.mark_unknown_u8(self._table, self._done8, self._filled, n, UNKNOWN)
             self._filled = n
         self._view = self._table[:n]
 
@@ -305,7 +313,7 @@ class LazyByteDFA:
             ascending = not isinstance(states, list)
             todo32 = np.ascontiguousarray(states, dtype=np.int32).reshape(-1)
             with self._lock:
-                b.fill_rows(todo32, ascending, self._table, self._expanded.view(np.uint8))
+                b.fill_rows(todo32, ascending, self._table, self._done8)
                 if b.n_states > self._filled:
                     self._sync()
             return
@@ -403,7 +411,7 @@ class LazyByteDFA:
 
     def _done(self) -> npt.NDArray[np.uint8]:
         """The built-row flags as ``uint8`` (the kernels' view)."""
-        return self._expanded.view(np.uint8)
+        return self._done8
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

@@ -163,15 +163,17 @@ class metered:
     A compile's first mask runs inside the compile's meter; a later mask gets its own.
     """
 
-    __slots__ = ("_meter",)
+    # a lazy DFA's first visit of a state runs one of these per row (~30 us): it sets the
+    # context variable itself rather than through the meter's enter and exit (~0.8 us less)
+    __slots__ = ("_meter", "_token")
 
     def __init__(self, budget: Budget, phase: Phase) -> None:
-        self._meter = None if _active.get() is not None else budget.meter(phase)
+        self._meter = None if _active.get() is not None else Meter(budget, phase)
 
     def __enter__(self) -> None:
         if self._meter is not None:
-            self._meter.__enter__()
+            self._token = _active.set(self._meter)
 
     def __exit__(self, *exc: object) -> None:
         if self._meter is not None:
-            self._meter.__exit__()
+            _active.reset(self._token)

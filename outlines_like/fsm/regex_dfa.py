@@ -235,11 +235,14 @@ class LazyByteDFA:
         self._expanded = np.zeros(cap, dtype=bool)
         self._expanded[: expanded.shape[0]] = expanded
         self._views = (self._table.data, self._expanded.data)
+        # the flags as the kernels take them, kept (a view per call costs ~0.6 us, and a first
+        # visit's walk calls the kernels and syncs a few times)
+        self._done8 = self._expanded.view(np.uint8)
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
-        del state["_views"], state["_view"]  # views: rebuilt on load
+        del state["_views"], state["_view"], state["_done8"]  # views: rebuilt on load
         state["_table"] = self._table[: self._filled].copy()  # not the reserve
         state["_expanded"] = self._expanded[: self._filled].copy()
         return state
@@ -248,7 +251,7 @@ class LazyByteDFA:
         self.__dict__.update(state)
         self._reserve(self._table, self._expanded)
 
-    def _sync(self) -> None:
+    def _sync(self, n: int = -1) -> None:
         """Grow the tables to the states discovered, and refresh the views read without a lock.
 
         Rows are never unbuilt and growing copies them, so a reader holding an older view
@@ -256,7 +259,9 @@ class LazyByteDFA:
         a state's row is :data:`UNKNOWN` from when it is discovered), so the pages of a
         table's spare capacity are never touched.
         """
-        n = self._b.n_states
+        b = self._b
+        if n < 0:  # else the caller read it (the count is a numpy read, ~0.3 us)
+            n = b.n_states
         cap = self._table.shape[0]
         if n > cap:
             new_cap = max(n, cap * 2)
@@ -266,11 +271,15 @@ class LazyByteDFA:
             expanded = np.zeros(new_cap, dtype=bool)
             expanded[:cap] = self._expanded
             self._table, self._expanded = table, expanded
+            self._done8 = expanded.view(np.uint8)
             # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a
             # reader never pairs a new table's flags with an old table's rows
             self._views = (self._table.data, self._expanded.data)
         if n > self._filled:  # rows built already (a compiled walk's states) stay
-            self._b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
+            if isinstance(b, SubsetBuilder):
+                b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
+            else:
+                b.mark_unknown_u8(self._table, self._done8, self._filled, n, UNKNOWN)
             self._filled = n
         self._view = self._table[:n]
 
@@ -305,9 +314,9 @@ class LazyByteDFA:
             ascending = not isinstance(states, list)
             todo32 = np.ascontiguousarray(states, dtype=np.int32).reshape(-1)
             with self._lock:
-                b.fill_rows(todo32, ascending, self._table, self._expanded.view(np.uint8))
-                if b.n_states > self._filled:
-                    self._sync()
+                b.fill_rows(todo32, ascending, self._table, self._done8)
+                if (n := b.n_states) > self._filled:
+                    self._sync(n)
             return
         todo = states if isinstance(states, list) else _distinct(np.asarray(states))
         done = self._views[1]
@@ -337,8 +346,8 @@ class LazyByteDFA:
         """
         with self._lock:
             target = self._b.utf8_target(state, sequences)
-            if self._b.n_states > self._filled:
-                self._sync()
+            if (n := self._b.n_states) > self._filled:
+                self._sync(n)
             return target
 
     def walk_trie(
@@ -362,8 +371,8 @@ class LazyByteDFA:
         with self._lock:
             while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
                 self._sync()  # a state past the table
-            if b.n_states > self._filled:
-                self._sync()
+            if (n := b.n_states) > self._filled:
+                self._sync(n)
         return True
 
     def walk_items(self, items: ItemArrays, mask: npt.NDArray[np.uint32]) -> bool:
@@ -380,8 +389,8 @@ class LazyByteDFA:
         with self._lock:
             while not b.item_walk(items, resume, self._table, self._done(), mask):
                 self._sync()
-            if b.n_states > self._filled:
-                self._sync()
+            if (n := b.n_states) > self._filled:
+                self._sync(n)
         return True
 
     def walk_compiled(self, kernel: Callable[..., bool], args: tuple[Any, ...]) -> bool:
@@ -397,13 +406,13 @@ class LazyByteDFA:
         with self._lock:
             while not b.walk(kernel, (self._table, self._done(), *args)):
                 self._sync()
-            if b.n_states > self._filled:
-                self._sync()
+            if (n := b.n_states) > self._filled:
+                self._sync(n)
         return True
 
     def _done(self) -> npt.NDArray[np.uint8]:
         """The built-row flags as ``uint8`` (the kernels' view)."""
-        return self._expanded.view(np.uint8)
+        return self._done8
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

@@ -16,6 +16,7 @@ model = from_server(fake.client())
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +29,10 @@ Handler = Callable[[httpx2.Request], httpx2.Response]
 Answer = httpx2.Response | Mapping[str, Any] | Exception | Handler
 
 BASE_URL = "http://127.0.0.1:8000/v1"
+
+# the kernels called past numba's dispatcher check that their arrays are C-contiguous
+# (fsm/_accel_dfa_kernels.entry_point): a strided array would be read as if it were not
+os.environ.setdefault("OUTLINES_LIKE_ACCEL_CHECKS", "1")
 
 
 def chat_body(

@@ -9,6 +9,7 @@ Where every non-ASCII character leads from a state is in :mod:`._accel_utf8`, ov
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -63,7 +64,10 @@ def entry_point(kernel: Callable[..., Any]) -> Callable[..., Any]:
     kernel that takes a builder's arrays, more than a first visit's walk of a string body's
     boundary tokens); the compiled function unboxes them as its signature says. The caller
     passes exactly those types, arrays C-contiguous (a wrong dtype raises ``TypeError``; a
-    strided view is not checked). Anything else (a plain function) is returned as it is.
+    strided view is not checked: it would be read and written as if contiguous). Anything
+    else (a plain function) is returned as it is. With ``OUTLINES_LIKE_ACCEL_CHECKS=1`` in the
+    environment (the tests set it), every call first checks that its arrays, tuples' included,
+    are C-contiguous.
     """
     run = _ENTRIES.get(kernel)
     if run is None:
@@ -72,8 +76,27 @@ def entry_point(kernel: Callable[..., Any]) -> Callable[..., Any]:
         run = kernel
         if overloads is not None and len(signatures) == 1:
             run = overloads[signatures[0]].entry_point
+            if os.environ.get("OUTLINES_LIKE_ACCEL_CHECKS") == "1":
+                run = _contiguous_only(run, getattr(kernel, "__name__", "kernel"))
         _ENTRIES[kernel] = run
     return run
+
+
+def _contiguous_only(run: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``run``, refusing a strided array (what numba's dispatcher would refuse)."""
+
+    def check(args: tuple[Any, ...], where: str) -> None:
+        for i, arg in enumerate(args):
+            if isinstance(arg, np.ndarray) and not arg.flags.c_contiguous:
+                raise TypeError(f"{name}: argument {where}{i} is not C-contiguous")
+            if isinstance(arg, tuple):
+                check(arg, f"{where}{i}.")
+
+    def call(*args: Any) -> Any:
+        check(args, "")
+        return run(*args)
+
+    return call
 
 
 def _inner(func: _F) -> _F:

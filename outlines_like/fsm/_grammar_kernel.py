@@ -126,12 +126,9 @@ def _walk_entry() -> Callable[..., int]:
     arrays of its dtypes (fresh arrays, ``ascontiguousarray`` or prefixes of buffers).
     """
     if not _ENTRY:
-        kernel = _load().grammar_walk
-        run: Callable[..., int] = kernel
-        signatures = list(getattr(kernel, "signatures", ()))
-        if len(signatures) == 1 and hasattr(kernel, "overloads"):
-            run = kernel.overloads[signatures[0]].entry_point
-        _ENTRY.append(run)
+        from outlines_like.fsm._accel_dfa_kernels import entry_point
+
+        _ENTRY.append(entry_point(_load().grammar_walk))
     return _ENTRY[0]
 
 

@@ -307,3 +307,20 @@ def test_utf8_targets_from_built_rows(pattern: str) -> None:
 )
 def test_utf8_targets_from_built_rows_on_string_bodies(pattern: str) -> None:
     assert_row_targets_agree(pattern)
+
+
+def test_kernels_called_past_the_dispatcher_refuse_strided_arrays_under_checks() -> None:
+    # the tests run with OUTLINES_LIKE_ACCEL_CHECKS=1 (conftest): a strided view, which the
+    # compiled function would read and write as if contiguous, is refused as numba's
+    # dispatcher refuses it; every kernel call of the suite goes through this check
+    from outlines_like.fsm._accel_dfa_kernels import entry_point
+    from outlines_like.fsm._accel_dfa_walk import mark_kernel
+
+    rows = np.zeros((8, 256), dtype=np.int32)
+    done = np.zeros(8, dtype=np.uint8)
+    entry_point(mark_kernel)(rows, done, 0, 4, -1)
+    assert (rows[:4] == -1).all()
+    assert (rows[4:] == 0).all()
+    with pytest.raises(TypeError, match="not C-contiguous"):
+        entry_point(mark_kernel)(rows[::2], done, 0, 2, 7)
+    assert not (rows == 7).any()

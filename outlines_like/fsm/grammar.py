@@ -1358,6 +1358,16 @@ class CompiledGrammar(Compiled):
         nxt = context.rows[lex][byte]
         if nxt >= 0:
             return stack, nxt
+        return self._cross(stack, context, lex, byte)
+
+    def _cross(
+        self, stack: Config, context: ContextDFA, lex: int, byte: int
+    ) -> tuple[Config, int] | None:
+        """``byte`` where lexeme ``lex`` (of ``stack``'s ``context``) cannot go on.
+
+        The lexeme's winning terminal is fed to the parser and ``byte`` starts the next
+        lexeme; ``None`` when the lexeme is not a whole terminal or either step is refused.
+        """
         term = int(context.winner[lex])
         if term < 0:
             return None
@@ -1380,18 +1390,12 @@ class CompiledGrammar(Compiled):
             for byte in self._vocab.tokens[token_id]:
                 nxt = rows[lex][byte]
                 if nxt < 0:
-                    term = int(context.winner[lex])
-                    if term < 0:
+                    crossed = self._cross(stack, context, lex, byte)
+                    if crossed is None:
                         return None
-                    after = self._after(stack, term)
-                    if after is None:
-                        return None
-                    stack = after
+                    stack, nxt = crossed
                     context = self._context(stack)
                     rows = context.rows
-                    nxt = rows[0][byte]
-                    if nxt < 0:
-                        return None
                 lex = nxt
             state = (stack, lex)
             if len(self._steps) >= _MAX_MEMO:

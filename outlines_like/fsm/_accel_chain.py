@@ -204,6 +204,7 @@ def _tails(
     group_byte: I32,
     group_lo: I64,
     group_pre: I32,
+    group_partial: U8,
     chain: I32,
     m: int,
     loop: bool,
@@ -236,6 +237,8 @@ def _tails(
         lo_p = group_pre[2 * g]
         if lo_p > m and not loop:
             continue
+        if group_partial[g] and (loop or group_pre[2 * g + 1] < m):
+            continue  # in the caller's mask
         b = group_byte[g]
         live_somewhere = False
         common = True
@@ -336,8 +339,8 @@ chain_kernel = numba.njit(
 )(_chain)
 tails_kernel = numba.njit(
     (
-        *(_STORE, _rows, _u8, _u8, _i64, _i64, _i32, _i32, _u8, _u8, _i32, _i64, _i32, _i32),
-        *(_int, _bool, _u32, _i64, _i32, _i32, _i32, _int),
+        *(_STORE, _rows, _u8, _u8, _i64, _i64, _i32, _i32, _u8, _u8, _i32, _i64, _i32, _u8),
+        *(_i32, _int, _bool, _u32, _i64, _i32, _i32, _i32, _int),
     ),
     **_OPTIONS,
 )(_tails)
@@ -473,7 +476,9 @@ class ChainMemo:
         whose prefix is longer than the chain are skipped unless it loops. ``False`` (nothing
         done) when a lazy DFA's builder is not the compiled one. The live items of groups
         whose first byte has one target from the whole chain are kept per ``tails`` (the
-        DFA's rows never change, so they hold for any later chain).
+        DFA's rows never change, so they hold for any later chain). Groups of partial
+        characters that all live are left out: they are in
+        :meth:`~outlines_like.fsm._lexemes.CharSets.body_mask`, which the caller adds.
         """
         m = int(chain.shape[0]) - 1
         resume = np.zeros(2, dtype=np.int64)
@@ -500,6 +505,7 @@ class ChainMemo:
             tails.group_byte,
             tails.group_lo,
             tails.group_pre,
+            tails.group_partial,
             chain,
             m,
             loop,

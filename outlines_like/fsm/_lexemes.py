@@ -119,6 +119,7 @@ class CharSets:
         by_id[ids[self.fit_pos]] = self.fit_chars
         self._chars_by_id = by_id
         self._masks: dict[int, I32] = {}
+        self._body_masks: dict[int, I32] = {}
         self._masks_lock = threading.Lock()
         self._words = (vocab_size + 31) // 32
         self._chain_tails: ChainTails | None = None
@@ -168,6 +169,35 @@ class CharSets:
             mask.flags.writeable = False
             self._masks[k] = mask
         return mask
+
+    def body_mask(self, m: int, loop: bool) -> I32:
+        """The tokens a compiled chain ``c0 .. cm`` decides alone: :meth:`mask_upto` and more.
+
+        The fitting tokens of at most ``m`` characters (all of them on a ``loop``), and the
+        :attr:`ChainTails.partial` ones (a token that ends inside a character) whose prefix
+        leaves a step to take: ``pre < m``, or any on a loop. Such a token lives from any chain
+        state that steps on, so the boundary walk skips their groups (``group_partial``)
+        once this mask has them all. Cached per ``m``; the caller must not write to it.
+        """
+        tails = self.chain_tails()
+        top = max(self.max_chars, int(tails.partial_pre[-1]) + 1 if tails.partial_pre.size else 0)
+        key = -1 if loop else min(m, top)  # past ``top`` every m has the same mask
+        mask = self._body_masks.get(key)
+        if mask is not None:
+            return mask
+        base = self.mask_upto(self.max_chars if loop else key)
+        with self._masks_lock:
+            mask = self._body_masks.get(key)
+            if mask is None:
+                n = tails.partial_ids.shape[0] if loop else np.searchsorted(tails.partial_pre, key)
+                ids = tails.partial_ids[:n]
+                words = base.view(np.uint32).copy()
+                shifts = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+                np.bitwise_or.at(words, ids >> 5, shifts)
+                mask = words.view(np.int32)
+                mask.flags.writeable = False
+                self._body_masks[key] = mask
+            return mask
 
     def suffixes(self) -> SuffixTable:
         """The unfit tokens from the byte where they leave the lexeme (built once)."""
@@ -345,8 +375,11 @@ class ChainTails:
         group_byte: ``int32[G]``: the first byte of each group, ...
         group_lo: ``int64[G + 1]``: ... where each starts (group ``g`` is items
             ``group_lo[g] .. group_lo[g + 1] - 1``) ...
-        group_pre: ``int32[2 * G]``: ... and the least and the most ``pre`` in it.
+        group_pre: ``int32[2 * G]``: ... and the least and the most ``pre`` in it;
+        group_partial: ``uint8[G]``: 1 where every item of the group is :attr:`partial`.
         max_pre: The largest of ``pre`` (-1 when there are none).
+        partial_ids, partial_pre: ``int32``: the partial items' token ids and ``pre``, by
+            ``pre`` (the mask of those that live from a chain: :meth:`CharSets.body_mask`).
     """
 
     flat: npt.NDArray[np.uint8]
@@ -359,7 +392,10 @@ class ChainTails:
     group_byte: I32
     group_lo: npt.NDArray[np.int64]
     group_pre: I32
+    group_partial: npt.NDArray[np.uint8]
     max_pre: int
+    partial_ids: I32
+    partial_pre: I32
 
     @classmethod
     def of(cls, sfx: SuffixTable, characters: list[list[tuple[int, int]]]) -> ChainTails:
@@ -391,21 +427,29 @@ class ChainTails:
         starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]]) if n else first
         group_lo = np.r_[starts, n].astype(np.int64)
         group_pre = np.zeros(2 * starts.shape[0], dtype=np.int32)
+        group_partial = np.zeros(starts.shape[0], dtype=np.uint8)
         if n:
             group_pre[0::2] = np.minimum.reduceat(pre, starts)
             group_pre[1::2] = np.maximum.reduceat(pre, starts)
+            group_partial[:] = np.minimum.reduceat(partial, starts)
+        ids = sfx.ids[idx].astype(np.int32)
+        by_pre = np.flatnonzero(partial)
+        by_pre = by_pre[np.argsort(pre[by_pre], kind="stable")]
         return cls(
             np.frombuffer(b"".join(ordered), dtype=np.uint8).copy(),
             end - lengths,
             end,
-            sfx.ids[idx].astype(np.int32),
+            ids,
             pre,
             same,
             partial,
             first[starts].astype(np.int32),
             group_lo,
             group_pre,
+            group_partial,
             int(pre.max()) if n else -1,
+            ids[by_pre],
+            pre[by_pre],
         )
 
 

@@ -248,7 +248,8 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     if _accel.enabled():  # the compiled walk's table, and the masks of every chain length
         body.chain_tails()
         for k in range(body.max_chars + 1):
-            body.mask_upto(k)
+            body.body_mask(k, False)
+        body.body_mask(0, True)
     byte_table(vocab)
     _ = vocab.hash
 
@@ -795,7 +796,9 @@ def _compiled_lexeme_walk(
 ) -> tuple[I32, I32] | None:
     """:func:`_lexeme_walk`'s compiled form: the chain, then the boundary tokens, in kernels.
 
-    Returns its result, or ``None`` when ``state`` is no string-body state or a lazy DFA's
+    Returns its result (the mask is :meth:`~outlines_like.fsm._lexemes.CharSets.body_mask`:
+    the fitting tokens and the partial characters the chain decides, which the boundary walk
+    then skips), or ``None`` when ``state`` is no string-body state or a lazy DFA's
     builder has no kernels (either way the caller walks the token trie). A chain that
     stops before the longest tokens (its byte set changes, or ``_COMPILED_CHAIN_STEPS``)
     leaves them to the item walk, from its end.
@@ -821,7 +824,7 @@ def _compiled_lexeme_walk(
         if lazy is None or not lazy.walk_items(items, out):
             starts = np.full(longer.ids.shape[0], chain[m], dtype=np.int32)
             _accel.walk_list(trans if lazy is None else lazy.transitions, longer, starts, lazy, out)
-    return sets.mask_upto(sets.max_chars if loop else m), np.zeros(0, dtype=np.int32)
+    return sets.body_mask(m, loop), np.zeros(0, dtype=np.int32)
 
 
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)

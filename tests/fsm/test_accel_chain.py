@@ -192,6 +192,33 @@ def test_chain_tails_cover_every_unfit_token() -> None:
         assert bool(flag) == (len(it) < 4 and it[0] >= 0xC0 and whole), it
 
 
+def test_body_mask_adds_the_partial_characters_the_chain_decides() -> None:
+    """``body_mask``: ``mask_upto`` and the partial items with a step left; their groups."""
+    vocab = random_vocab(4)
+    table = token_table(vocab)
+    sets = table.lexemes.chars(JSON_STRING_BODY)
+    tails = sets.chain_tails()
+    assert tails.partial.any()
+    partial = [
+        (int(t), int(p)) for t, p, f in zip(tails.ids, tails.pre, tails.partial, strict=True) if f
+    ]
+    assert sorted(
+        zip(tails.partial_ids.tolist(), tails.partial_pre.tolist(), strict=True)
+    ) == sorted(partial)
+    for g in range(tails.group_byte.shape[0]):
+        lo, hi = int(tails.group_lo[g]), int(tails.group_lo[g + 1])
+        assert tails.group_partial[g] == int(tails.partial[lo:hi].all())
+    for m, loop in [(0, False), (1, False), (2, False), (3, True), (5, False), (200, False)]:
+        fit = np.flatnonzero(
+            np.unpackbits(
+                sets.mask_upto(m if not loop else 10**6).view(np.uint8), bitorder="little"
+            )
+        )
+        want = set(fit.tolist()) | {t for t, p in partial if loop or p < m}
+        got = np.unpackbits(sets.body_mask(m, loop).view(np.uint8), bitorder="little")
+        assert np.flatnonzero(got).tolist() == sorted(want), (m, loop)
+
+
 def _decodes(data: bytes) -> bool:
     try:
         data.decode("utf-8")

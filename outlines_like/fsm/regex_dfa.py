@@ -432,7 +432,7 @@ class LazyByteDFA:
         if isinstance(b, SubsetBuilder):
             return False
         with self._lock:
-            while not b.walk(kernel, (self._table, self._done(), *args)):
+            while not b.walk_rows(kernel, self._table, self._done8, args):
                 self._sync()
             if (n := b.n_states) > self._filled:
                 self._sync(n)

@@ -324,3 +324,60 @@ def test_kernels_called_past_the_dispatcher_refuse_strided_arrays_under_checks()
     with pytest.raises(TypeError, match="not C-contiguous"):
         entry_point(mark_kernel)(rows[::2], done, 0, 2, 7)
     assert not (rows == 7).any()
+
+
+@pytest.mark.parametrize("reserve", [64, 1 << 15])
+def test_walk_rows_runs_a_kernel_as_walk_does(
+    reserve: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # walk_compiled's one-frame call (walk_rows) against walk's: the same masks and rows from
+    # every state the walks reach; with a reserve of 64 rows the table grows inside walks
+    import itertools
+
+    import outlines_like.fsm.regex_dfa as regex_dfa
+    from outlines_like.fsm.index import _walk_unless_body, token_trie
+
+    monkeypatch.setattr(regex_dfa, "_RESERVE_ROWS", reserve)
+    words = [bytes(w) for n in range(1, 9) for w in itertools.product(b"ab", repeat=n)]
+    vocab = Vocabulary([*words, b"<eos>"], [len(words)])
+    pattern = "(a|b)*a(a|b){8}"
+    one, two = lazy(pattern, True), lazy(pattern, True)
+    grown = []
+    sync = one._sync
+
+    def counted(n: int = -1) -> None:
+        grown.append(n)
+        sync(n)
+
+    monkeypatch.setattr(one, "_sync", counted)
+    trie = token_trie(vocab)
+    kernel = _walk_unless_body()
+    arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+    no_ends = np.zeros(0, dtype=np.int32)
+    todo, seen = [0], {0}
+    while todo:
+        s = todo.pop()
+        got = []
+        for dfa, fused in ((one, True), (two, False)):
+            mask = trie.new_mask()
+            body = np.zeros(1, dtype=np.uint8)
+            args = (*arrays, np.empty(trie.stack_size, dtype=np.int32), s, mask, no_ends, body)
+            if fused:
+                assert dfa.walk_compiled(kernel, args)
+            else:
+                b = dfa._b
+                while not b.walk(kernel, (dfa._table, dfa._done(), *args)):
+                    dfa._sync()
+                dfa._sync()
+            got.append((mask.tobytes(), int(body[0])))
+        assert got[0] == got[1]
+        assert one.n_states == two.n_states
+        rows = one.transitions
+        np.testing.assert_array_equal(rows, two.transitions)
+        for t in np.unique(rows[s][rows[s] >= 0]).tolist():
+            if t not in seen and len(seen) < 300:
+                seen.add(t)
+                todo.append(t)
+    assert len(seen) > 64
+    if reserve == 64:
+        assert -1 in grown  # a walk stopped for the table to grow, and went on

@@ -6,15 +6,19 @@ import gc
 import itertools
 import random
 import re
+import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from outlines_like.errors import InvalidConstraintError
+from outlines_like.fsm import _accel
 from outlines_like.fsm.regex_dfa import (
     UNKNOWN,
     ByteDFA,
     LazyByteDFA,
+    _rows_table,
     compile_regex,
     compile_regex_auto,
 )
@@ -233,6 +237,80 @@ def test_lazy_dfa_state_holds_its_rows_not_its_reserve() -> None:
     assert (loaded.transitions == lazy.transitions).all()
     assert loaded.fullmatch(b"word299xab")
     assert not loaded.fullmatch(b"word17xabcdef")
+
+
+def _vm_flags(address: int) -> list[str] | None:
+    """The ``VmFlags`` of the mapping holding ``address`` (``None``: no smaps to read)."""
+    try:
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    return None
+
+
+@pytest.fixture
+def _switch_back() -> Iterator[None]:
+    yield
+    _accel.set_enabled(None)
+
+
+@pytest.mark.parametrize("rows", [64, 20_001])
+def test_rows_table_is_a_plain_writable_table(rows: int) -> None:
+    table = _rows_table(rows)
+    assert table.shape == (rows, 256)
+    assert table.dtype == np.int32
+    assert table.flags.c_contiguous
+    assert table.flags.writeable
+    table[rows - 1] = UNKNOWN
+    table[0, 7] = 5
+    assert (table[rows - 1] == UNKNOWN).all()
+    assert table[0, 7] == 5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise flags: Linux")
+def test_large_rows_table_is_not_advised_to_huge_pages() -> None:
+    # numpy advises huge pages for its large arrays; the lazy table must not be (a new 2 MiB
+    # page zeroed, or memory compacted to find one, inside one mask)
+    table = _rows_table(20_001)
+    table[0] = UNKNOWN  # mapped
+    flags = _vm_flags(table.ctypes.data)
+    if flags is None:
+        pytest.skip("no /proc/self/smaps")
+    assert "nh" in flags
+    assert "hg" not in flags
+    assert "sh" not in flags  # private: not shared with a forked child
+    plain = np.empty((20_001, 256), dtype=np.int32)
+    plain[0] = UNKNOWN
+    assert "nh" not in (_vm_flags(plain.ctypes.data) or [])
+
+
+@pytest.mark.parametrize("accel", [False, True])
+@pytest.mark.usefixtures("_switch_back")
+def test_lazy_dfa_grows_past_its_reserve(accel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a reserve of 64 rows: the table grows (into a new table of its own) as states come
+    import outlines_like.fsm.regex_dfa as regex_dfa
+
+    _accel.set_enabled(accel)
+    monkeypatch.setattr(regex_dfa, "_RESERVE_ROWS", 64)
+    pattern = r"[ab]*a[ab]{7}"
+    lazy = compile_regex_auto(pattern, eager_nfa_limit=0)
+    assert isinstance(lazy, LazyByteDFA)
+    rng = random.Random(3)
+    for _ in range(200):
+        text = bytes(97 + rng.getrandbits(1) for _ in range(rng.randrange(30)))
+        assert lazy.fullmatch(text) == bool(re.fullmatch(pattern, text.decode())), text
+    assert lazy.n_states > 64
+    built = lazy.transitions
+    assert ((built >= -1) | (built == UNKNOWN)).all()
 
 
 def test_lazy_state_limit() -> None:

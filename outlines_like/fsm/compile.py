@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
+from outlines_like.fsm._grammar_lexer import clear_context_products, clear_terminal_dfas
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm._regex_estimate import clear_estimates
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
@@ -107,15 +107,16 @@ _dfas: collections.OrderedDict[tuple[str, int, int], ByteDFA | LazyByteDFA] = (
 def clear_caches() -> None:
     """Empty the in-memory caches.
 
-    DFAs, grammar terminals' DFAs and the terminal regexps checked, compiled constraints, the
-    regex reader's and size estimates' memos, the regex programs' shared nodes and the JSON
-    Schema translation's member names.
+    DFAs, grammar terminals' DFAs, their lexer contexts' products and the terminal regexps
+    checked, compiled constraints, the regex reader's and size estimates' memos, the regex
+    programs' shared nodes and the JSON Schema translation's member names.
     """
     with _lock:
         _compiled.clear()
         _dfas.clear()
         _byte_sums.clear()
     clear_terminal_dfas()
+    clear_context_products()
     clear_terminal_checks()
     clear_estimates()
     clear_group_memos()

@@ -84,6 +84,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_actions import ActionRows
 from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie, trie_layout
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
@@ -1091,6 +1092,10 @@ class CompiledGrammar(Compiled):
         self._contexts: list[ContextDFA] = []
         self._context_by_key: dict[Hashable, int] = {}
         self._context_of: dict[Hashable, int] = {}
+        # (LALR, compiled tables) contexts by the terminal symbols of a state's actions, and
+        # which of the tables' symbols are terminals (`_scanner_key`)
+        self._context_by_terms: dict[Hashable, int] = {}
+        self._symbol_is_terminal: npt.NDArray[np.bool_] | None = None
         self._static: dict[tuple[int, int], _Lexed] = {}
         self._after_memo: dict[tuple[Config, int], Config | None] = {}
         self._ok_terms: dict[
@@ -1232,6 +1237,10 @@ class CompiledGrammar(Compiled):
 
     def _lark_context(self, state: int) -> int:
         """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
+        terms = self._scanner_key(state)
+        found = self._context_by_terms.get(terms)
+        if found is not None:
+            return found
         names, retyped = self._scanner(state)
         term_id = self._term_id
         order = tuple(term_id[name] for name in names)
@@ -1247,7 +1256,30 @@ class CompiledGrammar(Compiled):
                     order, unless, self._dfas, self._classify, priorities=self._priorities
                 )
             )
+        self._context_by_terms[terms] = cid
         return cid
+
+    def _scanner_key(self, state: int) -> Hashable:
+        """The terminals of LALR state ``state``'s actions: all its scanner depends on.
+
+        Most states share theirs with others: a context found by them skips the scanner
+        (:meth:`_scanner`) and, with the compiled tables, the state's dict of actions (~40-100
+        us a state on the 2-core VM, at a mask's first visit). With the compiled tables they
+        are the symbols' ids as bytes, else their names.
+        """
+        actions = self._parser.actions
+        if not isinstance(actions, ActionRows):
+            return frozenset(actions[state].keys() & self._terminal_defs.keys())
+        is_terminal = self._symbol_is_terminal
+        if is_terminal is None:
+            by_name = self._terminal_defs
+            is_terminal = self._symbol_is_terminal = np.fromiter(
+                (name in by_name for name in actions.names),
+                dtype=np.bool_,
+                count=len(actions.names),
+            )
+        symbols = actions.symbols[int(actions.bounds[state]) : int(actions.bounds[state + 1])]
+        return bytes(symbols[is_terminal[symbols]].tobytes())
 
     def _glr_context(self, config: Config) -> int:
         """The terminals some stack can shift next (plus ``%ignore``); a lexeme becomes each."""

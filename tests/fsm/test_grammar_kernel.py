@@ -291,3 +291,31 @@ def test_many_rests_take_the_keyed_rows(monkeypatch: pytest.MonkeyPatch) -> None
         for m in matchers:
             m.advance(token)
     assert grammar._partials  # (the keyed rows ran)
+
+
+@pytest.mark.parametrize("name", LALR)
+def test_context_arrays_match_the_contexts(name: str) -> None:
+    """The flat arrays the kernel reads hold each context as it is: its base, transitions,
+    terminal per state (the class's first) and reachable terminals per state, appended one
+    or a few contexts at a time."""
+    grammar = compile_grammar(CFG(GRAMMARS[name][0], "lark"), VOCAB)
+    kernel = grammar._lalr_kernel()
+    assert isinstance(kernel, LALRKernel)
+    parser = grammar._parser
+    for i, state in enumerate(sorted(parser.actions)):  # type: ignore[attr-defined]
+        kernel._context(state)
+        if i % 3 == 0:
+            kernel._sync()
+    kernel._sync()
+    contexts = grammar._contexts
+    assert kernel._n_contexts == len(contexts)
+    bases = np.cumsum([0] + [c.n_states for c in contexts])
+    np.testing.assert_array_equal(kernel.ctx_base, bases[:-1])
+    np.testing.assert_array_equal(kernel.trans, np.concatenate([c.flat for c in contexts]))
+    terms = [grammar._classes[w][0] if w >= 0 else -1 for c in contexts for w in c.winner.tolist()]
+    np.testing.assert_array_equal(kernel.term_of, terms)
+    reach = [np.flatnonzero(row).tolist() for c in contexts for row in c.reach]
+    assert kernel.reach_first.tolist() == np.cumsum([0] + [len(r) for r in reach]).tolist()
+    assert kernel.reach_term.tolist() == [t for r in reach for t in r]
+    for array in (kernel.ctx_base, kernel.trans, kernel.term_of, kernel.reach_first):
+        assert array.dtype == np.int32

@@ -125,3 +125,125 @@ def test_context_builds_agree(grammar: str, monkeypatch: pytest.MonkeyPatch) -> 
     assert built
     if len(hooks) > 1 and grammar in (MEMBERS, MANY_WORDS, grammar_cases.JSON_LARK):
         assert any(kernel_built)  # the kernel's way was taken, not only the Python builds
+
+
+# JSON_LARK with a statement form in front: the same terminals' DFAs under other ids
+JSON_AFTER_LET = r"""
+start: "let" NAME "=" value | value
+value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+NAME: /[a-z]+/
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+
+
+def _all_contexts(grammar: str) -> CompiledGrammar:
+    compiled = CompiledGrammar(grammar, VOCAB)
+    assert isinstance(compiled._parser, LALRParser)
+    for state in compiled._parser.actions:
+        compiled._state_context(state)
+    return compiled
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled context build needs numba")
+def test_context_products_are_shared_across_grammars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context whose terminals' DFAs another grammar's context had, in the same order, takes
+    that product from the memo: the same context as a fresh build, in this grammar's terminal
+    and class ids (state numbers, winners, reach), without running the kernel again."""
+    from outlines_like.fsm import _accel_lexer
+
+    monkeypatch.setattr(_grammar_lexer, "_kernels_hook", lambda: _accel_lexer)
+    runs: list[int] = []
+    product = _accel_lexer.product
+
+    def counted(*args: Any) -> Any:
+        runs.append(1)
+        return product(*args)
+
+    monkeypatch.setattr(_accel_lexer, "product", counted)
+    _grammar_lexer.clear_context_products()
+    fresh = _all_contexts(JSON_AFTER_LET)
+    fresh_runs = len(runs)
+    _grammar_lexer.clear_context_products()
+    _all_contexts(grammar_cases.JSON_LARK)
+    runs.clear()
+    shared = _all_contexts(JSON_AFTER_LET)
+    assert fresh_runs > len(runs)  # some products came from JSON_LARK's contexts
+    assert fresh._term_id == shared._term_id
+    # (context and class ids follow the order states are first met in, which is not the same
+    # from one compile to the next: contexts are matched by terminals, winners by terms)
+    by_terminals = {c.terminals: c for c in fresh._contexts}
+    assert len(by_terminals) == len(shared._contexts)
+    for b in shared._contexts:
+        a = by_terminals[b.terminals]
+        np.testing.assert_array_equal(a.transitions, b.transitions)
+        assert [fresh._classes[w] if w >= 0 else () for w in a.winner.tolist()] == [
+            shared._classes[w] if w >= 0 else () for w in b.winner.tolist()
+        ]
+        np.testing.assert_array_equal(a.accepting, b.accepting)
+        np.testing.assert_array_equal(a.reach, b.reach)
+    # the shared contexts' terminal ids are not JSON_LARK's: the columns were mapped
+    json_ids = CompiledGrammar(grammar_cases.JSON_LARK, VOCAB)._term_id
+    assert json_ids["STRING"] != shared._term_id["STRING"]
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled context build needs numba")
+def test_context_products_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its bytes the memo drops its oldest products (one is always kept)."""
+    from outlines_like.fsm import _accel_lexer
+
+    monkeypatch.setattr(_grammar_lexer, "_kernels_hook", lambda: _accel_lexer)
+    monkeypatch.setattr(_grammar_lexer, "_PRODUCT_MEMO_BYTES", 1)
+    _grammar_lexer.clear_context_products()
+    _all_contexts(grammar_cases.JSON_LARK)
+    assert len(_grammar_lexer._products) == 1
+    monkeypatch.setattr(_grammar_lexer, "_PRODUCT_MEMO_BYTES", 32 << 20)
+    _grammar_lexer.clear_context_products()
+    _all_contexts(grammar_cases.JSON_LARK)
+    assert len(_grammar_lexer._products) > 1
+    held = sum(p.transitions.nbytes + p.reach.nbytes for p in _grammar_lexer._products.values())
+    assert held == _grammar_lexer._products_bytes
+    clear_caches()
+    assert not _grammar_lexer._products
+    assert _grammar_lexer._products_bytes == 0
+
+
+def _schema_grammar() -> str:
+    """A JSON Schema's grammar (plain BNF: its tables are the compiled ones with the extra)."""
+    from outlines_like.types import CFG
+    from outlines_like.types.json_schema_grammar import json_schema_path
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "kids": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    _, grammar = json_schema_path(schema, whitespace_pattern="[ ]?", regex_budget=16_000)
+    assert grammar is not None
+    return CFG(grammar, "lark").lark
+
+
+@pytest.mark.parametrize("which", ["lark", "schema"])
+def test_states_with_the_same_terminals_share_a_context(which: str) -> None:
+    """A state found by its actions' terminals gets the context its scanner gives."""
+    compiled = CompiledGrammar(JSON_AFTER_LET if which == "lark" else _schema_grammar(), VOCAB)
+    parser = compiled._parser
+    assert isinstance(parser, LALRParser)
+    got = [compiled._state_context(s) for s in parser.actions]
+    n_contexts = len(compiled._contexts)
+    assert 0 < len(compiled._context_by_terms) < len(got)
+    if which == "schema" and _accel.enabled():
+        assert isinstance(compiled._scanner_key(0), bytes)  # (the compiled tables' rows)
+    # again, every state through its scanner (the contexts are found by their key)
+    compiled._context_of.clear()
+    compiled._context_by_terms.clear()
+    keys = iter(range(-1, -(10**6), -1))
+    compiled._scanner_key = lambda state: next(keys)  # type: ignore[method-assign]
+    assert [compiled._state_context(s) for s in parser.actions] == got
+    assert len(compiled._contexts) == n_contexts

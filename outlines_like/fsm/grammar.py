@@ -84,6 +84,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_actions import END, action_arrays
 from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie, trie_layout
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
@@ -1108,6 +1109,7 @@ class CompiledGrammar(Compiled):
         # the levels of partial rows; tests set () to compute every row whole, or set GLR's
         self._key_depths: tuple[int, ...] = _KEY_DEPTHS if self.is_lalr else ()
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
+        self._ends: tuple[list[bool], list[bool]] | None = None  # (LALR: `_end_filter`)
         self._dfa = _MatcherDFA(self)
         # LALR with the accel extra: the tokens past a lexeme's end walk in the compiled
         # kernel, the parser inside it, instead of the matcher DFA (built on first use)
@@ -1345,13 +1347,48 @@ class CompiledGrammar(Compiled):
         return viable
 
     def _eos_ok(self, config: Config, lex: int) -> bool:
+        ends = self._end_filter() if self.is_lalr else None
         if lex == 0:
+            if ends is not None and not ends[0][config[-1]]:  # type: ignore[index]
+                return False
             return self._parser.accepts_end(config)
         cls = int(self._context(config).winner[lex])
         if cls < 0:
             return False
+        if ends is not None:
+            term = self._classes[cls][0]
+            if term in self._ignore_ids:
+                if not ends[0][config[-1]]:  # type: ignore[index]
+                    return False
+            elif not ends[1][term]:
+                return False
         after = self._after(config, cls)
         return after is not None and self._parser.accepts_end(after)
+
+    def _end_filter(self) -> tuple[list[bool], list[bool]]:
+        """(LALR) Two necessary conditions of :meth:`_eos_ok`, read off the table once.
+
+        Per state: whether it has an action on ``$END`` (the parser refuses the end at once
+        where the top state has none). Per terminal: whether a state its shift goes to has
+        one (a lexeme's terminal fed before the end leaves such a state on top). Most states
+        of a document's middle fail the first (JSON: all but the closing ones), so the
+        parser's walk down a deep stack is skipped there; where both hold, it runs as before.
+        """
+        found = self._ends
+        if found is None:
+            bounds, symbols, codes, names = action_arrays(cast("LALRParser", self._parser).actions)
+            n_states = len(bounds) - 1
+            owner = np.repeat(np.arange(n_states), np.diff(bounds))
+            has_end = np.zeros(n_states, dtype=np.bool_)
+            if END in names:
+                has_end[owner[symbols == names.index(END)]] = True
+            shifts = codes >= 0
+            reach = np.zeros(len(names), dtype=np.bool_)
+            reach[symbols[shifts][has_end[codes[shifts]]]] = True
+            index = {name: i for i, name in enumerate(names)}
+            after = [name in index and bool(reach[index[name]]) for name in self.terminal_names]
+            found = self._ends = (cast("list[bool]", has_end.tolist()), after)
+        return found
 
     def _step_byte(self, stack: Config, lex: int, byte: int) -> tuple[Config, int] | None:
         context = self._context(stack)

@@ -26,7 +26,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm._accel_kernels import _C1, _i32, _i64, _jit, _u8, _u32
+from outlines_like.fsm._accel_kernels import _i32, _i64, _jit, _u8, _u32
 
 __all__ = [
     "DEAD",
@@ -45,7 +45,6 @@ __all__ = [
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
-I8 = npt.NDArray[np.int8]
 U32 = npt.NDArray[np.uint32]
 
 NONE = -(2**31)  # no action
@@ -59,7 +58,8 @@ OVER_BUDGET = 5  # (trie) the walk visited more nodes than it was allowed
 # (trie) ints kept per depth in ``saved``: the state at the node, then the feed its children
 # share (a child byte that ends the lexeme feeds the same terminal on the same stack)
 SAVED = 32
-_FED = 12  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
+_GEN = 12  # (a parent's) the stack its children's shared feed leaves, once one committed it
+_FED = 13  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
 
 
 def _grammar_walk(
@@ -97,7 +97,7 @@ def _grammar_walk(
     mask: U32,
     undo: I32,
     saved: I32,
-    memo: I8,
+    memo: I32,
 ) -> int:  # pragma: no cover - compiled
     """Walk items (``c_node`` empty) or a token trie (a whole row); see the module docstring.
 
@@ -122,8 +122,12 @@ def _grammar_walk(
     first child whose byte ends it and reused by its siblings, with the next lexeme's context:
     a sibling whose byte neither extends nor starts a lexeme is dead without a restore),
     ``undo`` pairs (position, old state) to restore ``tmp`` on the way back up, ``memo`` (-1:
-    unknown) the viability of each lexer state while the stack is still the configuration's
-    own.
+    unknown) the viability of each lexer state as ``2 * stack + ok``: the stacks of a walk are
+    numbered (0: the configuration's own; a new number at each commit, shared by siblings
+    whose byte ends the same lexeme, as the stack they leave is the same), and a token ending
+    in a lexer state already decided on the same stack takes that answer. (Past the first
+    byte almost every token has ended the lexeme open at the configuration, a ``:`` say, so
+    a memo of the configuration's own stack alone rarely answers.)
 
     The stack of a walk is ``cfg_states[b0:b0 + low] + tmp[low:h]`` (``tmp`` indexed by stack
     position: the states pushed over its configuration). A terminal is fed on a second
@@ -146,7 +150,8 @@ def _grammar_walk(
     g = 0
     p = 0
     e = 0
-    changed = 0
+    changed = 0  # (trie) the stack's number: 0 the configuration's own, else its commit's
+    n_gen = 0  # (trie) stacks numbered so far
     byte = 0
     depth = 0
     deepest = h - 1  # (trie) the lowest position of the configuration read (-1: its bottom)
@@ -166,6 +171,7 @@ def _grammar_walk(
         saved[5] = 0
         saved[6] = -1
         saved[11] = -1
+        saved[_GEN] = -1
         saved[SAVED + 9] = c_first[0]  # the root's children
         saved[SAVED + 10] = c_first[1]
         depth = 1
@@ -265,8 +271,9 @@ def _grammar_walk(
             k_hi = 0
             known = -1
             if at_end:  # the token's end: can the lexeme still become a terminal taken?
-                if trie and not changed:
+                if trie:
                     known = memo[g + lex]
+                    known = known & 1 if known >= 0 and known >> 1 == changed else -1
                 k_lo = reach_first[g + lex]
                 k_hi = reach_first[g + lex + 1] if known < 0 else k_lo
             else:
@@ -369,8 +376,8 @@ def _grammar_walk(
                     outcome = (
                         OK if code == 1 else OVERFLOW if code == 3 else PENDING if deep else DEAD
                     )
-                    if trie and not changed and outcome != OVERFLOW:
-                        memo[g + lex] = 1 if outcome == OK else 0
+                    if trie and outcome != OVERFLOW:
+                        memo[g + lex] = 2 * changed + (1 if outcome == OK else 0)
             elif outcome != OK and term >= 0:  # the lexeme ends: its terminal, the next lexeme
                 outcome = DEAD
                 if k_hi:  # a terminal fed (not an ignored one)
@@ -392,7 +399,12 @@ def _grammar_walk(
                         if low2 < low:
                             low = low2
                         h = h2
-                        changed = 1
+                        if trie:  # siblings ending the same lexeme leave the same stack
+                            fed = (depth - 1) * SAVED
+                            if saved[fed + _GEN] < 0:
+                                n_gen += 1
+                                saved[fed + _GEN] = n_gen
+                            changed = saved[fed + _GEN]
                         top = tmp[h - 1] if h - 1 >= low else cfg_states[b0 + h - 1]
                         if h - 1 < deepest:
                             deepest = h - 1
@@ -435,14 +447,15 @@ def _grammar_walk(
                     saved[base + 5] = changed
                     saved[base + 6] = -1  # (its children's feed: not known yet)
                     saved[base + 11] = -1
+                    saved[base + _GEN] = -1
                     saved[base + SAVED + 9] = c_first[u]
                     saved[base + SAVED + 10] = c_first[u + 1]
                     depth += 1
                 t = t_tok[u]
                 if t < 0:
                     fresh = True
-                elif not changed and memo[g + lex] >= 0:  # the token's end, known
-                    if memo[g + lex]:
+                elif memo[g + lex] >= 0 and memo[g + lex] >> 1 == changed:  # its end, known
+                    if memo[g + lex] & 1:
                         mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
                     fresh = True
                 else:
@@ -523,10 +536,6 @@ def _pack_rows(ids: I32, states: I32, words: int) -> tuple[I32, U32]:  # pragma:
     return present[:k].copy(), rows
 
 
-# the array types and compile options of the walk's kernels (_accel_kernels), plus int8
-_i8 = _C1(numba.int8, 1, "C")
-
-
 grammar_walk: Callable[..., int] = _jit(
     _grammar_walk,
     *[_i32] * 5,
@@ -554,7 +563,7 @@ grammar_walk: Callable[..., int] = _jit(
     _u32,
     _i32,
     _i32,
-    _i8,
+    _i32,
 )
 pack_rows: Callable[..., tuple[I32, U32]] = _jit(_pack_rows, _i32, _i32, numba.int64)
 trie_children: Callable[[I32], tuple[I32, I32]] = _jit(_trie_children, _i32)

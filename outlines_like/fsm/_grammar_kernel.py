@@ -208,7 +208,7 @@ class LALRKernel:
             *[np.zeros(0, dtype=np.int32)] * 3,
             np.zeros(0, dtype=np.uint32),
             *[np.zeros(0, dtype=np.int32)] * 2,
-            np.zeros(0, dtype=np.int8),
+            np.zeros(0, dtype=np.int32),
         )
         self._none64 = np.zeros(0, dtype=np.int64)
         self._trie_arrays: tuple[Any, ...] | None = None
@@ -436,7 +436,7 @@ class LALRKernel:
                 tmp = self._scratch_array("tmp", cap, np.int32)
                 tmp2 = self._scratch_array("tmp2", cap, np.int32)
             undo = self._scratch_array("undo", 2 * self._scratch, np.int32)
-            memo = self._scratch_array("memo", len(self.term_of), np.int8)
+            memo = self._scratch_array("memo", len(self.term_of), np.int32)
             memo.fill(-1)
             mask = np.zeros(words, dtype=np.uint32)
             walk(

@@ -73,7 +73,7 @@ import importlib
 import re
 import threading
 from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -956,7 +956,10 @@ _KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
 _MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
 
 
-class _TopCache:
+_Kept = TypeVar("_Kept")
+
+
+class _TopCache(Generic[_Kept]):
     """Results of the compiled walk kept by the top of the stack they read, not the whole.
 
     A kernel trie walk from a whole stack reports the lowest position of the stack it read
@@ -968,13 +971,13 @@ class _TopCache:
     __slots__ = ("_sizes", "_values")
 
     def __init__(self) -> None:
-        self._values: dict[tuple[Hashable, tuple[int, ...]], Any] = {}
+        self._values: dict[tuple[Hashable, tuple[int, ...]], _Kept] = {}
         self._sizes: dict[tuple[Hashable, int], list[int]] = {}
 
     def __len__(self) -> int:
         return len(self._values)
 
-    def get(self, key: Hashable, stack: tuple[int, ...]) -> Any:
+    def get(self, key: Hashable, stack: tuple[int, ...]) -> _Kept | None:
         """The value kept for ``key`` under a top of ``stack``, or None."""
         for size in self._sizes.get((key, stack[-1]), ()):
             if size <= len(stack):
@@ -983,7 +986,7 @@ class _TopCache:
                     return found
         return None
 
-    def put(self, key: Hashable, stack: tuple[int, ...], deepest: int, value: Any) -> None:
+    def put(self, key: Hashable, stack: tuple[int, ...], deepest: int, value: _Kept) -> None:
         """Keep ``value`` under ``stack[deepest:]`` (``deepest`` < 0: the bottom was read)."""
         if deepest < 0:
             return
@@ -1100,8 +1103,8 @@ class CompiledGrammar(Compiled):
         self._masks: dict[tuple[Config, int], Row] = {}
         # (LALR, compiled walk) trie rows and the rests' outcomes past a lexeme's end, by the
         # top states their walk read (`_top_row`, `_rest_row`)
-        self._top_rows = _TopCache()
-        self._rest_outcomes = _TopCache()
+        self._top_rows: _TopCache[npt.NDArray[np.uint32]] = _TopCache()
+        self._rest_outcomes: _TopCache[bytes] = _TopCache()  # (a mask over the rests, packed)
         # the tokens allowed per outcome of a rest trie's walk (`_rest_row`)
         self._rest_rows: dict[tuple[RestTrie, bytes], npt.NDArray[np.uint32]] = {}
         self._partials: dict[tuple[Config, int], _Partial] = {}
@@ -1135,9 +1138,13 @@ class CompiledGrammar(Compiled):
         """Bytes of the cached masks and partial rows (what the compile cache bounds).
 
         The trie rows kept by their top (:class:`_TopCache`) count too, though most are the
-        same arrays as the masks'; an upper bound.
+        same arrays as the masks', and so do the lexical parts of the rows of a lexer state
+        most bytes extend (``_Lexed.bases`` and ``union``, :meth:`_lexeme_row`), some of them
+        the same array; an upper bound.
         """
         rows = len(self._masks) + self._partial_count + len(self._top_rows) + len(self._rest_rows)
+        for lexed in self._static.values():
+            rows += len(lexed.bases) + (lexed.union is not None)
         return rows * int(self._finished_row.nbytes)
 
     @property
@@ -1565,7 +1572,7 @@ class CompiledGrammar(Compiled):
         expression two parentheses deeper) takes it without a walk. None: the walk would
         visit more than its budget of nodes.
         """
-        found: npt.NDArray[np.uint32] | None = self._top_rows.get(lex, stack)
+        found = self._top_rows.get(lex, stack)
         if found is not None:
             return found
         walked = kernel.row(self._trie, stack, lex, _TRIE_BUDGET)  # type: ignore[arg-type]
@@ -1647,7 +1654,7 @@ class CompiledGrammar(Compiled):
         array) however deep the string.
         """
         key = (rests, lex)
-        outcome: bytes | None = self._rest_outcomes.get(key, stack)
+        outcome = self._rest_outcomes.get(key, stack)
         if outcome is None:
             mask, deepest = kernel.rests(rests, stack, lex)
             outcome = mask.tobytes()

@@ -1681,20 +1681,19 @@ class CompiledGrammar(Compiled):
 
         Built once per vocabulary when the walk is the vocabulary's (:func:`lexeme_walk`).
         """
-        tokens = self._vocab.tokens
         if lexed.shared_from is not None:
             shared, order = lexed.shared_from
             out = []
             for state, ids, offsets in shared.stops:
                 found = shared.rests.get(state)
                 if found is None:
-                    found = shared.rests[state] = rest_trie(tokens, ids, offsets)
+                    found = shared.rests[state] = rest_trie(self._table, ids, offsets)
                 out.append((order[state], found))
             return out
         assert lexed.stops is not None
         ids, offsets, states = lexed.stops
         return [
-            (state, rest_trie(tokens, ids[states == state], offsets[states == state]))
+            (state, rest_trie(self._table, ids[states == state], offsets[states == state]))
             for state in np.unique(states).tolist()
         ]
 

@@ -26,7 +26,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from outlines_like.fsm._accel_kernels import _C1, _i32, _i64, _jit, _u8, _u32
+from outlines_like.fsm._accel_kernels import _i32, _i64, _jit, _u8, _u32
 
 __all__ = [
     "DEAD",
@@ -45,7 +45,6 @@ __all__ = [
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
-I8 = npt.NDArray[np.int8]
 U32 = npt.NDArray[np.uint32]
 
 NONE = -(2**31)  # no action
@@ -59,7 +58,8 @@ OVER_BUDGET = 5  # (trie) the walk visited more nodes than it was allowed
 # (trie) ints kept per depth in ``saved``: the state at the node, then the feed its children
 # share (a child byte that ends the lexeme feeds the same terminal on the same stack)
 SAVED = 32
-_FED = 12  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
+_GEN = 12  # (a parent's) the stack its children's shared feed leaves, once one committed it
+_FED = 13  # where the fed overlay starts (at most SAVED - _FED states; longer: not kept)
 
 
 def _grammar_walk(
@@ -97,7 +97,7 @@ def _grammar_walk(
     mask: U32,
     undo: I32,
     saved: I32,
-    memo: I8,
+    memo: I32,
 ) -> int:  # pragma: no cover - compiled
     """Walk items (``c_node`` empty) or a token trie (a whole row); see the module docstring.
 
@@ -122,8 +122,12 @@ def _grammar_walk(
     first child whose byte ends it and reused by its siblings, with the next lexeme's context:
     a sibling whose byte neither extends nor starts a lexeme is dead without a restore),
     ``undo`` pairs (position, old state) to restore ``tmp`` on the way back up, ``memo`` (-1:
-    unknown) the viability of each lexer state while the stack is still the configuration's
-    own.
+    unknown) the viability of each lexer state as ``2 * stack + ok``: the stacks of a walk are
+    numbered (0: the configuration's own; a new number at each commit, shared by siblings
+    whose byte ends the same lexeme, as the stack they leave is the same), and a token ending
+    in a lexer state already decided on the same stack takes that answer. (Past the first
+    byte almost every token has ended the lexeme open at the configuration, a ``:`` say, so
+    a memo of the configuration's own stack alone rarely answers.)
 
     The stack of a walk is ``cfg_states[b0:b0 + low] + tmp[low:h]`` (``tmp`` indexed by stack
     position: the states pushed over its configuration). A terminal is fed on a second
@@ -146,7 +150,8 @@ def _grammar_walk(
     g = 0
     p = 0
     e = 0
-    changed = 0
+    changed = 0  # (trie) the stack's number: 0 the configuration's own, else its commit's
+    n_gen = 0  # (trie) stacks numbered so far
     byte = 0
     depth = 0
     deepest = h - 1  # (trie) the lowest position of the configuration read (-1: its bottom)
@@ -166,6 +171,7 @@ def _grammar_walk(
         saved[5] = 0
         saved[6] = -1
         saved[11] = -1
+        saved[_GEN] = -1
         saved[SAVED + 9] = c_first[0]  # the root's children
         saved[SAVED + 10] = c_first[1]
         depth = 1
@@ -174,6 +180,7 @@ def _grammar_walk(
     fresh = True  # go on to the next item / node
     at_end = False
     while True:
+        went_on = False  # (trie) the node's byte extended the lexeme: no parser step
         if fresh:
             fresh = False
             at_end = False
@@ -231,31 +238,8 @@ def _grammar_walk(
                 nxt = trans[(g + lex) * 256 + byte]
                 if nxt >= 0:  # the lexeme goes on (most nodes): no parser step
                     lex = nxt
-                    if c_first[u] < c_first[u + 1]:  # its children next, one depth down
-                        base = depth * SAVED
-                        saved[base] = lex
-                        saved[base + 1] = g
-                        saved[base + 2] = h
-                        saved[base + 3] = low
-                        saved[base + 4] = n_undo
-                        saved[base + 5] = changed
-                        saved[base + 6] = -1
-                        saved[base + 11] = -1
-                        saved[base + SAVED + 9] = c_first[u]
-                        saved[base + SAVED + 10] = c_first[u + 1]
-                        depth += 1
-                    t = t_tok[u]
-                    if t < 0:
-                        fresh = True
-                        continue
-                    if not changed:
-                        known = memo[g + lex]
-                        if known >= 0:
-                            if known:
-                                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                            fresh = True
-                            continue
-                    at_end = True  # (then its children)
+                    outcome = OK
+                    went_on = True  # (its children and token end: the walk's step below)
             else:
                 u += 1
                 if u >= n:
@@ -276,161 +260,170 @@ def _grammar_walk(
                     fresh = True
                     continue
                 g = ctx_base[cid]
-        if not trie:
-            at_end = p == e
-            if not at_end:
-                byte = buf[p]
-        outcome = DEAD  # of this step (OK: it went on, or the token is allowed)
-        term = -1
-        k_lo = 0
-        k_hi = 0
-        known = -1
-        if at_end:  # the token's end: can the lexeme still become a terminal taken?
-            if trie and not changed:
-                known = memo[g + lex]
-            k_lo = reach_first[g + lex]
-            k_hi = reach_first[g + lex + 1] if known < 0 else k_lo
-        else:
-            nxt = trans[(g + lex) * 256 + byte]
-            if nxt >= 0:
-                outcome = OK
-                lex = nxt
+        if not went_on:
+            if not trie:
+                at_end = p == e
+                if not at_end:
+                    byte = buf[p]
+            outcome = DEAD  # of this step (OK: it went on, or the token is allowed)
+            term = -1
+            k_lo = 0
+            k_hi = 0
+            known = -1
+            if at_end:  # the token's end: can the lexeme still become a terminal taken?
+                if trie:
+                    known = memo[g + lex]
+                    known = known & 1 if known >= 0 and known >> 1 == changed else -1
+                k_lo = reach_first[g + lex]
+                k_hi = reach_first[g + lex + 1] if known < 0 else k_lo
             else:
-                term = term_of[g + lex]
-                if term >= 0 and not ignore[term]:
-                    k_hi = 1
-        code = 0  # of the last feed: 0 rejected, 1 shifted, 2 needs the bottom, 3 no room
-        low2 = h
-        h2 = h
-        deep = False
-        fed = -1  # (trie) where the parent's feed is kept: its siblings end the same lexeme
-        if trie and k_hi and not at_end:
-            fed = (depth - 1) * SAVED
-            if saved[fed + 6] >= 0:  # a sibling fed it: the same stack, the same result
-                code = saved[fed + 6]
-                low2 = saved[fed + 7]
-                h2 = saved[fed + 8]
-                for i in range(low2, h2):
-                    tmp2[i] = saved[fed + _FED + i - low2]
-                k_lo = k_hi
-                fed = -1
-        for k in range(k_lo, k_hi):
-            if at_end:
-                term = reach_term[k]
-                if ignore[term]:
-                    code = 1
-                    break
+                nxt = trans[(g + lex) * 256 + byte]
+                if nxt >= 0:
+                    outcome = OK
+                    lex = nxt
+                else:
+                    term = term_of[g + lex]
+                    if term >= 0 and not ignore[term]:
+                        k_hi = 1
+            code = 0  # of the last feed: 0 rejected, 1 shifted, 2 needs the bottom, 3 no room
             low2 = h
             h2 = h
-            symbol = term  # then, after a reduction, the rule's left side (a goto)
-            while True:  # feed `term` on the overlay
-                i = h2 - 1
-                top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
-                if i < deepest:
-                    deepest = i
-                lo = first[top]
-                hi = first[top + 1]
-                action = NONE
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    s = sym[mid]
-                    if s == symbol:
-                        action = val[mid]
-                        break
-                    if s < symbol:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if action == NONE:
-                    code = 0
-                    break
-                if symbol != term or action >= 0:  # a goto, or the terminal shifted: push
-                    if h2 >= cap:
-                        code = 3
-                        break
-                    tmp2[h2] = action
-                    if h2 < low2:
-                        low2 = h2
-                    h2 += 1
-                    if symbol == term:
+            deep = False
+            fed = -1  # (trie) where the parent's feed is kept: its siblings end the same lexeme
+            if trie and k_hi and not at_end:
+                fed = (depth - 1) * SAVED
+                if saved[fed + 6] >= 0:  # a sibling fed it: the same stack, the same result
+                    code = saved[fed + 6]
+                    low2 = saved[fed + 7]
+                    h2 = saved[fed + 8]
+                    for i in range(low2, h2):
+                        tmp2[i] = saved[fed + _FED + i - low2]
+                    k_lo = k_hi
+                    fed = -1
+            for k in range(k_lo, k_hi):
+                if at_end:
+                    term = reach_term[k]
+                    if ignore[term]:
                         code = 1
                         break
-                    symbol = term
-                    continue
-                rule = ~action
-                size = rule_size[rule]
-                if size:
-                    h2 -= size
-                    if h2 <= 0:
-                        code = 2
-                        deepest = -1
-                        break
+                low2 = h
+                h2 = h
+                symbol = term  # then, after a reduction, the rule's left side (a goto)
+                while True:  # feed `term` on the overlay
                     i = h2 - 1
                     top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
                     if i < deepest:
                         deepest = i
-                    if top < 0:
-                        code = 2
+                    lo = first[top]
+                    hi = first[top + 1]
+                    action = NONE
+                    while lo < hi:
+                        mid = (lo + hi) >> 1
+                        s = sym[mid]
+                        if s == symbol:
+                            action = val[mid]
+                            break
+                        if s < symbol:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    if action == NONE:
+                        code = 0
                         break
-                symbol = rule_goto[rule]
-            if code == 1 or code == 3:
-                break
-            if code == 2:
-                deep = True
-        if fed >= 0 and code != 3 and h2 - low2 <= SAVED - _FED:
-            saved[fed + 6] = code
-            saved[fed + 7] = low2
-            saved[fed + 8] = h2
-            for i in range(low2, h2):
-                saved[fed + _FED + i - low2] = tmp2[i]
-        if at_end:
-            if known >= 0:
-                outcome = OK if known else DEAD
-            else:
-                outcome = OK if code == 1 else OVERFLOW if code == 3 else PENDING if deep else DEAD
-                if trie and not changed and outcome != OVERFLOW:
-                    memo[g + lex] = 1 if outcome == OK else 0
-        elif outcome != OK and term >= 0:  # the lexeme ends: its terminal, the next lexeme
-            outcome = DEAD
-            if k_hi:  # a terminal fed (not an ignored one)
+                    if symbol != term or action >= 0:  # a goto, or the terminal shifted: push
+                        if h2 >= cap:
+                            code = 3
+                            break
+                        tmp2[h2] = action
+                        if h2 < low2:
+                            low2 = h2
+                        h2 += 1
+                        if symbol == term:
+                            code = 1
+                            break
+                        symbol = term
+                        continue
+                    rule = ~action
+                    size = rule_size[rule]
+                    if size:
+                        h2 -= size
+                        if h2 <= 0:
+                            code = 2
+                            deepest = -1
+                            break
+                        i = h2 - 1
+                        top = tmp2[i] if i >= low2 else tmp[i] if i >= low else cfg_states[b0 + i]
+                        if i < deepest:
+                            deepest = i
+                        if top < 0:
+                            code = 2
+                            break
+                    symbol = rule_goto[rule]
+                if code == 1 or code == 3:
+                    break
                 if code == 2:
-                    outcome = PENDING
-                elif code == 3:
-                    outcome = OVERFLOW
-                elif code == 1:
-                    outcome = OK
-                    for i in range(low2, h2):  # commit the overlay
-                        if trie:
-                            if n_undo >= undo_cap:
-                                outcome = OVERFLOW
-                                break
-                            undo[2 * n_undo] = i
-                            undo[2 * n_undo + 1] = tmp[i]
-                            n_undo += 1
-                        tmp[i] = tmp2[i]
-                    if low2 < low:
-                        low = low2
-                    h = h2
-                    changed = 1
-                    top = tmp[h - 1] if h - 1 >= low else cfg_states[b0 + h - 1]
-                    if h - 1 < deepest:
-                        deepest = h - 1
-                    cid = ctx_of_state[top]
-                    if cid < 0:
-                        outcome = STUCK
-                        out_lex[0 if trie else u] = top
-                    else:
-                        g = ctx_base[cid]
-                        if trie:  # (the next lexeme's context: the siblings' dead test)
-                            saved[(depth - 1) * SAVED + 11] = g
-            else:
-                outcome = OK  # an ignored terminal: the same stack and context
-            if outcome == OK:
-                nxt = trans[g * 256 + byte]
-                if nxt >= 0:
-                    lex = nxt
+                    deep = True
+            if fed >= 0 and code != 3 and h2 - low2 <= SAVED - _FED:
+                saved[fed + 6] = code
+                saved[fed + 7] = low2
+                saved[fed + 8] = h2
+                for i in range(low2, h2):
+                    saved[fed + _FED + i - low2] = tmp2[i]
+            if at_end:
+                if known >= 0:
+                    outcome = OK if known else DEAD
                 else:
-                    outcome = DEAD
+                    outcome = (
+                        OK if code == 1 else OVERFLOW if code == 3 else PENDING if deep else DEAD
+                    )
+                    if trie and outcome != OVERFLOW:
+                        memo[g + lex] = 2 * changed + (1 if outcome == OK else 0)
+            elif outcome != OK and term >= 0:  # the lexeme ends: its terminal, the next lexeme
+                outcome = DEAD
+                if k_hi:  # a terminal fed (not an ignored one)
+                    if code == 2:
+                        outcome = PENDING
+                    elif code == 3:
+                        outcome = OVERFLOW
+                    elif code == 1:
+                        outcome = OK
+                        for i in range(low2, h2):  # commit the overlay
+                            if trie:
+                                if n_undo >= undo_cap:
+                                    outcome = OVERFLOW
+                                    break
+                                undo[2 * n_undo] = i
+                                undo[2 * n_undo + 1] = tmp[i]
+                                n_undo += 1
+                            tmp[i] = tmp2[i]
+                        if low2 < low:
+                            low = low2
+                        h = h2
+                        if trie:  # siblings ending the same lexeme leave the same stack
+                            fed = (depth - 1) * SAVED
+                            if saved[fed + _GEN] < 0:
+                                n_gen += 1
+                                saved[fed + _GEN] = n_gen
+                            changed = saved[fed + _GEN]
+                        top = tmp[h - 1] if h - 1 >= low else cfg_states[b0 + h - 1]
+                        if h - 1 < deepest:
+                            deepest = h - 1
+                        cid = ctx_of_state[top]
+                        if cid < 0:
+                            outcome = STUCK
+                            out_lex[0 if trie else u] = top
+                        else:
+                            g = ctx_base[cid]
+                            if trie:  # (the next lexeme's context: the siblings' dead test)
+                                saved[(depth - 1) * SAVED + 11] = g
+                else:
+                    outcome = OK  # an ignored terminal: the same stack and context
+                if outcome == OK:
+                    nxt = trans[g * 256 + byte]
+                    if nxt >= 0:
+                        lex = nxt
+                    else:
+                        outcome = DEAD
         # what the step means for the walk
         if trie:
             if outcome in (STUCK, OVERFLOW):
@@ -454,14 +447,15 @@ def _grammar_walk(
                     saved[base + 5] = changed
                     saved[base + 6] = -1  # (its children's feed: not known yet)
                     saved[base + 11] = -1
+                    saved[base + _GEN] = -1
                     saved[base + SAVED + 9] = c_first[u]
                     saved[base + SAVED + 10] = c_first[u + 1]
                     depth += 1
                 t = t_tok[u]
                 if t < 0:
                     fresh = True
-                elif not changed and memo[g + lex] >= 0:  # the token's end, known
-                    if memo[g + lex]:
+                elif memo[g + lex] >= 0 and memo[g + lex] >> 1 == changed:  # its end, known
+                    if memo[g + lex] & 1:
                         mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
                     fresh = True
                 else:
@@ -542,10 +536,6 @@ def _pack_rows(ids: I32, states: I32, words: int) -> tuple[I32, U32]:  # pragma:
     return present[:k].copy(), rows
 
 
-# the array types and compile options of the walk's kernels (_accel_kernels), plus int8
-_i8 = _C1(numba.int8, 1, "C")
-
-
 grammar_walk: Callable[..., int] = _jit(
     _grammar_walk,
     *[_i32] * 5,
@@ -573,7 +563,7 @@ grammar_walk: Callable[..., int] = _jit(
     _u32,
     _i32,
     _i32,
-    _i8,
+    _i32,
 )
 pack_rows: Callable[..., tuple[I32, U32]] = _jit(_pack_rows, _i32, _i32, numba.int64)
 trie_children: Callable[[I32], tuple[I32, I32]] = _jit(_trie_children, _i32)

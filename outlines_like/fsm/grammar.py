@@ -73,7 +73,7 @@ import importlib
 import re
 import threading
 from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -84,7 +84,7 @@ from outlines_like.errors import (
     UnsupportedConstraintError,
 )
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_actions import ActionRows
+from outlines_like.fsm._grammar_actions import END, ActionRows, action_arrays
 from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie, trie_layout
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
@@ -956,7 +956,10 @@ _KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
 _MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
 
 
-class _TopCache:
+_Kept = TypeVar("_Kept")
+
+
+class _TopCache(Generic[_Kept]):
     """Results of the compiled walk kept by the top of the stack they read, not the whole.
 
     A kernel trie walk from a whole stack reports the lowest position of the stack it read
@@ -968,13 +971,13 @@ class _TopCache:
     __slots__ = ("_sizes", "_values")
 
     def __init__(self) -> None:
-        self._values: dict[tuple[Hashable, tuple[int, ...]], Any] = {}
+        self._values: dict[tuple[Hashable, tuple[int, ...]], _Kept] = {}
         self._sizes: dict[tuple[Hashable, int], list[int]] = {}
 
     def __len__(self) -> int:
         return len(self._values)
 
-    def get(self, key: Hashable, stack: tuple[int, ...]) -> Any:
+    def get(self, key: Hashable, stack: tuple[int, ...]) -> _Kept | None:
         """The value kept for ``key`` under a top of ``stack``, or None."""
         for size in self._sizes.get((key, stack[-1]), ()):
             if size <= len(stack):
@@ -983,7 +986,7 @@ class _TopCache:
                     return found
         return None
 
-    def put(self, key: Hashable, stack: tuple[int, ...], deepest: int, value: Any) -> None:
+    def put(self, key: Hashable, stack: tuple[int, ...], deepest: int, value: _Kept) -> None:
         """Keep ``value`` under ``stack[deepest:]`` (``deepest`` < 0: the bottom was read)."""
         if deepest < 0:
             return
@@ -1104,8 +1107,8 @@ class CompiledGrammar(Compiled):
         self._masks: dict[tuple[Config, int], Row] = {}
         # (LALR, compiled walk) trie rows and the rests' outcomes past a lexeme's end, by the
         # top states their walk read (`_top_row`, `_rest_row`)
-        self._top_rows = _TopCache()
-        self._rest_outcomes = _TopCache()
+        self._top_rows: _TopCache[npt.NDArray[np.uint32]] = _TopCache()
+        self._rest_outcomes: _TopCache[bytes] = _TopCache()  # (a mask over the rests, packed)
         # the tokens allowed per outcome of a rest trie's walk (`_rest_row`)
         self._rest_rows: dict[tuple[RestTrie, bytes], npt.NDArray[np.uint32]] = {}
         self._partials: dict[tuple[Config, int], _Partial] = {}
@@ -1113,6 +1116,7 @@ class CompiledGrammar(Compiled):
         # the levels of partial rows; tests set () to compute every row whole, or set GLR's
         self._key_depths: tuple[int, ...] = _KEY_DEPTHS if self.is_lalr else ()
         self._steps: dict[tuple[Config, int, int], tuple[Config, int]] = {}
+        self._ends: tuple[list[bool], list[bool]] | None = None  # (LALR: `_end_filter`)
         self._dfa = _MatcherDFA(self)
         # LALR with the accel extra: the tokens past a lexeme's end walk in the compiled
         # kernel, the parser inside it, instead of the matcher DFA (built on first use)
@@ -1138,9 +1142,13 @@ class CompiledGrammar(Compiled):
         """Bytes of the cached masks and partial rows (what the compile cache bounds).
 
         The trie rows kept by their top (:class:`_TopCache`) count too, though most are the
-        same arrays as the masks'; an upper bound.
+        same arrays as the masks', and so do the lexical parts of the rows of a lexer state
+        most bytes extend (``_Lexed.bases`` and ``union``, :meth:`_lexeme_row`), some of them
+        the same array; an upper bound.
         """
         rows = len(self._masks) + self._partial_count + len(self._top_rows) + len(self._rest_rows)
+        for lexed in self._static.values():
+            rows += len(lexed.bases) + (lexed.union is not None)
         return rows * int(self._finished_row.nbytes)
 
     @property
@@ -1377,13 +1385,48 @@ class CompiledGrammar(Compiled):
         return viable
 
     def _eos_ok(self, config: Config, lex: int) -> bool:
+        ends = self._end_filter() if self.is_lalr else None
         if lex == 0:
+            if ends is not None and not ends[0][config[-1]]:  # type: ignore[index]
+                return False
             return self._parser.accepts_end(config)
         cls = int(self._context(config).winner[lex])
         if cls < 0:
             return False
+        if ends is not None:
+            term = self._classes[cls][0]
+            if term in self._ignore_ids:
+                if not ends[0][config[-1]]:  # type: ignore[index]
+                    return False
+            elif not ends[1][term]:
+                return False
         after = self._after(config, cls)
         return after is not None and self._parser.accepts_end(after)
+
+    def _end_filter(self) -> tuple[list[bool], list[bool]]:
+        """(LALR) Two necessary conditions of :meth:`_eos_ok`, read off the table once.
+
+        Per state: whether it has an action on ``$END`` (the parser refuses the end at once
+        where the top state has none). Per terminal: whether a state its shift goes to has
+        one (a lexeme's terminal fed before the end leaves such a state on top). Most states
+        of a document's middle fail the first (JSON: all but the closing ones), so the
+        parser's walk down a deep stack is skipped there; where both hold, it runs as before.
+        """
+        found = self._ends
+        if found is None:
+            bounds, symbols, codes, names = action_arrays(cast("LALRParser", self._parser).actions)
+            n_states = len(bounds) - 1
+            owner = np.repeat(np.arange(n_states), np.diff(bounds))
+            has_end = np.zeros(n_states, dtype=np.bool_)
+            if END in names:
+                has_end[owner[symbols == names.index(END)]] = True
+            shifts = codes >= 0
+            reach = np.zeros(len(names), dtype=np.bool_)
+            reach[symbols[shifts][has_end[codes[shifts]]]] = True
+            index = {name: i for i, name in enumerate(names)}
+            after = [name in index and bool(reach[index[name]]) for name in self.terminal_names]
+            found = self._ends = (cast("list[bool]", has_end.tolist()), after)
+        return found
 
     def _step_byte(self, stack: Config, lex: int, byte: int) -> tuple[Config, int] | None:
         context = self._context(stack)
@@ -1560,7 +1603,7 @@ class CompiledGrammar(Compiled):
         expression two parentheses deeper) takes it without a walk. None: the walk would
         visit more than its budget of nodes.
         """
-        found: npt.NDArray[np.uint32] | None = self._top_rows.get(lex, stack)
+        found = self._top_rows.get(lex, stack)
         if found is not None:
             return found
         walked = kernel.row(self._trie, stack, lex, _TRIE_BUDGET)  # type: ignore[arg-type]
@@ -1642,7 +1685,7 @@ class CompiledGrammar(Compiled):
         array) however deep the string.
         """
         key = (rests, lex)
-        outcome: bytes | None = self._rest_outcomes.get(key, stack)
+        outcome = self._rest_outcomes.get(key, stack)
         if outcome is None:
             mask, deepest = kernel.rests(rests, stack, lex)
             outcome = mask.tobytes()
@@ -1669,20 +1712,19 @@ class CompiledGrammar(Compiled):
 
         Built once per vocabulary when the walk is the vocabulary's (:func:`lexeme_walk`).
         """
-        tokens = self._vocab.tokens
         if lexed.shared_from is not None:
             shared, order = lexed.shared_from
             out = []
             for state, ids, offsets in shared.stops:
                 found = shared.rests.get(state)
                 if found is None:
-                    found = shared.rests[state] = rest_trie(tokens, ids, offsets)
+                    found = shared.rests[state] = rest_trie(self._table, ids, offsets)
                 out.append((order[state], found))
             return out
         assert lexed.stops is not None
         ids, offsets, states = lexed.stops
         return [
-            (state, rest_trie(tokens, ids[states == state], offsets[states == state]))
+            (state, rest_trie(self._table, ids[states == state], offsets[states == state]))
             for state in np.unique(states).tolist()
         ]
 

@@ -11,6 +11,7 @@ buffers too small (the kernel grows them and walks the items again). Needs numba
 from __future__ import annotations
 
 import random
+import types
 from collections.abc import Hashable, Iterator
 from typing import cast
 
@@ -19,7 +20,8 @@ import pytest
 
 from outlines_like.fsm import _accel
 from outlines_like.fsm import grammar as grammar_module
-from outlines_like.fsm._grammar_kernel import LALRKernel, Pending
+from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, rest_trie
+from outlines_like.fsm._grammar_walk import ByteTable
 from outlines_like.fsm.grammar import CompiledGrammar, _MatcherDFA, compile_grammar
 from outlines_like.types import CFG
 from tests.fsm.test_grammar import ARITH_LARK, EOS_ID, VOCAB, greedy
@@ -273,6 +275,10 @@ def test_lexeme_rows_equal_the_pure_rows(name: str) -> None:
         lexed = fast._static[(cid, q)]
         rests += sum(len(trie.ids) for _, trie in lexed.rests or [])
         checked += 1
+        # the lexical parts kept count in the compile cache's bound
+        kept = sum(len(x.bases) + (x.union is not None) for x in fast._static.values())
+        assert kept
+        assert fast.nbytes >= kept * fast._finished_row.nbytes
     assert checked > 120
     assert rests  # tokens ran past lexemes' ends and took the rests' trie walk
 
@@ -319,3 +325,43 @@ def test_context_arrays_match_the_contexts(name: str) -> None:
     assert kernel.reach_term.tolist() == [t for r in reach for t in r]
     for array in (kernel.ctx_base, kernel.trans, kernel.term_of, kernel.reach_first):
         assert array.dtype == np.int32
+
+
+def _trie_paths(arrays: tuple[np.ndarray, ...]) -> dict[int, bytes]:
+    """The bytes from the root to each node of a kernel trie that ends a token, by token."""
+    byte, first, node, tok = arrays
+    out: dict[int, bytes] = {}
+    todo = [(0, b"")]
+    while todo:
+        x, path = todo.pop()
+        if tok[x] >= 0:
+            out[int(tok[x])] = path
+        for k in range(int(first[x]), int(first[x + 1])):
+            todo.append((int(node[k]), path + bytes([int(byte[k])])))
+    return out
+
+
+def test_rest_trie_equals_the_rests_as_bytes() -> None:
+    """The rests told apart and sorted in numpy are Python's sorted distinct bytes: each
+    item's rest, the trie's tokens in bytes order, over random rests of random tokens with
+    zero bytes inside and at their ends (where zero-padded rows tie)."""
+    rng = random.Random(7)
+    for _ in range(200):
+        tokens = [
+            bytes(rng.choice([0, 0, 1, 97, 98, 255]) for _ in range(rng.randint(1, 7)))
+            for _ in range(rng.randint(1, 40))
+        ]
+        lengths = np.array([len(t) for t in tokens], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        table = types.SimpleNamespace(
+            buf=np.frombuffer(b"".join(tokens), dtype=np.uint8), starts=starts, lengths=lengths
+        )
+        ids = np.array([rng.randrange(len(tokens)) for _ in range(rng.randint(1, 60))])
+        offsets = np.array([rng.randrange(len(tokens[t])) for t in ids], dtype=np.int64)
+        rests = [tokens[t][o:] for t, o in zip(ids.tolist(), offsets.tolist(), strict=True)]
+        distinct = sorted(set(rests))
+        trie = rest_trie(cast("ByteTable", table), ids.astype(np.int32), offsets.astype(np.int32))
+        assert [distinct[i] for i in trie.rest_of.tolist()] == rests
+        assert _trie_paths(trie.arrays) == dict(enumerate(distinct))
+        assert trie.stack_size == max(map(len, distinct)) + 1
+        assert trie.words == len(distinct) // 32 + 2

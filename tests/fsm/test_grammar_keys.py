@@ -136,3 +136,39 @@ def test_glr_steps_explored_on_the_top_are_the_whole_steps() -> None:
             assert after is not None
             config = after
     assert deep
+
+
+def _eos_answer(grammar: CompiledGrammar, config: Config, lex: int) -> bool | None:
+    """``_eos_ok``, None where it needs the stack's bottom."""
+    try:
+        return grammar._eos_ok(config, lex)
+    except NeedsBottom:
+        return None
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (_, kind) in GRAMMARS.items() if kind == "lalr"))
+def test_end_filter_answers_as_the_parser(name: str) -> None:
+    """EOS past the table's two necessary conditions (``_end_filter``) is the parser's answer
+    over random configurations, whole and truncated, from every lexer state of their context;
+    where the bottom would decide, the conditions may refuse at once (every stack with that
+    top refuses). The conditions refuse some of them, so the test checks something."""
+    grammar = CompiledGrammar(GRAMMARS[name][0], VOCAB)
+    has_end, after = ends = grammar._end_filter()
+    passed = ([True] * len(has_end), [True] * len(after))  # conditions that pass all
+    refused = 0
+    for config, _ in _configs(grammar, _walks(grammar, f"{name}-end", walks=12)):
+        split = grammar._parser.split(config, 2)  # type: ignore[union-attr]
+        for stack in [config] if split is None else [config, split[0]]:
+            context = grammar._contexts[grammar._context_id(stack)]
+            for lex in range(context.n_states):
+                grammar._ends = passed
+                expected = _eos_answer(grammar, stack, lex)
+                grammar._ends = ends
+                found = _eos_answer(grammar, stack, lex)
+                assert found == expected or (expected is None and found is False)
+                cls = int(context.winner[lex])
+                if lex == 0 or (cls >= 0 and grammar._classes[cls][0] in grammar._ignore_ids):
+                    refused += not has_end[stack[-1]]  # type: ignore[index]
+                elif cls >= 0:
+                    refused += not after[grammar._classes[cls][0]]
+    assert refused

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 
 import numpy as np
 import pytest
@@ -205,3 +206,46 @@ def test_token_bytes_and_suffixes_equal_the_byte_by_byte_reading() -> None:
         cut, chars = _cut_reference(tokens[p], in_set)
         assert got[p] == (tokens[p][cut:], chars), tokens[p]
     assert (np.diff(sfx.lengths) <= 0).all()  # the walk's layout: longest first
+
+
+def test_chain_tails_sort_and_flag_as_bytes_compare() -> None:
+    """``ChainTails.of`` (numpy sorts of fixed-width keys) orders the suffixes as Python sorts
+    ``(bytes, pre, position)`` -- zero bytes inside and at the end included, which the padded
+    keys alone cannot tell apart -- and flags equal neighbours and partial characters as the
+    per-item definitions do."""
+    from outlines_like.fsm._lexemes import NON_ASCII, ChainTails, SuffixTable, TokenBytes
+
+    rng = np.random.default_rng(11)
+    pieces = [b"a", b'"', b"\\", b"\x00", b"\x00\x00", b"b", "é".encode(), "€".encode(),
+              b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\xff"]  # fmt: skip
+    tokens = tuple(
+        b"".join(pieces[j] for j in rng.integers(0, len(pieces), rng.integers(1, 5)))
+        for _ in range(4000)
+    )
+    layout = TokenBytes.of(tokens)
+    in_set = np.ones(128, dtype=bool)
+    in_set[[0, ord('"'), ord("\\")]] = False
+    unfit = np.flatnonzero([_cut_reference(t, in_set)[0] < len(t) for t in tokens])
+    sfx = SuffixTable(layout, unfit, np.arange(len(tokens), dtype=np.int32), in_set)
+    tails = ChainTails.of(sfx, NON_ASCII)
+    items = sfx.tokens_by_pos
+    order = sorted(range(len(items)), key=lambda k: (items[k], int(sfx.pre_chars[k]), k))
+    want = [items[k] for k in order]
+    got = [bytes(tails.flat[b:e]) for b, e in zip(tails.begin, tails.end, strict=True)]
+    assert got == want
+    assert any(w.endswith(b"\x00") for w in want)
+    assert any(b"\x00" in w[:-1] for w in want)
+    assert tails.ids.tolist() == [int(sfx.ids[k]) for k in order]
+    assert tails.pre.tolist() == [int(sfx.pre_chars[k]) for k in order]
+    assert tails.same.tolist() == [0, *(int(a == b) for a, b in itertools.pairwise(want))]
+    assert sum(tails.same.tolist()) > 0
+
+    def proper_prefix(data: bytes) -> bool:
+        return any(
+            len(data) < len(seq)
+            and all(lo <= x <= hi for x, (lo, hi) in zip(data, seq, strict=False))
+            for seq in NON_ASCII
+        )
+
+    assert tails.partial.tolist() == [int(proper_prefix(w)) for w in want]
+    assert tails.partial.any()

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 
@@ -557,14 +558,17 @@ _PRODUCT_MEMO_BYTES = 32 << 20
 class _Product:
     """A context's product as the kernel built it, in terms of its components (any grammar).
 
-    ``components`` keeps the terminal DFAs alive, so the ids in the memo's key stay theirs.
+    ``components``: weak references to the terminal DFAs whose ids make the memo's key. They
+    do not keep the DFAs alive (a literal's DFA is ~1 KB a byte, and the terminal memo's own
+    bound evicts them): an entry whose DFAs are gone answers no key (a new DFA may take an
+    old one's id) and waits for eviction, its bytes still counted.
     A lexeme ending in state ``s`` becomes component ``labels[label_at[s]]`` (``labels``: the
     components that win somewhere, in the order of the first state they win; ``label_at[s]
     = len(labels)`` where none does), and ``reach[s, c]`` says whether it can still become
     component ``c``.
     """
 
-    components: tuple[TerminalDFA, ...]
+    components: tuple[weakref.ref[TerminalDFA], ...]
     transitions: npt.NDArray[np.int32]
     labels: list[int]
     label_at: npt.NDArray[np.intp]
@@ -599,7 +603,9 @@ def _product(
     key = tuple(map(id, comp_dfas))
     with _products_lock:
         found = _products.get(key)
-        if found is not None:
+        if found is not None and all(
+            ref() is dfa for ref, dfa in zip(found.components, comp_dfas, strict=True)
+        ):
             _products.move_to_end(key)
             if found.transitions.shape[0] > _KERNEL_MAX_STATES:  # (a limit lowered since)
                 return None, None
@@ -624,10 +630,20 @@ def _product(
     label_at[label_at < 0] = len(first_win)
     won = list(first_win)
     built = _Product(
-        tuple(comp_dfas), transitions.reshape(n, 256), won, label_at, by_term[:, order]
+        tuple(map(weakref.ref, comp_dfas)),
+        transitions.reshape(n, 256),
+        won,
+        label_at,
+        by_term[:, order],
     )
     with _products_lock:
-        if key not in _products:
+        stale = _products.get(key)
+        if stale is None or any(
+            ref() is not dfa for ref, dfa in zip(stale.components, comp_dfas, strict=True)
+        ):
+            if stale is not None:  # its DFAs are gone: another DFA took an id
+                del _products[key]
+                _products_bytes -= stale.transitions.nbytes + stale.reach.nbytes
             _products[key] = built
             _products_bytes += built.transitions.nbytes + built.reach.nbytes
             while _products_bytes > _PRODUCT_MEMO_BYTES and len(_products) > 1:

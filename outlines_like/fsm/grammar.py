@@ -1147,7 +1147,8 @@ class CompiledGrammar(Compiled):
         the same array; an upper bound.
         """
         rows = len(self._masks) + self._partial_count + len(self._top_rows) + len(self._rest_rows)
-        for lexed in self._static.values():
+        # a snapshot (one step under the GIL): mask threads add entries while this is read
+        for lexed in list(self._static.values()):
             rows += len(lexed.bases) + (lexed.union is not None)
         return rows * int(self._finished_row.nbytes)
 

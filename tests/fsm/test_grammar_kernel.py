@@ -283,6 +283,30 @@ def test_lexeme_rows_equal_the_pure_rows(name: str) -> None:
     assert rests  # tokens ran past lexemes' ends and took the rests' trie walk
 
 
+def test_nbytes_reads_lexeme_rows_while_masks_add_them() -> None:
+    """``nbytes`` (read by the compile cache under its own lock) iterates the lexeme rows while
+    mask threads add to them: an entry added mid-read does not break the read."""
+    grammar = CompiledGrammar(GRAMMARS["json"][0], VOCAB)
+    m = grammar.matcher()
+    for token in greedy(b'{"abc": [1, "x'):
+        m.allowed_token_ids()
+        m.advance(token)
+    assert grammar._static
+
+    class Adding:  # a row whose read lets "another thread" add one
+        def __init__(self, inner: object) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            if name == "bases":
+                grammar._static[object()] = self._inner  # type: ignore[index]
+            return getattr(self._inner, name)
+
+    key, first = next(iter(grammar._static.items()))
+    grammar._static[key] = Adding(first)  # type: ignore[assignment]
+    assert grammar.nbytes > 0
+
+
 def test_many_rests_take_the_keyed_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where too many tokens run past the lexeme's end for their trie, the keyed rows serve."""
     monkeypatch.setattr(grammar_module, "_TRIE_BUDGET", 40)  # (the test vocabulary is small)

@@ -212,6 +212,39 @@ def test_context_products_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     assert _grammar_lexer._products_bytes == 0
 
 
+@pytest.mark.skipif(not _accel.available(), reason="the compiled context build needs numba")
+def test_context_products_do_not_keep_their_dfas_alive() -> None:
+    """The memo holds its components weakly (a literal's DFA is ~1 KB a byte, and the terminal
+    memo's bound evicts them): they are freed with their last user, and an entry whose DFAs
+    are gone is not taken by other DFAs that got their ids."""
+    import gc
+    import weakref
+
+    from outlines_like.fsm import _accel_lexer
+
+    _grammar_lexer.clear_context_products()
+    first = [_grammar_lexer.literal_dfa(b"alpha"), _grammar_lexer.literal_dfa(b"beta")]
+    built, _ = _grammar_lexer._product(_accel_lexer, first, [0, 1], 2)
+    assert built is not None
+    refs = [weakref.ref(d) for d in first]
+    del first
+    gc.collect()
+    assert all(r() is None for r in refs)
+    # other DFAs under the dead ones' key (as if they had taken the ids): a fresh product
+    other = [_grammar_lexer.literal_dfa(b"gamma"), _grammar_lexer.literal_dfa(b"delta")]
+    (key,) = _grammar_lexer._products
+    _grammar_lexer._products[tuple(map(id, other))] = _grammar_lexer._products.pop(key)
+    got, _ = _grammar_lexer._product(_accel_lexer, other, [0, 1], 2)
+    assert got is not None
+    assert got is not built
+    assert [r() for r in got.components] == other
+    assert got.transitions.shape[0] > built.transitions.shape[0]  # "gamma", "delta"
+    assert len(_grammar_lexer._products) == 1
+    held = sum(p.transitions.nbytes + p.reach.nbytes for p in _grammar_lexer._products.values())
+    assert held == _grammar_lexer._products_bytes
+    _grammar_lexer.clear_context_products()
+
+
 def _schema_grammar() -> str:
     """A JSON Schema's grammar (plain BNF: its tables are the compiled ones with the extra)."""
     from outlines_like.types import CFG

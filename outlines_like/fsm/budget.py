@@ -117,34 +117,19 @@ class Meter:
     Use as a context manager to make it the meter :func:`check` sees.
     """
 
-    __slots__ = ("_clock", "_since", "_tokens", "budget", "deadline", "phase")
+    __slots__ = ("_clock", "_tokens", "budget", "deadline", "phase")
 
-    def __init__(self, budget: Budget, phase: Phase, *, lazy: bool = False) -> None:
+    def __init__(self, budget: Budget, phase: Phase) -> None:
         self.budget = budget
         self.phase = phase
         self._clock = _CLOCKS[budget.clock]
         seconds = budget.seconds if phase == "compile" else budget.mask_seconds
-        self._since: float | None = None
-        if lazy and budget.clock == "cpu":
-            # the CPU clock is a system call (~0.3-2 us; a first visit of a lazy DFA's state
-            # runs a meter of its own, and most never reach a check): read it at the first
-            # check instead, the CPU time before that counted as the wall time elapsed (at
-            # least as much: never less than the CPU clock would count)
-            self._since = time.perf_counter()
-            self.deadline = float("inf")
-        else:
-            self.deadline = self._clock() + seconds
+        self.deadline = self._clock() + seconds
         self._tokens: list[contextvars.Token[Meter | None]] = []
 
     def check(self, where: str = "") -> None:
         """Raise :class:`ConstraintTooLargeError` when the phase's time has run out."""
-        now = self._clock()
-        if self._since is not None:  # a lazy start (see __init__)
-            b = self.budget
-            seconds = b.seconds if self.phase == "compile" else b.mask_seconds
-            self.deadline = now - (time.perf_counter() - self._since) + seconds
-            self._since = None
-        if now > self.deadline:
+        if self._clock() > self.deadline:
             b = self.budget
             limit = "seconds" if self.phase == "compile" else "mask_seconds"
             seconds = b.seconds if self.phase == "compile" else b.mask_seconds
@@ -179,13 +164,11 @@ class metered:
     """
 
     # a lazy DFA's first visit of a state runs one of these per row (~30 us): it sets the
-    # context variable itself rather than through the meter's enter and exit (~0.8 us less),
-    # and its meter reads the CPU clock only if a check comes (~2 us less here)
+    # context variable itself rather than through the meter's enter and exit (~0.8 us less)
     __slots__ = ("_meter", "_token")
 
     def __init__(self, budget: Budget, phase: Phase) -> None:
-        # a lazy start: no clock read unless a check comes (see Meter)
-        self._meter = None if _active.get() is not None else Meter(budget, phase, lazy=True)
+        self._meter = None if _active.get() is not None else Meter(budget, phase)
 
     def __enter__(self) -> None:
         if self._meter is not None:

@@ -21,8 +21,7 @@ from outlines_like.fsm import (
     clear_caches,
     compile_constraint,
 )
-from outlines_like.fsm import budget as budget_mod
-from outlines_like.fsm.budget import DEFAULT_BUDGET, Meter, active, check, metered
+from outlines_like.fsm.budget import DEFAULT_BUDGET, check
 from outlines_like.types import CFG, JsonSchema, Regex
 
 HANG_GUARD_S = 20.0
@@ -203,73 +202,6 @@ def test_mask_time_budget_raises_during_generation() -> None:
     with pytest.raises(ConstraintTooLargeError) as info:
         generate()
     assert info.value.limit == "mask_seconds"
-
-
-def test_cpu_mask_budget_raises_during_generation() -> None:
-    # the CPU clock, started lazily by each first visit's meter (the default clock)
-    clear_caches()  # (another test's walk may have built the rows: no check would come)
-    budget = Budget(mask_seconds=1e-9)
-    compiled = compile_constraint(Regex("(?:[0-9]x){0,40}|z{4000}"), VOCAB, budget=budget)
-    m = compiled.matcher()
-    out = np.zeros(VOCAB.mask_words, dtype=np.int32)
-
-    def generate() -> None:
-        for _ in range(40):
-            m.fill_bitmask(out)
-            m.advance(TOKENS.index(b"7"))
-            m.advance(TOKENS.index(b"x"))
-
-    with pytest.raises(ConstraintTooLargeError) as info:
-        generate()
-    assert info.value.limit == "mask_seconds"
-
-
-def _counted_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    reads = [0]
-
-    def clock() -> float:
-        reads[0] += 1
-        return time.thread_time()
-
-    monkeypatch.setitem(budget_mod._CLOCKS, "cpu", clock)
-    return reads
-
-
-def test_a_metered_mask_reads_the_cpu_clock_only_when_it_checks(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    reads = _counted_cpu_clock(monkeypatch)
-    with metered(Budget(), "mask"):
-        assert active() is not None
-    assert reads[0] == 0  # no check: no clock read (a system call)
-    with metered(Budget(), "mask"):
-        check("a first check")
-        check("a second")
-    assert reads[0] == 2
-    Meter(Budget(), "mask")  # an eager meter reads it at once
-    assert reads[0] == 3
-
-
-def test_a_lazy_meter_counts_the_time_before_its_first_check(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # the CPU time before the first check is counted as the wall time elapsed: never less
-    # than the CPU clock would count, so a lazy start never lets a phase run longer
-    _counted_cpu_clock(monkeypatch)
-    budget = Budget(mask_seconds=0.02)
-    with metered(budget, "mask"):
-        time.sleep(0.05)  # no CPU time, but wall time past the budget
-        with pytest.raises(ConstraintTooLargeError) as info:
-            check("after a sleep")
-    assert info.value.limit == "mask_seconds"
-    with metered(budget, "mask"):
-        check("at once")  # well within
-    lazy = Meter(Budget(mask_seconds=5.0), "mask", lazy=True)
-    time.sleep(0.01)
-    lazy.check()
-    assert time.thread_time() + 5.0 - 0.01 >= lazy.deadline  # the sleep counted
-    wall = Meter(Budget(clock="wall"), "mask", lazy=True)
-    assert wall.deadline < float("inf")  # the wall clock is cheap: read at once
 
 
 def test_bytes_budget() -> None:

@@ -198,6 +198,7 @@ UNKNOWN = -2  # a row of a lazy DFA that is not built yet
 # see _rows_table) are touched only as states reach them, so the reserve costs no memory, and
 # growing (a copy of every row, ~2 ms at 4,000 states, inside one mask) is left to DFAs past it
 _RESERVE_ROWS = 1 << 15
+_NOHUGEPAGE_BYTES = 4 << 20  # numpy advises huge pages from there on (see _rows_table)
 
 
 def _rows_table(cap: int) -> npt.NDArray[np.int32]:
@@ -213,7 +214,7 @@ def _rows_table(cap: int) -> npt.NDArray[np.int32]:
     """
     nbytes = cap * 256 * 4
     advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < (4 << 20):
+    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < _NOHUGEPAGE_BYTES:
         return np.empty((cap, 256), dtype=np.int32)
     try:
         # private, as malloc's own mappings are (a shared one would be shared with a forked

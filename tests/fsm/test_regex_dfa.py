@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import mmap
 import random
 import re
 import sys
@@ -293,14 +294,20 @@ def test_large_rows_table_is_not_advised_to_huge_pages() -> None:
     assert "nh" not in (_vm_flags(plain.ctypes.data) or [])
 
 
+@pytest.mark.parametrize("mapped", [False, True])
 @pytest.mark.parametrize("accel", [False, True])
 @pytest.mark.usefixtures("_switch_back")
-def test_lazy_dfa_grows_past_its_reserve(accel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a reserve of 64 rows: the table grows (into a new table of its own) as states come
+def test_lazy_dfa_grows_past_its_reserve(
+    accel: bool, mapped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a reserve of 64 rows: the table grows (into a new table of its own) as states come;
+    # mapped: every table, the small ones too, is the mmap'd kind
     import outlines_like.fsm.regex_dfa as regex_dfa
 
     _accel.set_enabled(accel)
     monkeypatch.setattr(regex_dfa, "_RESERVE_ROWS", 64)
+    if mapped:
+        monkeypatch.setattr(regex_dfa, "_NOHUGEPAGE_BYTES", 0)
     pattern = r"[ab]*a[ab]{7}"
     lazy = compile_regex_auto(pattern, eager_nfa_limit=0)
     assert isinstance(lazy, LazyByteDFA)
@@ -311,6 +318,11 @@ def test_lazy_dfa_grows_past_its_reserve(accel: bool, monkeypatch: pytest.Monkey
     assert lazy.n_states > 64
     built = lazy.transitions
     assert ((built >= -1) | (built == UNKNOWN)).all()
+    if mapped and hasattr(mmap, "MADV_NOHUGEPAGE"):
+        base = lazy._table.base  # the grown table is mapped too
+        while base is not None and not isinstance(base, mmap.mmap):
+            base = base.obj if isinstance(base, memoryview) else base.base
+        assert isinstance(base, mmap.mmap)
 
 
 def test_lazy_state_limit() -> None:

@@ -214,11 +214,14 @@ class CharSets:
             if mask is None:
                 n = tails.partial_ids.shape[0] if loop else np.searchsorted(tails.partial_pre, key)
                 ids = tails.partial_ids[:n]
-                words = base.view(np.uint32).copy()
-                shifts = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
-                np.bitwise_or.at(words, ids >> 5, shifts)
-                mask = words.view(np.int32)
-                mask.flags.writeable = False
+                if ids.shape[0] == 0:  # nothing to add: the same (read-only) mask, no copy
+                    mask = base
+                else:
+                    words = base.view(np.uint32).copy()
+                    shifts = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+                    np.bitwise_or.at(words, ids >> 5, shifts)
+                    mask = words.view(np.int32)
+                    mask.flags.writeable = False
                 self._body_masks[key] = mask
             return mask
 

@@ -195,14 +195,24 @@ def _grammar_walk(
                 # children dead by the parent's state alone, told apart without a restore: the
                 # byte neither extends the lexeme nor, once it ends (the feed its siblings
                 # share, when known), starts the next one
-                row = (saved[base + 1] + saved[base]) * 256
-                p_term = term_of[saved[base + 1] + saved[base]]
-                p_fed = saved[base + 6]
-                p_next = saved[base + 11]
+                # (the parent's lexeme-end fields are read once a child's byte does not extend
+                # the lexeme: most first children extend it)
+                lex = saved[base]
+                g = saved[base + 1]
+                row = (g + lex) * 256
+                p_term = -2  # not read yet
+                p_fed = -1
+                p_next = -1
+                nxt = -1
                 while kc < k_end:
                     byte = c_byte[kc]
-                    if trans[row + byte] >= 0:
+                    nxt = trans[row + byte]
+                    if nxt >= 0:
                         break
+                    if p_term == -2:
+                        p_term = term_of[g + lex]
+                        p_fed = saved[base + 6]
+                        p_next = saved[base + 11]
                     if p_term >= 0:
                         if ignore[p_term]:
                             if trans[saved[base + 1] * 256 + byte] >= 0:
@@ -229,13 +239,9 @@ def _grammar_walk(
                 while n_undo > saved[base + 4]:  # back to the parent's stack
                     n_undo -= 1
                     tmp[undo[2 * n_undo]] = undo[2 * n_undo + 1]
-                lex = saved[base]
-                g = saved[base + 1]
                 h = saved[base + 2]
                 low = saved[base + 3]
                 changed = saved[base + 5]
-                byte = c_byte[kc]
-                nxt = trans[(g + lex) * 256 + byte]
                 if nxt >= 0:  # the lexeme goes on (most nodes): no parser step
                     lex = nxt
                     outcome = OK

@@ -16,9 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import itertools
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 
@@ -26,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
+from outlines_like.fsm._context_products import context_product
 from outlines_like.fsm.budget import check
 from outlines_like.fsm.regex_dfa import compile_regex
 
@@ -34,7 +33,6 @@ __all__ = [
     "TerminalDFA",
     "TerminalDFAs",
     "build_context",
-    "clear_context_products",
     "clear_terminal_dfas",
     "literal_dfa",
     "set_context_kernels",
@@ -550,108 +548,6 @@ def build_context(
     )
 
 
-_PRODUCT_MEMO_BYTES = 32 << 20
-"""Most bytes of transition tables the memo of compiled context products keeps."""
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _Product:
-    """A context's product as the kernel built it, in terms of its components (any grammar).
-
-    ``components``: weak references to the terminal DFAs whose ids make the memo's key. They
-    do not keep the DFAs alive (a literal's DFA is ~1 KB a byte, and the terminal memo's own
-    bound evicts them): an entry whose DFAs are gone answers no key (a new DFA may take an
-    old one's id) and waits for eviction, its bytes still counted.
-    A lexeme ending in state ``s`` becomes component ``labels[label_at[s]]`` (``labels``: the
-    components that win somewhere, in the order of the first state they win; ``label_at[s]
-    = len(labels)`` where none does), and ``reach[s, c]`` says whether it can still become
-    component ``c``.
-    """
-
-    components: tuple[weakref.ref[TerminalDFA], ...]
-    transitions: npt.NDArray[np.int32]
-    labels: list[int]
-    label_at: npt.NDArray[np.intp]
-    reach: npt.NDArray[np.bool_]
-
-
-_products: collections.OrderedDict[tuple[int, ...], _Product] = collections.OrderedDict()
-_products_bytes = 0
-_products_lock = threading.Lock()
-
-
-def clear_context_products() -> None:
-    """Empty the memo of compiled context products."""
-    global _products_bytes
-    with _products_lock:
-        _products.clear()
-        _products_bytes = 0
-
-
-def _product(
-    kernels: ModuleType, comp_dfas: list[TerminalDFA], order: list[int], n_terms: int
-) -> tuple[_Product | None, npt.NDArray[np.bool_] | None]:
-    """The product of ``comp_dfas`` (memoised), and its reach by terminal id when just built.
-
-    The kernel's product depends on the components' DFAs alone: the terminal ids only name
-    the reach's columns. Grammars share most of their contexts (a JSON Schema's value, string
-    and punctuation contexts; Kubernetes schemas their common objects): 877 of the 1,391
-    contexts built over the real-world corpus had their components in an earlier one. ``None``
-    past :data:`_KERNEL_MAX_STATES` states.
-    """
-    global _products_bytes
-    key = tuple(map(id, comp_dfas))
-    with _products_lock:
-        found = _products.get(key)
-        if found is not None and all(
-            ref() is dfa for ref, dfa in zip(found.components, comp_dfas, strict=True)
-        ):
-            _products.move_to_end(key)
-            if found.transitions.shape[0] > _KERNEL_MAX_STATES:  # (a limit lowered since)
-                return None, None
-            return found, None
-    sizes = [d.transitions.shape[0] for d in comp_dfas]
-    status, transitions, label, reach = kernels.product(
-        np.concatenate([d.transitions for d in comp_dfas]).reshape(-1),
-        np.concatenate([d.accepting for d in comp_dfas]).view(np.uint8),
-        np.array([0, *itertools.accumulate(sizes[:-1])], dtype=np.int64),
-        np.array([d.start for d in comp_dfas], dtype=np.int32),
-        np.array(order, dtype=np.int32),
-        n_terms,
-        _KERNEL_MAX_STATES,
-    )
-    if status != kernels.OK:
-        return None, None
-    n = label.shape[0]
-    by_term = reach.view(np.bool_).reshape(n, n_terms)
-    first_win: dict[int, int] = {}  # the winning components, in the order of their states
-    at = [first_win.setdefault(c, len(first_win)) if c >= 0 else -1 for c in label.tolist()]
-    label_at = np.array(at, dtype=np.intp)
-    label_at[label_at < 0] = len(first_win)
-    won = list(first_win)
-    built = _Product(
-        tuple(map(weakref.ref, comp_dfas)),
-        transitions.reshape(n, 256),
-        won,
-        label_at,
-        by_term[:, order],
-    )
-    with _products_lock:
-        stale = _products.get(key)
-        if stale is None or any(
-            ref() is not dfa for ref, dfa in zip(stale.components, comp_dfas, strict=True)
-        ):
-            if stale is not None:  # its DFAs are gone: another DFA took an id
-                del _products[key]
-                _products_bytes -= stale.transitions.nbytes + stale.reach.nbytes
-            _products[key] = built
-            _products_bytes += built.transitions.nbytes + built.reach.nbytes
-            while _products_bytes > _PRODUCT_MEMO_BYTES and len(_products) > 1:
-                _, old = _products.popitem(last=False)
-                _products_bytes -= old.transitions.nbytes + old.reach.nbytes
-    return built, by_term
-
-
 def _compiled_context(
     kernels: ModuleType,
     order: list[int],
@@ -665,7 +561,7 @@ def _compiled_context(
     The product comes from the process's memo when another context (of any grammar) had the
     same components in the same order; only the class and terminal ids are this grammar's.
     """
-    product, by_term = _product(kernels, comp_dfas, order, n_terms)
+    product, by_term = context_product(kernels, comp_dfas, order, n_terms, _KERNEL_MAX_STATES)
     if product is None:
         return None
     # the terminals' classes, asked for in the order of the states (as the Python build does)

@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_lexer import clear_context_products, clear_terminal_dfas
+from outlines_like.fsm._context_products import clear_context_products
+from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm._regex_estimate import clear_estimates
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from outlines_like.errors import UnsupportedConstraintError
-from outlines_like.fsm import _accel, _grammar_lexer
+from outlines_like.fsm import _accel, _context_products, _grammar_lexer
 from outlines_like.fsm import grammar as grammar_module
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
@@ -165,10 +165,10 @@ def test_context_products_are_shared_across_grammars(monkeypatch: pytest.MonkeyP
         return product(*args)
 
     monkeypatch.setattr(_accel_lexer, "product", counted)
-    _grammar_lexer.clear_context_products()
+    _context_products.clear_context_products()
     fresh = _all_contexts(JSON_AFTER_LET)
     fresh_runs = len(runs)
-    _grammar_lexer.clear_context_products()
+    _context_products.clear_context_products()
     _all_contexts(grammar_cases.JSON_LARK)
     runs.clear()
     shared = _all_contexts(JSON_AFTER_LET)
@@ -197,19 +197,19 @@ def test_context_products_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     from outlines_like.fsm import _accel_lexer
 
     monkeypatch.setattr(_grammar_lexer, "_kernels_hook", lambda: _accel_lexer)
-    monkeypatch.setattr(_grammar_lexer, "_PRODUCT_MEMO_BYTES", 1)
-    _grammar_lexer.clear_context_products()
+    monkeypatch.setattr(_context_products, "_PRODUCT_MEMO_BYTES", 1)
+    _context_products.clear_context_products()
     _all_contexts(grammar_cases.JSON_LARK)
-    assert len(_grammar_lexer._products) == 1
-    monkeypatch.setattr(_grammar_lexer, "_PRODUCT_MEMO_BYTES", 32 << 20)
-    _grammar_lexer.clear_context_products()
+    assert len(_context_products._products) == 1
+    monkeypatch.setattr(_context_products, "_PRODUCT_MEMO_BYTES", 32 << 20)
+    _context_products.clear_context_products()
     _all_contexts(grammar_cases.JSON_LARK)
-    assert len(_grammar_lexer._products) > 1
-    held = sum(p.transitions.nbytes + p.reach.nbytes for p in _grammar_lexer._products.values())
-    assert held == _grammar_lexer._products_bytes
+    assert len(_context_products._products) > 1
+    held = sum(p.transitions.nbytes + p.reach.nbytes for p in _context_products._products.values())
+    assert held == _context_products._products_bytes
     clear_caches()
-    assert not _grammar_lexer._products
-    assert _grammar_lexer._products_bytes == 0
+    assert not _context_products._products
+    assert _context_products._products_bytes == 0
 
 
 @pytest.mark.skipif(not _accel.available(), reason="the compiled context build needs numba")
@@ -222,9 +222,9 @@ def test_context_products_do_not_keep_their_dfas_alive() -> None:
 
     from outlines_like.fsm import _accel_lexer
 
-    _grammar_lexer.clear_context_products()
+    _context_products.clear_context_products()
     first = [_grammar_lexer.literal_dfa(b"alpha"), _grammar_lexer.literal_dfa(b"beta")]
-    built, _ = _grammar_lexer._product(_accel_lexer, first, [0, 1], 2)
+    built, _ = _context_products.context_product(_accel_lexer, first, [0, 1], 2, 1 << 13)
     assert built is not None
     refs = [weakref.ref(d) for d in first]
     del first
@@ -232,17 +232,17 @@ def test_context_products_do_not_keep_their_dfas_alive() -> None:
     assert all(r() is None for r in refs)
     # other DFAs under the dead ones' key (as if they had taken the ids): a fresh product
     other = [_grammar_lexer.literal_dfa(b"gamma"), _grammar_lexer.literal_dfa(b"delta")]
-    (key,) = _grammar_lexer._products
-    _grammar_lexer._products[tuple(map(id, other))] = _grammar_lexer._products.pop(key)
-    got, _ = _grammar_lexer._product(_accel_lexer, other, [0, 1], 2)
+    (key,) = _context_products._products
+    _context_products._products[tuple(map(id, other))] = _context_products._products.pop(key)
+    got, _ = _context_products.context_product(_accel_lexer, other, [0, 1], 2, 1 << 13)
     assert got is not None
     assert got is not built
     assert [r() for r in got.components] == other
     assert got.transitions.shape[0] > built.transitions.shape[0]  # "gamma", "delta"
-    assert len(_grammar_lexer._products) == 1
-    held = sum(p.transitions.nbytes + p.reach.nbytes for p in _grammar_lexer._products.values())
-    assert held == _grammar_lexer._products_bytes
-    _grammar_lexer.clear_context_products()
+    assert len(_context_products._products) == 1
+    held = sum(p.transitions.nbytes + p.reach.nbytes for p in _context_products._products.values())
+    assert held == _context_products._products_bytes
+    _context_products.clear_context_products()
 
 
 def _schema_grammar() -> str:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from outlines_like.fsm._accel import add_duplicates
+from outlines_like.fsm._byte_strings import bytes_order, gather_bytes
 from outlines_like.fsm._grammar_actions import action_arrays
 
 if TYPE_CHECKING:
@@ -90,39 +91,23 @@ class RestTrie:
 def rest_trie(table: ByteTable, ids: I32, offsets: I32) -> RestTrie:
     """The :class:`RestTrie` of the items ``(ids[q], offsets[q])`` (rests non-empty).
 
-    The rests are told apart and sorted (bytes order) in numpy, as rows of their bytes padded
-    with zeros, their lengths breaking ties, rather than as a Python bytes object each (a
-    string's 1,151 rests on llama3: ~2 -> ~1 ms on first use, paid once per vocabulary in a
-    document's first masks).
+    The rests are told apart and sorted (bytes order) in numpy
+    (:func:`~outlines_like.fsm._byte_strings.bytes_order`) rather than as a Python bytes object each
+    (a string's 1,151 rests on llama3: ~2 -> ~1 ms on first use, paid once per vocabulary in
+    a document's first masks).
     """
     from outlines_like.fsm._accel_kernels import build_trie
 
     k = _load()
     n = len(ids)
-    begin = table.starts[ids] + offsets
+    begin = np.asarray(table.starts[ids] + offsets, dtype=np.int64)
     lengths = np.asarray(table.lengths[ids] - offsets, dtype=np.int64)
-    words = max(-(-int(lengths.max()) // 8) if n else 0, 1)
-    column = np.arange(8 * words)
-    inside = column[None, :] < lengths[:, None]
-    padded = np.zeros((n, 8 * words), dtype=np.uint8)
-    padded[inside] = table.buf[(begin[:, None] + column[None, :])[inside]]
-    # each row as big-endian words: they compare as the zero-padded bytes do, so a rest ties
-    # only with itself followed by zero bytes, and its length puts the shorter first (bytes
-    # order)
-    keys = padded.view(">u8")
-    order = np.lexsort((lengths, *keys.T[::-1]))
-    sorted_keys, sorted_lengths = keys[order], lengths[order]
-    new = np.ones(n, dtype=np.bool_)
-    new[1:] = (sorted_keys[1:] != sorted_keys[:-1]).any(axis=1) | (
-        sorted_lengths[1:] != sorted_lengths[:-1]
-    )
+    order, same, _ = bytes_order(table.buf, begin, lengths)
     rest_of = np.empty(n, dtype=np.int32)
-    rest_of[order] = np.cumsum(new) - 1
-    firsts = order[new]
-    flat = np.ascontiguousarray(padded[firsts][inside[firsts]])
+    rest_of[order] = np.cumsum(~same) - 1
+    firsts = order[~same]
+    flat, bounds = gather_bytes(table.buf, begin[firsts], lengths[firsts])
     n_distinct = len(firsts)
-    bounds = np.zeros(n_distinct + 1, dtype=np.int64)
-    np.cumsum(lengths[firsts], out=bounds[1:])
     byte, depth, _, node_of, n_nodes = build_trie(flat, bounds, flat.shape[0] + 1)
     first, node = k.trie_children(np.ascontiguousarray(depth[:n_nodes]))
     tok = np.full(n_nodes, -1, dtype=np.int32)

@@ -4,8 +4,10 @@ The model's own chat template renders through ``transformers`` (whose Jinja envi
 already an ``ImmutableSandboxedEnvironment``). A template sent in a request (allowed only with
 ``--allow-request-templates``) renders in our own immutable sandbox, which also refuses
 repetition (``"x" * n``, ``**``) past the output budget and checks the time budget on every
-call. Either render runs on its own thread and is stopped where it is past ``timeout`` (an
-exception raised inside the thread), so a template loop cannot outlive its request.
+call. Either render runs on its own thread and is stopped where it is past ``timeout`` plus a
+short grace (an exception raised inside the thread), so a template loop cannot outlive its
+request. The grace lets a request template's own deadline check, which unwinds cleanly, fire
+first: the thread kill lands at any bytecode, possibly between a file's open and its close.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class TemplateLimitError(Exception):
     """A chat template ran past its time or output budget."""
 
 
+_GRACE = 0.5
+"""Seconds past ``timeout`` before a render thread is stopped from outside."""
+
+
 class _Stopped(BaseException):
     """Raised inside a render thread past its time budget (not swallowed by ``except``)."""
 
@@ -33,6 +39,9 @@ class _Stopped(BaseException):
 def _sandbox(max_bytes: int, deadline: list[float]) -> Any:
     import time
 
+    # jinja2 imports its traceback rewriter on a render's first error: import it now, so that
+    # a deadline's error does not run an import (file reads) in the render thread.
+    import jinja2.debug  # noqa: F401
     from jinja2.exceptions import SecurityError, TemplateError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -136,7 +145,7 @@ class TemplateRenderer:
         return "".join(out)
 
     def _bounded(self, work: Any) -> str:
-        """Run ``work`` on its own thread; stop it past the time budget."""
+        """Run ``work`` on its own thread; stop it past the time budget and its grace."""
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -149,7 +158,7 @@ class TemplateRenderer:
 
         thread = threading.Thread(target=run, name="outlines-like-template", daemon=True)
         thread.start()
-        thread.join(self.timeout)
+        thread.join(self.timeout + _GRACE)
         if thread.is_alive() and thread.ident is not None:
             raise_in_thread(thread.ident, _Stopped)
             thread.join(1.0)

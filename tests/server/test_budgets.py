@@ -150,3 +150,25 @@ def test_request_templates_render_in_a_limited_sandbox(tiny_model: tuple[Any, An
     escape = "{{ messages.__class__.__mro__ }}"
     with pytest.raises(Exception, match=r"unsafe|access"):
         renderer.render(tokenizer, messages, template_kwargs={"chat_template": escape})
+
+
+def test_a_model_template_without_checks_is_stopped_past_its_grace() -> None:
+    from outlines_like.server.templates import TemplateLimitError, TemplateRenderer
+
+    state = {"spins": 0, "unwound": False}
+
+    class Spinning:
+        """A tokenizer whose template loops in Python and never checks a deadline."""
+
+        def apply_chat_template(self, *args: Any, **kwargs: Any) -> str:
+            try:
+                while True:
+                    state["spins"] += 1
+            finally:
+                state["unwound"] = True
+
+    started = time.monotonic()
+    with pytest.raises(TemplateLimitError, match="ran past 0.2 s"):
+        TemplateRenderer(timeout=0.2, max_bytes=100).render(Spinning(), [])
+    assert time.monotonic() - started < 5
+    assert state["unwound"]  # the thread was stopped, not left spinning

@@ -45,11 +45,16 @@ from outlines_like.fsm._accel_dfa_kernels import (
     rehash_kernel,
     start_kernel,
 )
-from outlines_like.fsm._accel_dfa_walk import item_walk_kernel, mark_kernel, trie_walk_kernel
+from outlines_like.fsm._accel_dfa_walk import (
+    item_walk_kernel,
+    mark_kernel,
+    trie_walk_kernel,
+    visit_kernel,
+)
 from outlines_like.fsm._accel_nfa import pack_kernel
 from outlines_like.fsm._accel_utf8 import utf8_kernel
 from outlines_like.fsm._regex_nfa import NFA
-from outlines_like.fsm._subset import SubsetBase, live_states, too_many_states
+from outlines_like.fsm._subset import VISIT_CHECK, SubsetBase, live_states, too_many_states
 from outlines_like.fsm.budget import check as _check
 
 __all__ = ["ItemArrays", "KernelSubsetBuilder", "TrieArrays"]
@@ -102,6 +107,7 @@ class KernelSubsetBuilder(SubsetBase):
         self._meta = np.zeros(8, dtype=np.int64)
         self._sequences: tuple[object, I32, I32, I32] | None = None
         self._st: Store | None = None
+        self._visit_run = entry_point(visit_kernel)
         while start_kernel(self._store(), start, max_states) < 0:
             self._grow()
 
@@ -254,6 +260,27 @@ class KernelSubsetBuilder(SubsetBase):
                 return False
             self._grow()
 
+    def visit(self, rows: I32, done: U8, args: tuple[Any, ...]) -> int:
+        """:func:`~._accel_dfa_walk._visit` of ``args`` (from ``byte`` to ``eos``), in one frame.
+
+        Returns its code with ``VISIT_CHECK`` handled (the budget's clock read); ``0``: a
+        state fell past ``rows`` (grow it and call again).
+        """
+        run = self._visit_run
+        while True:
+            st = self._st
+            if st is None:
+                st = self._st = self._arrays()
+            code: int = run(st, rows, done, *args, self.max_states)
+            if code:
+                if code & VISIT_CHECK:
+                    self._checked()
+                    code &= ~VISIT_CHECK
+                return code
+            if self._meta[STATUS] == GROW_ROWS:
+                return 0
+            self._grow()
+
     def class_table(self) -> I32:
         """Build every state (eagerly): ``int32[n_states, k]``, the class-indexed rows."""
         rows = np.empty((64, self.k), dtype=np.int32)
@@ -296,7 +323,12 @@ class KernelSubsetBuilder(SubsetBase):
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_sequences"] = state["_st"] = None  # rebuilt on first use
+        del state["_visit_run"]  # (numba's compiled function does not pickle)
         return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._visit_run = entry_point(visit_kernel)
 
 
 def _resized(a: npt.NDArray[Any], n: int) -> npt.NDArray[Any]:

@@ -22,6 +22,11 @@ from outlines_like.fsm._regex_nfa import NFA, ints
 from outlines_like.fsm.budget import check as _check
 
 __all__ = [
+    "VISIT_BODY",
+    "VISIT_CHECK",
+    "VISIT_GROW",
+    "VISIT_STOPPED",
+    "VISIT_WALKED",
     "SubsetBase",
     "SubsetBuilder",
     "byte_classes",
@@ -33,6 +38,12 @@ __all__ = [
 ]
 
 _kernels_hook: Callable[[], ModuleType | None] | None = None
+
+# what the compiled first visit of a token index's state (``_accel_dfa_walk._visit``) found,
+# or what its caller must do next (here, where the code without numba reads them too)
+VISIT_STOPPED, VISIT_WALKED, VISIT_BODY = 0, 1, 2
+VISIT_CHECK = 4  # rows were built since the budget's clock was last read: read it
+VISIT_GROW = 8  # states were found past the row table: grow it
 
 
 def set_dfa_kernels(hook: Callable[[], ModuleType | None]) -> None:

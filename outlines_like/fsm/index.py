@@ -36,9 +36,7 @@ some 1,200 lines: the shortcuts share the walk's tables and invariants.
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,6 +53,7 @@ from outlines_like.fsm._lexemes import (
     column_layout,
     utf8_valid_prefixes,
 )
+from outlines_like.fsm._subset import VISIT_WALKED
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
@@ -707,16 +706,17 @@ def _lexeme_walk(
     then empty); ``None`` there also when a lazy DFA's builder has no kernels (the caller
     walks the token trie instead).
     """
-    if lazy is not None:
-        lazy.expand_one(state)
-        trans = lazy.transitions
-    row = trans[state]
+    # (a lazy DFA's whole table is read only where needed: reading it sets the rows of every
+    # state found so far, and the compiled walks never read it)
+    row = trans[state] if lazy is None else lazy.built_row(state)
     if row[0xC3] < 0 or row[0xE4] < 0:  # a chain lets every non-ASCII character through
         return None
     if out is not None:
         if chain_memo is None:
             raise ValueError("a compiled lexeme walk needs the DFA's chain memo")
         return _compiled_lexeme_walk(trans, table, state, lazy, chain_memo, out)
+    if lazy is not None:
+        trans = lazy.transitions
     # follow the chain some way (memoised per state: a string's states are each stepped once);
     # tokens with more characters than it has steps are walked whole
     steps = min(_CHAR_CHAIN_STEPS, table.max_len)
@@ -777,13 +777,7 @@ def _chain_memo(table: TokenTable) -> ChainMemo:
     return ChainMemo(NON_ASCII, steps, _MIN_LOOP_BYTES)
 
 
-@functools.cache
-def _walk_unless_body() -> Callable[..., bool]:
-    """The compiled trie walk that first tells a string body's row (needs numba)."""
-    from outlines_like.fsm._accel_dfa_walk import trie_walk_unless_body_kernel
-
-    kernel: Callable[..., bool] = trie_walk_unless_body_kernel
-    return kernel
+_NO_ROWS = np.zeros((0, 256), dtype=np.int32)
 
 
 def _compiled_lexeme_walk(
@@ -814,7 +808,7 @@ def _compiled_lexeme_walk(
         return None
     m = chain.shape[0] - 1
     tails = sets.chain_tails()
-    if lazy is not None:
+    if lazy is not None and not lazy.compiled:
         trans = lazy.transitions
     if not chain_memo.walk_tails(tails, chain, loop, trans, lazy, out):
         return None
@@ -1148,24 +1142,31 @@ class TokenIndex:
     def _accel_row(self, s: int, trie: _accel.TokenTrie) -> None:
         """One row by the compiled walk, without end states (the first visit of a state).
 
-        A lazy DFA's state is first one kernel call: it builds the state's row and walks the
-        trie unless the row is a string body's (a state the chain steps on already is one);
-        a string body's row comes from the shared sets (:meth:`_body_row`).
+        A lazy DFA's state is first one kernel call (:meth:`LazyByteDFA.visit`): it builds
+        the state's row, walks the trie and sets the EOS bits unless the row is a string
+        body's (a state the chain steps on already is one); a string body's row comes from
+        the shared sets (:meth:`_body_row`).
         """
         lazy = self._lazy
         memo = self._chain_memo
         out = np.zeros(trie.words + 1, dtype=np.uint32)  # trie.new_mask()
-        if lazy is not None and memo is not None and not memo.steps_on(s):
-            body = self._body
-            body[0] = 0
-            arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
-            args = (*arrays, self._stack, s, out, self._no_ends, body)
-            if lazy.walk_compiled(_walk_unless_body(), args) and not body[0]:
+        if lazy is not None and memo is not None and lazy.compiled:
+            args = (
+                trie.byte,
+                trie.depth,
+                trie.skip,
+                trie.root_child,
+                trie.node_tok,
+                self._stack,
+                memo.next,
+                s,
+                out,
+                self._no_ends,
+                self.table.eos_ids,
+            )
+            if lazy.visit(args) == VISIT_WALKED:
                 if trie.dup_of.shape[0]:
                     _accel.add_duplicates(trie, out, None)
-                if lazy.is_accepting(s):
-                    eos = self.table.eos_ids
-                    np.bitwise_or.at(out, eos >> 5, np.left_shift(np.uint32(1), eos & 31))
                 self._keep(s, out[: self.table.words].view(np.int32), None)
                 return
         self._body_row(s, trie, out)
@@ -1173,9 +1174,9 @@ class TokenIndex:
     def _body_row(self, s: int, trie: _accel.TokenTrie, out: npt.NDArray[np.uint32]) -> None:
         """The row of a string body's state from the shared sets, else by the trie walk."""
         fit_mask = None
-        fast = _lexeme_walk(
-            self.dfa.transitions, self.table, s, self._lazy, self._char_memo, out, self._chain_memo
-        )
+        lazy = self._lazy
+        trans = self.dfa.transitions if lazy is None else _NO_ROWS  # (a lazy DFA's: read there)
+        fast = _lexeme_walk(trans, self.table, s, lazy, self._char_memo, out, self._chain_memo)
         if fast is not None:
             fit_mask = fast[0]
         else:

@@ -38,7 +38,7 @@ from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._dfa_minimize import merge_classes, minimize
 from outlines_like.fsm._regex_estimate import dfa_blowup, nfa_states
 from outlines_like.fsm._regex_nfa import MAX_NFA_STATES, NFA, too_many_nfa_states
-from outlines_like.fsm._subset import SubsetBuilder, dfa_kernels
+from outlines_like.fsm._subset import VISIT_GROW, SubsetBuilder, dfa_kernels
 from outlines_like.fsm._subset import short as _short
 from outlines_like.types._regex import parse_regex
 
@@ -270,6 +270,8 @@ class LazyByteDFA:
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
+        with self._lock:
+            self._sync()  # every discovered state's row set: built or UNKNOWN
         state = self.__dict__.copy()
         del state["_views"], state["_view"], state["_done8"]  # views: rebuilt on load
         state["_table"] = self._table[: self._filled].copy()  # not the reserve
@@ -280,13 +282,19 @@ class LazyByteDFA:
         self.__dict__.update(state)
         self._reserve(self._table, self._expanded)
 
-    def _sync(self, n: int = -1) -> None:
+    def _sync(self, n: int = -1, mark: bool = True) -> None:
         """Grow the tables to the states discovered, and refresh the views read without a lock.
 
         Rows are never unbuilt and growing copies them, so a reader holding an older view
         still reads right answers. Rows past the states discovered are left unset (never read:
         a state's row is :data:`UNKNOWN` from when it is discovered), so the pages of a
-        table's spare capacity are never touched.
+        table's spare capacity are never touched. ``mark=False`` (after a compiled walk, which
+        reads the built-row flags, never :data:`UNKNOWN`) only grows: the rows of the states
+        found since are set to :data:`UNKNOWN` when :attr:`transitions` is next read, and
+        rows never built nor read through it are never touched. Most states a JSON Schema's
+        walk finds are inside characters of a bounded string, never built: marking them at
+        once touched ~1,000 new 4 KiB pages in a qwen3 ``json_large`` walk instead of ~650
+        (a first touch costs ~3 us of system time here).
         """
         b = self._b
         if n < 0:  # else the caller read it (the count is a numpy read, ~0.3 us)
@@ -295,7 +303,7 @@ class LazyByteDFA:
         if n > cap:
             new_cap = max(n, cap * 2)
             table = _rows_table(new_cap)
-            old = min(n, cap)  # the rows of states discovered: UNKNOWN or built
+            old = min(n, cap)  # the rows of states discovered: UNKNOWN, built, or not set yet
             table[:old] = self._table[:old]
             expanded = np.zeros(new_cap, dtype=bool)
             expanded[:cap] = self._expanded
@@ -304,6 +312,8 @@ class LazyByteDFA:
             # cells[state, byte] and done[state] read plain ints fast; one tuple, so that a
             # reader never pairs a new table's flags with an old table's rows
             self._views = (self._table.data, self._expanded.data)
+        if not mark:
+            return
         if n > self._filled:  # rows built already (a compiled walk's states) stay
             if isinstance(b, SubsetBuilder):
                 b.mark_unknown(self._table, self._expanded, self._filled, n, UNKNOWN)
@@ -344,8 +354,8 @@ class LazyByteDFA:
             todo32 = np.ascontiguousarray(states, dtype=np.int32).reshape(-1)
             with self._lock:
                 b.fill_rows(todo32, ascending, self._table, self._done8)
-                if (n := b.n_states) > self._filled:
-                    self._sync(n)
+                if (n := b.n_states) > self._table.shape[0]:
+                    self._sync(n, mark=False)
             return
         todo = states if isinstance(states, list) else _distinct(np.asarray(states))
         done = self._views[1]
@@ -375,8 +385,8 @@ class LazyByteDFA:
         """
         with self._lock:
             target = self._b.utf8_target(state, sequences)
-            if (n := self._b.n_states) > self._filled:
-                self._sync(n)
+            if (n := self._b.n_states) > self._table.shape[0]:
+                self._sync(n, mark=False)
             return target
 
     def walk_trie(
@@ -399,9 +409,9 @@ class LazyByteDFA:
             return False
         with self._lock:
             while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
-                self._sync()  # a state past the table
-            if (n := b.n_states) > self._filled:
-                self._sync(n)
+                self._sync(mark=False)  # a state past the table
+            if (n := b.n_states) > self._table.shape[0]:
+                self._sync(n, mark=False)
         return True
 
     def walk_items(self, items: ItemArrays, mask: npt.NDArray[np.uint32]) -> bool:
@@ -417,9 +427,9 @@ class LazyByteDFA:
         resume = np.zeros(1, dtype=np.int64)
         with self._lock:
             while not b.item_walk(items, resume, self._table, self._done(), mask):
-                self._sync()
-            if (n := b.n_states) > self._filled:
-                self._sync(n)
+                self._sync(mark=False)
+            if (n := b.n_states) > self._table.shape[0]:
+                self._sync(n, mark=False)
         return True
 
     def walk_compiled(self, kernel: Callable[..., bool], args: tuple[Any, ...]) -> bool:
@@ -434,14 +444,43 @@ class LazyByteDFA:
             return False
         with self._lock:
             while not b.walk_rows(kernel, self._table, self._done8, args):
-                self._sync()
-            if (n := b.n_states) > self._filled:
-                self._sync(n)
+                self._sync(mark=False)
+            if (n := b.n_states) > self._table.shape[0]:
+                self._sync(n, mark=False)
         return True
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the builder is the compiled one (:meth:`visit` and the walks run)."""
+        return not isinstance(self._b, SubsetBuilder)
+
+    def visit(self, args: tuple[Any, ...]) -> int:
+        """A token index's first visit of a state, compiled (``_accel_dfa_walk._visit``).
+
+        ``args`` from the trie's ``byte`` to ``eos``; returns ``VISIT_WALKED`` or
+        ``VISIT_BODY``. The builder must be the compiled one (:attr:`compiled`).
+        """
+        b = self._b
+        assert not isinstance(b, SubsetBuilder)
+        with self._lock:
+            code = b.visit(self._table, self._done8, args)
+            while not code:  # a state past the table
+                self._sync(mark=False)
+                code = b.visit(self._table, self._done8, args)
+            if code & VISIT_GROW:
+                self._sync(mark=False)
+        return code & ~VISIT_GROW
 
     def _done(self) -> npt.NDArray[np.uint8]:
         """The built-row flags as ``uint8`` (the kernels' view)."""
         return self._done8
+
+    def built_row(self, state: int) -> npt.NDArray[np.int32]:
+        """The row of ``state``, built first if it is not (no other row is read or set)."""
+        if not self._views[1][state]:
+            self.expand([state])
+        row: npt.NDArray[np.int32] = self._table[state]
+        return row
 
     def expand_one(self, state: int) -> None:
         """Build the row of ``state``; cheap when it is built already."""

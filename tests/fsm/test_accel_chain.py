@@ -242,23 +242,24 @@ def test_mask_upto_from_a_smaller_mask_equals_a_fresh_one() -> None:
 def test_one_call_walks_other_states_and_leaves_string_bodies(
     monkeypatch: pytest.MonkeyPatch, counted: list[int]
 ) -> None:
-    """The trie walk that builds the row first: it walks the states that are no string body
-    (the rows equal the byte walk's) and leaves string bodies to the shared sets."""
-    real = index_mod._walk_unless_body()
-    seen = {"walked": 0, "body": 0}
+    """The first visit's one call (LazyByteDFA.visit): it walks the states that are no string
+    body (the rows, EOS bits included, equal the byte walk's) and leaves string bodies to the
+    shared sets."""
+    from outlines_like.fsm._subset import VISIT_BODY, VISIT_WALKED
 
-    def kernel(*args: object) -> bool:
-        body = args[-2]
-        ok = bool(real(*args))
-        if ok:
-            seen["body" if body[0] else "walked"] += 1  # type: ignore[index]
-        return ok
+    real = LazyByteDFA.visit
+    seen = {VISIT_WALKED: 0, VISIT_BODY: 0}
 
-    monkeypatch.setattr(index_mod, "_walk_unless_body", lambda: kernel)
+    def visit(self: LazyByteDFA, args: tuple[object, ...]) -> int:
+        code = real(self, args)
+        seen[code] += 1
+        return code
+
+    monkeypatch.setattr(LazyByteDFA, "visit", visit)
     vocab = random_vocab(6)
     dfa = compile_regex_auto(PATTERNS[-4], eager_nfa_limit=0)
     for state, ids in reachable_rows(dfa, vocab, 120):
         assert ids == byte_walk_ids(dfa, vocab, state), state
-    assert seen["walked"] > 0
-    assert seen["body"] > 0
+    assert seen[VISIT_WALKED] > 0
+    assert seen[VISIT_BODY] > 0
     assert counted[0] > 0  # the bodies' masks came from the shared sets

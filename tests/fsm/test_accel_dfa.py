@@ -10,6 +10,7 @@ skipped without it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -327,57 +328,101 @@ def test_kernels_called_past_the_dispatcher_refuse_strided_arrays_under_checks()
 
 
 @pytest.mark.parametrize("reserve", [64, 1 << 15])
-def test_walk_rows_runs_a_kernel_as_walk_does(
+def test_visit_and_walk_rows_run_a_kernel_as_walk_does(
     reserve: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # walk_compiled's one-frame call (walk_rows) against walk's: the same masks and rows from
-    # every state the walks reach; with a reserve of 64 rows the table grows inside walks
+    # the first visit's call (LazyByteDFA.visit) and walk_compiled's one-frame call
+    # (walk_rows) against walk's: the same masks (the EOS bit in accepting states) and rows
+    # from every state the walks reach; with a reserve of 64 rows the table grows inside walks
     import itertools
 
     import outlines_like.fsm.regex_dfa as regex_dfa
-    from outlines_like.fsm.index import _walk_unless_body, token_trie
+    from outlines_like.fsm._accel_dfa_walk import visit_kernel
+    from outlines_like.fsm._subset import VISIT_WALKED
+    from outlines_like.fsm.index import token_trie
 
     monkeypatch.setattr(regex_dfa, "_RESERVE_ROWS", reserve)
     words = [bytes(w) for n in range(1, 9) for w in itertools.product(b"ab", repeat=n)]
     vocab = Vocabulary([*words, b"<eos>"], [len(words)])
+    eos = np.array([len(words)], dtype=np.int32)
     pattern = "(a|b)*a(a|b){8}"
-    one, two = lazy(pattern, True), lazy(pattern, True)
+    one, two, three = lazy(pattern, True), lazy(pattern, True), lazy(pattern, True)
     grown = []
     sync = one._sync
 
-    def counted(n: int = -1) -> None:
+    def counted(n: int = -1, mark: bool = True) -> None:
         grown.append(n)
-        sync(n)
+        sync(n, mark)
 
     monkeypatch.setattr(one, "_sync", counted)
     trie = token_trie(vocab)
-    kernel = _walk_unless_body()
     arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
     no_ends = np.zeros(0, dtype=np.int32)
+    no_steps = np.zeros(0, dtype=np.int32)
     todo, seen = [0], {0}
+    accepting = 0
     while todo:
         s = todo.pop()
         got = []
-        for dfa, fused in ((one, True), (two, False)):
+        for dfa, how in ((one, "visit"), (two, "walk_compiled"), (three, "walk")):
             mask = trie.new_mask()
-            body = np.zeros(1, dtype=np.uint8)
-            args = (*arrays, np.empty(trie.stack_size, dtype=np.int32), s, mask, no_ends, body)
-            if fused:
-                assert dfa.walk_compiled(kernel, args)
+            stack = np.empty(trie.stack_size, dtype=np.int32)
+            args = (*arrays, stack, no_steps, s, mask, no_ends, eos)
+            if how == "visit":
+                assert dfa.visit(args) == VISIT_WALKED  # no string body here
+            elif how == "walk_compiled":
+                assert dfa.walk_compiled(visit_kernel, args)
             else:
                 b = dfa._b
-                while not b.walk(kernel, (dfa._table, dfa._done(), *args)):
+                while not b.walk(visit_kernel, (dfa._table, dfa._done(), *args)):
                     dfa._sync()
                 dfa._sync()
-            got.append((mask.tobytes(), int(body[0])))
-        assert got[0] == got[1]
-        assert one.n_states == two.n_states
+            got.append(mask.tobytes())
+        assert got[0] == got[1] == got[2]
+        accepting += int(one.is_accepting(s))
+        assert bool(got[0][eos[0] // 8] >> (eos[0] % 8) & 1) == one.is_accepting(s)
+        assert one.n_states == two.n_states == three.n_states
         rows = one.transitions
         np.testing.assert_array_equal(rows, two.transitions)
+        np.testing.assert_array_equal(rows, three.transitions)
         for t in np.unique(rows[s][rows[s] >= 0]).tolist():
             if t not in seen and len(seen) < 300:
                 seen.add(t)
                 todo.append(t)
+    assert accepting > 0  # the EOS bit was set by the kernel
     assert len(seen) > 64
     if reserve == 64:
         assert -1 in grown  # a walk stopped for the table to grow, and went on
+
+
+def test_compiled_walks_set_new_rows_unknown_when_the_table_is_read() -> None:
+    # a compiled walk finds states it does not build (most of a JSON Schema walk's: inside
+    # characters); their rows are set to UNKNOWN when the table is next read through
+    # transitions (or pickled), not after every walk
+    import itertools
+
+    from outlines_like.fsm.index import token_trie
+    from outlines_like.fsm.regex_dfa import UNKNOWN
+
+    words = [bytes(w) for n in range(1, 5) for w in itertools.product(b"ab", repeat=n)]
+    vocab = Vocabulary([*words, b"<eos>"], [len(words)])
+    trie = token_trie(vocab)
+    dfa = lazy("(a|b)*a(a|b){6}", True)
+    mask = trie.new_mask()
+    arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+    stack = np.empty(trie.stack_size, dtype=np.int32)
+    no = np.zeros(0, dtype=np.int32)
+    dfa.visit((*arrays, stack, no, dfa.start, mask, no, no))
+    n = dfa.n_states
+    done = dfa._done8[:n].astype(bool)
+    assert not done.all()  # states found, not built
+    assert dfa._filled < n  # not set yet
+    state = dfa.__getstate__()  # a pickle sets them first
+    assert state["_table"].shape == (n, 256)  # type: ignore[attr-defined]
+    rows = dfa.transitions
+    assert dfa._filled == n
+    assert (rows[~done] == UNKNOWN).all()
+    assert (rows[done] >= -1).all()
+    np.testing.assert_array_equal(state["_table"], rows)  # type: ignore[call-overload]
+    for word in words:  # the rows set later are the rows stepped through
+        assert dfa.fullmatch(word) == bool(re.fullmatch("(a|b)*a(a|b){6}", word.decode()))

@@ -21,7 +21,8 @@ from outlines_like.fsm import (
     clear_caches,
     compile_constraint,
 )
-from outlines_like.fsm.budget import DEFAULT_BUDGET, check
+from outlines_like.fsm import budget as budget_mod
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Meter, active, check, metered
 from outlines_like.types import CFG, JsonSchema, Regex
 
 HANG_GUARD_S = 20.0
@@ -298,3 +299,77 @@ def test_loading_the_kernels_is_not_the_constraints_compile_time(
     ):
         compile_constraint(constraint, VOCAB, budget=budget)
     assert len(calls) == 1
+
+
+def _counted_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    reads = [0]
+
+    def clock() -> float:
+        reads[0] += 1
+        return time.thread_time()
+
+    monkeypatch.setitem(budget_mod._CLOCKS, "cpu", clock)
+    return reads
+
+
+def test_meters_in_a_row_share_a_recent_cpu_clock_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the CPU clock is a system call: meters started within _RECENT_S of wall time of the
+    # thread's last reading start from it (earlier: they can only count more)
+    reads = _counted_cpu_clock(monkeypatch)
+    monkeypatch.setattr(budget_mod, "_RECENT_S", 10.0)  # (a slow machine: still "recent")
+    budget_mod._recent.__dict__.clear()
+    first = Meter(Budget(), "mask")
+    for _ in range(5):
+        with metered(Budget(), "mask"):
+            assert active() is not None
+    assert reads[0] == 1
+    assert Meter(Budget(), "mask").deadline == first.deadline
+    monkeypatch.setattr(budget_mod, "_RECENT_S", 0.0)  # none is recent: each reads it
+    later = Meter(Budget(), "mask")
+    assert reads[0] == 2
+    assert later.deadline >= first.deadline
+    Meter(Budget(mask_seconds=1e-9), "mask")  # (and never past a hundredth of the budget)
+    assert reads[0] == 3
+
+
+def test_a_cpu_meter_charges_cpu_time_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a meter started from a recent reading still raises once the phase's CPU time is spent,
+    # and never counts time the thread spent waiting (the wall clock) against it
+    monkeypatch.setattr(budget_mod, "_RECENT_S", 10.0)
+    budget = Budget(mask_seconds=0.05)
+    Meter(budget, "mask")  # the reading the next meters start from
+    with metered(budget, "mask"):
+        time.sleep(0.1)  # wall time past the budget, no CPU time
+        check("after a sleep")  # does not raise
+
+    def busy() -> None:
+        end = time.thread_time() + 1.0
+        while time.thread_time() < end:  # CPU time past the budget
+            check("a busy loop")
+
+    with metered(budget, "mask"), pytest.raises(ConstraintTooLargeError) as info:
+        busy()
+    assert info.value.limit == "mask_seconds"
+    meter = Meter(budget, "mask")
+    assert meter.deadline <= time.thread_time() + 0.05  # never a later start than now
+
+
+def test_cpu_mask_budget_raises_during_generation() -> None:
+    # the default clock (CPU), each first visit's meter started from a recent reading
+    clear_caches()  # (another test's walk may have built the rows: no check would come)
+    budget = Budget(mask_seconds=1e-9)
+    compiled = compile_constraint(Regex("(?:[0-9]x){0,40}|z{4000}"), VOCAB, budget=budget)
+    m = compiled.matcher()
+    out = np.zeros(VOCAB.mask_words, dtype=np.int32)
+
+    def generate() -> None:
+        for _ in range(40):
+            m.fill_bitmask(out)
+            m.advance(TOKENS.index(b"7"))
+            m.advance(TOKENS.index(b"x"))
+
+    with pytest.raises(ConstraintTooLargeError) as info:
+        generate()
+    assert info.value.limit == "mask_seconds"

@@ -242,8 +242,9 @@ def _rows_table(cap: int) -> npt.NDArray[np.int32]:
     flat = np.frombuffer(region, dtype=np.int32)
     # every view of the table holds ``flat``'s buffer (a memoryview of the mapping): when the
     # last one goes, the mapping is free for the next table
-    if isinstance(flat.base, memoryview):  # (a numpy whose base were the mapping: not kept)
-        weakref.finalize(flat.base, _give_back, region).atexit = False
+    buffer: object = flat.base
+    if isinstance(buffer, memoryview):  # (a numpy whose base were the mapping: not kept)
+        weakref.finalize(buffer, _give_back, region).atexit = False
     table: npt.NDArray[np.int32] = flat.reshape(cap, 256)
     return table
 

@@ -263,3 +263,24 @@ def test_one_call_walks_other_states_and_leaves_string_bodies(
     assert seen[VISIT_WALKED] > 0
     assert seen[VISIT_BODY] > 0
     assert counted[0] > 0  # the bodies' masks came from the shared sets
+
+
+def test_chain_memos_share_the_sequence_arrays_of_one_list() -> None:
+    from outlines_like.fsm._accel_chain import ChainMemo
+    from outlines_like.fsm.index import NON_ASCII
+
+    def fresh(sequences: list[list[tuple[int, int]]]) -> list[list[int]]:
+        off = [0]
+        for seq in sequences:
+            off.append(off[-1] + len(seq))
+        flat = [r for seq in sequences for r in seq]
+        return [off, [lo for lo, _ in flat], [hi for _, hi in flat]]
+
+    first, second = ChainMemo(NON_ASCII, 16, 2), ChainMemo(NON_ASCII, 8, 1)
+    assert all(a is b for a, b in zip(first.seq, second.seq, strict=True))
+    assert [a.tolist() for a in first.seq] == fresh(NON_ASCII)
+    assert all(a.dtype == np.int32 for a in first.seq)
+    other = [[(0xC2, 0xDF), (0x80, 0xBF)], [(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)]]
+    third = ChainMemo(other, 16, 2)  # another list: its own arrays
+    assert [a.tolist() for a in third.seq] == fresh(other)
+    assert [a.tolist() for a in ChainMemo(NON_ASCII, 16, 2).seq] == fresh(NON_ASCII)

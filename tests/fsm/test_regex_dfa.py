@@ -325,6 +325,89 @@ def test_lazy_dfa_grows_past_its_reserve(
         assert isinstance(base, mmap.mmap)
 
 
+_MAPPED = hasattr(mmap, "MADV_NOHUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
+
+
+@pytest.fixture
+def _empty_pool() -> Iterator[None]:
+    import outlines_like.fsm.regex_dfa as regex_dfa
+
+    gc.collect()
+    regex_dfa._free_tables.clear()
+    yield
+    regex_dfa._free_tables.clear()
+
+
+@pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
+@pytest.mark.usefixtures("_empty_pool")
+def test_dropped_rows_table_is_reused_once_nothing_views_it() -> None:
+    import outlines_like.fsm.regex_dfa as regex_dfa
+
+    table = _rows_table(20_001)
+    address = table.ctypes.data
+    table[3, 5] = 77
+    view = table[:10]  # a reader's view keeps the mapping in use
+    del table
+    gc.collect()
+    assert regex_dfa._free_tables == []
+    other = _rows_table(20_001)
+    assert other.ctypes.data != address
+    del view
+    assert len(regex_dfa._free_tables) == 1
+    again = _rows_table(20_001)
+    assert again.ctypes.data == address
+    assert again[3, 5] == 77  # the old rows are left as they were (a lazy DFA writes first)
+    assert regex_dfa._free_tables == []
+    other_address = other.ctypes.data
+    del other
+    assert len(regex_dfa._free_tables) == 1
+    larger = _rows_table(30_000)  # sizes are not mixed
+    assert larger.ctypes.data != other_address
+    assert len(regex_dfa._free_tables) == 1
+
+
+@pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
+@pytest.mark.usefixtures("_empty_pool")
+def test_kept_rows_tables_are_bounded_and_release_their_far_pages() -> None:
+    import outlines_like.fsm.regex_dfa as regex_dfa
+
+    tables = [_rows_table(20_001) for _ in range(regex_dfa._FREE_TABLES + 3)]
+    far = regex_dfa._KEEP_BYTES // 1024 + 5  # a row past the kept bytes
+    for table in tables:
+        table[0, 0] = 11
+        table[far, 0] = 12
+    del tables, table
+    assert len(regex_dfa._free_tables) == regex_dfa._FREE_TABLES
+    reused = _rows_table(20_001)
+    assert reused[0, 0] == 11  # kept page
+    assert reused[far, 0] == 0  # handed back to the OS: a fresh zero page
+
+
+@pytest.mark.parametrize("accel", [False, True])
+@pytest.mark.usefixtures("_switch_back", "_empty_pool")
+def test_lazy_dfa_on_a_reused_table_reads_only_its_own_rows(accel: bool) -> None:
+    # the second DFA's table is the first one's mapping, full of the first one's rows
+    _accel.set_enabled(accel)
+    first = compile_regex_auto(r"[ab]*a[ab]{7}", eager_nfa_limit=0)
+    assert isinstance(first, LazyByteDFA)
+    rng = random.Random(5)
+    for _ in range(100):
+        first.fullmatch(bytes(97 + rng.getrandbits(1) for _ in range(rng.randrange(30))))
+    address = first._table.ctypes.data
+    del first
+    gc.collect()
+    pattern = r"(b|ab)*[ab]{5}"
+    second = compile_regex_auto(pattern, eager_nfa_limit=0)
+    assert isinstance(second, LazyByteDFA)
+    if _MAPPED:
+        assert second._table.ctypes.data == address
+    for _ in range(300):
+        text = bytes(97 + rng.getrandbits(1) for _ in range(rng.randrange(30)))
+        assert second.fullmatch(text) == bool(re.fullmatch(pattern, text.decode())), text
+    built = second.transitions
+    assert ((built >= -1) | (built == UNKNOWN)).all()
+
+
 def test_lazy_state_limit() -> None:
     lazy = compile_regex_auto(r"[ab]*a[ab]{12}", max_states=40, eager_nfa_limit=0)
     rng = random.Random(7)

@@ -234,8 +234,17 @@ def _types_check(types: Any) -> Check:
     allowed = frozenset([types] if isinstance(types, str) else types)
     if "number" in allowed:
         allowed |= {"integer"}
+    # the exact Python types whose JSON type is their own (:data:`_TYPE_NAMES`), answered by
+    # one set lookup: this check runs at every node of every schema compiled
+    passing = frozenset(t for t, name in _TYPE_NAMES.items() if name in allowed)
+    failing = frozenset(_TYPE_NAMES).difference(passing)
 
     def check(value: Any) -> bool:
+        kind = type(value)
+        if kind in passing:
+            return True
+        if kind in failing:
+            return False
         return _json_type(value) in allowed
 
     return check
@@ -247,8 +256,22 @@ def _enum_check(values: Any) -> Check:
     allowed = frozenset(values)
 
     def check(value: Any) -> bool:
-        _json_type(value)
+        if type(value) is str:
+            return value in allowed
+        _json_type(value)  # (raises on a value that is not JSON)
         return isinstance(value, str) and value in allowed
+
+    return check
+
+
+def _any(checks: list[Check]) -> Check:
+    """A check that one of ``checks`` passes (in order, stopping at the first that does)."""
+
+    def check(value: Any) -> bool:
+        for one in checks:  # noqa: SIM110 - no generator per call: this runs per schema node
+            if one(value):
+                return True
+        return False
 
     return check
 
@@ -323,9 +346,7 @@ class _Compiler:
             return _enum_check(value)
         if key in ("anyOf", "allOf"):
             subs = [self.compile(s) for s in value]
-            if key == "anyOf":
-                return lambda v: any(c(v) for c in subs)
-            return _every(subs)
+            return _any(subs) if key == "anyOf" else _every(subs)
         if key == "items":
             return self.items(self.compile(value))
         if key == "minItems":

@@ -224,7 +224,7 @@ def test_context_products_do_not_keep_their_dfas_alive() -> None:
 
     _context_products.clear_context_products()
     first = [_grammar_lexer.literal_dfa(b"alpha"), _grammar_lexer.literal_dfa(b"beta")]
-    built, _ = _context_products.context_product(_accel_lexer, first, [0, 1], 2, 1 << 13)
+    built = _context_products.context_product(_accel_lexer, first, 1 << 13)
     assert built is not None
     refs = [weakref.ref(d) for d in first]
     del first
@@ -234,7 +234,7 @@ def test_context_products_do_not_keep_their_dfas_alive() -> None:
     other = [_grammar_lexer.literal_dfa(b"gamma"), _grammar_lexer.literal_dfa(b"delta")]
     (key,) = _context_products._products
     _context_products._products[tuple(map(id, other))] = _context_products._products.pop(key)
-    got, _ = _context_products.context_product(_accel_lexer, other, [0, 1], 2, 1 << 13)
+    got = _context_products.context_product(_accel_lexer, other, 1 << 13)
     assert got is not None
     assert got is not built
     assert [r() for r in got.components] == other

@@ -76,19 +76,16 @@ def clear_context_products() -> None:
 
 
 def context_product(
-    kernels: ModuleType,
-    comp_dfas: Sequence[Component],
-    order: list[int],
-    n_terms: int,
-    max_states: int,
-) -> tuple[Product | None, npt.NDArray[np.bool_] | None]:
-    """The product of ``comp_dfas`` (memoised), and its reach by terminal id when just built.
+    kernels: ModuleType, comp_dfas: Sequence[Component], max_states: int
+) -> Product | None:
+    """The product of ``comp_dfas`` (memoised).
 
-    The kernel's product depends on the components' DFAs alone: the terminal ids only name
-    the reach's columns. Grammars share most of their contexts (a JSON Schema's value, string
-    and punctuation contexts; Kubernetes schemas their common objects): 877 of the 1,391
-    contexts built over the real-world corpus had their components in an earlier one. ``None``
-    past ``max_states`` states.
+    The kernel's product depends on the components' DFAs alone: it is built with each
+    component as its own terminal, so its reach is by component (a grammar maps the columns
+    to its terminal ids). Grammars share most of their contexts (a JSON Schema's value,
+    string and punctuation contexts; Kubernetes schemas their common objects): 877 of the
+    1,391 contexts built over the real-world corpus had their components in an earlier one.
+    ``None`` past ``max_states`` states.
     """
     global _products_bytes
     key = tuple(map(id, comp_dfas))
@@ -99,22 +96,22 @@ def context_product(
         ):
             _products.move_to_end(key)
             if found.transitions.shape[0] > max_states:  # (a limit lowered since)
-                return None, None
-            return found, None
+                return None
+            return found
     sizes = [d.transitions.shape[0] for d in comp_dfas]
+    n_comps = len(comp_dfas)
     status, transitions, label, reach = kernels.product(
         np.concatenate([d.transitions for d in comp_dfas]).reshape(-1),
         np.concatenate([d.accepting for d in comp_dfas]).view(np.uint8),
         np.array([0, *itertools.accumulate(sizes[:-1])], dtype=np.int64),
         np.array([d.start for d in comp_dfas], dtype=np.int32),
-        np.array(order, dtype=np.int32),
-        n_terms,
+        np.arange(n_comps, dtype=np.int32),  # each component its own terminal
+        n_comps,
         max_states,
     )
     if status != kernels.OK:
-        return None, None
+        return None
     n = label.shape[0]
-    by_term = reach.view(np.bool_).reshape(n, n_terms)
     first_win: dict[int, int] = {}  # the winning components, in the order of their states
     at = [first_win.setdefault(c, len(first_win)) if c >= 0 else -1 for c in label.tolist()]
     label_at = np.array(at, dtype=np.intp)
@@ -125,7 +122,7 @@ def context_product(
         transitions.reshape(n, 256),
         won,
         label_at,
-        by_term[:, order],
+        reach.view(np.bool_).reshape(n, n_comps),
     )
     with _products_lock:
         stale = _products.get(key)
@@ -140,4 +137,4 @@ def context_product(
             while _products_bytes > _PRODUCT_MEMO_BYTES and len(_products) > 1:
                 _, old = _products.popitem(last=False)
                 _products_bytes -= old.transitions.nbytes + old.reach.nbytes
-    return built, by_term
+    return built

@@ -223,6 +223,7 @@ class LALRKernel:
         self._trie_arrays: tuple[Any, ...] | None = None
         self._scratches: dict[str, npt.NDArray[Any]] = {}  # the trie walk's, kept between rows
         self._small: tuple[npt.NDArray[Any], ...] | None = None  # (_walk_trie's)
+        self._class_terms: I32 | None = None  # (_class_terms_upto's)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without what it copies (contexts' arrays, the trie's; rebuilt on first use)."""
@@ -230,6 +231,7 @@ class LALRKernel:
         state["_trie_arrays"] = None
         state["_scratches"] = {}
         state["_small"] = None
+        state["_class_terms"] = None
         state.update(_no_contexts())
         return state
 
@@ -243,63 +245,62 @@ class LALRKernel:
     def _sync(self) -> None:
         """Append the contexts built since the last call to the flat arrays.
 
-        It runs while a mask's first visit waits for a new context: array methods rather than
-        numpy's functions, whose Python wrappers cost several us each on a small context
-        (the reach's offsets and terms: ~70 -> ~10 us on the 2-core VM).
+        It runs while a mask's first visit waits for a new context: each array is written in
+        place (no pieces joined) with array methods rather than numpy's functions, whose
+        Python wrappers cost several us each on a small context.
         """
         contexts = self._contexts
         if len(contexts) == self._n_contexts:
             return
-        bases = [int(self.term_of.shape[0])]
-        trans: list[I32] = []
-        term_of: list[I32] = []
-        reach_first: list[npt.NDArray[np.intp]] = []
-        reach_term: list[npt.NDArray[np.intp]] = []
-        reach_total = int(self.reach_first[-1])
+        class_terms = self._class_terms_upto(len(self._classes))
         for context in contexts[self._n_contexts :]:
             n = context.n_states
-            trans.append(context.flat.astype(np.int32, copy=False))
-            winner = context.winner
-            terms = np.empty(n, dtype=np.int32)
-            terms.fill(-1)
-            won = (winner >= 0).nonzero()[0]
-            if len(won):
-                terms[won] = [self._classes[c][0] for c in winner[won].tolist()]
-            term_of.append(terms)
+            base = len(self.term_of)
+            self._extend("ctx_base", 1)[0] = base
+            self._extend("trans", n * 256)[:] = context.transitions.reshape(-1)
+            # a state's terminal: its class's first (-1, the last item, where none wins)
+            self._extend("term_of", n)[:] = class_terms[context.winner]
             # the reach's set cells in row-major order: per state, the end of its terms
             width = context.reach.shape[1]
-            cells = context.reach.reshape(-1).nonzero()[0]
-            ends = cells.searchsorted(np.arange(1, n + 1) * width)
-            ends += reach_total
-            reach_first.append(ends)
-            reach_term.append(cells % width if width else cells)
-            reach_total += len(cells)
-            bases.append(bases[-1] + n)
-        self._append("ctx_base", [np.asarray(bases[:-1], dtype=np.int32)])
-        self._append("trans", trans)
-        self._append("term_of", term_of)
-        self._append("reach_first", reach_first)
-        self._append("reach_term", reach_term)
+            cells = context.reach.reshape(-1).nonzero()[0]  # (a 2-D nonzero costs ~7x more)
+            ends = self._extend("reach_first", n)
+            ends[:] = cells.searchsorted(np.arange(1, n + 1) * width)
+            ends += self.reach_first[base]
+            self._extend("reach_term", len(cells))[:] = cells % width if width else cells
         self._n_contexts = len(contexts)
 
-    def _append(self, name: str, pieces: Sequence[npt.NDArray[np.integer[Any]]]) -> None:
-        """Write ``pieces`` after the used part of array ``name``'s buffer (doubled when full).
+    def _class_terms_upto(self, n: int) -> I32:
+        """Each lexeme class's first terminal for classes ``0..n-1``, then -1 (kept, grown)."""
+        found = self._class_terms
+        if found is not None and len(found) == n + 1:
+            return found
+        out = np.empty(n + 1, dtype=np.int32)
+        known = 0 if found is None else len(found) - 1
+        if known:
+            assert found is not None
+            out[:known] = found[:known]
+        out[known:n] = [c[0] for c in self._classes[known:n]]
+        out[n] = -1
+        self._class_terms = out
+        return out
 
-        Contexts arrive one or a few at a time over a document's first masks (a hundred on a
-        large schema grammar): copying the arrays whole at each would cost the square of
-        their size. The pieces are cast to ``int32`` as they are written.
+    def _extend(self, name: str, size: int) -> I32:
+        """Lengthen array ``name`` by ``size`` items; returns the new items' view to fill.
+
+        The array is a view of a buffer that doubles when full (contexts arrive one or a few
+        at a time over a document's first masks, a hundred on a large schema grammar:
+        copying the arrays whole at each would cost the square of their size).
         """
         buffers = self._buffers
         used = len(getattr(self, name))
-        values = np.concatenate(pieces) if len(pieces) != 1 else pieces[0]
-        need = used + len(values)
+        need = used + size
         buf = buffers[name]
         if need > len(buf):
             grown = np.empty(max(need, 2 * len(buf)), dtype=np.int32)
             grown[:used] = buf[:used]
             buf = buffers[name] = grown
-        buf[used:need] = values
         setattr(self, name, buf[:need])
+        return buf[used:need]
 
     def walk(
         self,

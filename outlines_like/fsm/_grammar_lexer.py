@@ -561,16 +561,15 @@ def _compiled_context(
     The product comes from the process's memo when another context (of any grammar) had the
     same components in the same order; only the class and terminal ids are this grammar's.
     """
-    product, by_term = context_product(kernels, comp_dfas, order, n_terms, _KERNEL_MAX_STATES)
+    product = context_product(kernels, comp_dfas, _KERNEL_MAX_STATES)
     if product is None:
         return None
     # the terminals' classes, asked for in the order of the states (as the Python build does)
     classes = [classify((order[c],)) for c in product.labels]
     classes.append(-1)
     winner_array = np.array(classes, dtype=np.int64)[product.label_at]
-    if by_term is None:  # from the memo: its columns to this grammar's terminal ids
-        by_term = np.zeros((len(winner_array), n_terms), dtype=np.bool_)
-        by_term[:, order] = product.reach
+    by_term = np.zeros((len(winner_array), n_terms), dtype=np.bool_)
+    by_term[:, order] = product.reach  # its components' columns to this grammar's terminals
     return ContextDFA(
         terminals=tuple(order),
         transitions=product.transitions,

@@ -1194,7 +1194,9 @@ class CompiledGrammar(Compiled):
             cid = self._context_of[config] = self._glr_context(config)
         return cid
 
-    def _scanner(self, state: int) -> tuple[list[str], dict[str, list[str]]]:
+    def _scanner(
+        self, state: int, terms: Hashable | None = None
+    ) -> tuple[list[str], dict[str, list[str]]]:
         """Lark's contextual-lexer scanner of one LALR state: its terminals, order, retyping.
 
         As Lark's ``ContextualLexer`` builds it (the state's terminals plus ``%ignore``, sorted
@@ -1203,13 +1205,25 @@ class CompiledGrammar(Compiled):
         ``_create_unless`` does), without compiling the scanner's regexes (a second for 5,000
         terminals, and the matcher never runs them): which pairs match is kept across states.
 
+        ``terms``: the state's :meth:`_scanner_key`, when the caller has it: its terminals are
+        read from it, not from the state's dict of actions (made on first use: ~10-20 us of a
+        first visit that builds a context).
+
         Returns:
             The terminal names in order, and per regex terminal the string terminals it
             retypes (in order; only those that retype some).
         """
         assert isinstance(self._parser, LALRParser)
         by_name = self._terminal_defs
-        names = {n for n in self._parser.actions[state] if n in by_name} | self._ignore_names
+        actions = self._parser.actions
+        names: set[str]
+        if isinstance(terms, bytes) and isinstance(actions, ActionRows):
+            ids = np.frombuffer(terms, dtype=actions.symbols.dtype).tolist()
+            names = set(map(actions.names.__getitem__, ids)) | self._ignore_names
+        elif isinstance(terms, frozenset):
+            names = set(terms) | self._ignore_names
+        else:
+            names = {n for n in actions[state] if n in by_name} | self._ignore_names
         terminals = sorted(
             (by_name[n] for n in names),
             key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
@@ -1250,7 +1264,7 @@ class CompiledGrammar(Compiled):
         found = self._context_by_terms.get(terms)
         if found is not None:
             return found
-        names, retyped = self._scanner(state)
+        names, retyped = self._scanner(state, terms)
         term_id = self._term_id
         order = tuple(term_id[name] for name in names)
         unless = {

@@ -323,20 +323,25 @@ def test_many_rests_take_the_keyed_rows(monkeypatch: pytest.MonkeyPatch) -> None
     assert grammar._partials  # (the keyed rows ran)
 
 
+@pytest.mark.parametrize("every", [1, 3])
 @pytest.mark.parametrize("name", LALR)
-def test_context_arrays_match_the_contexts(name: str) -> None:
+def test_context_arrays_match_the_contexts(name: str, every: int) -> None:
     """The flat arrays the kernel reads hold each context as it is: its base, transitions,
     terminal per state (the class's first) and reachable terminals per state, appended one
-    or a few contexts at a time."""
+    or a few contexts at a time (the classes growing between appends)."""
     grammar = compile_grammar(CFG(GRAMMARS[name][0], "lark"), VOCAB)
     kernel = grammar._lalr_kernel()
     assert isinstance(kernel, LALRKernel)
     parser = grammar._parser
     for i, state in enumerate(sorted(parser.actions)):  # type: ignore[attr-defined]
         kernel._context(state)
-        if i % 3 == 0:
+        if i % every == 0:
             kernel._sync()
     kernel._sync()
+    _check_context_arrays(grammar, kernel)
+
+
+def _check_context_arrays(grammar: CompiledGrammar, kernel: LALRKernel) -> None:
     contexts = grammar._contexts
     assert kernel._n_contexts == len(contexts)
     bases = np.cumsum([0] + [c.n_states for c in contexts])
@@ -347,7 +352,13 @@ def test_context_arrays_match_the_contexts(name: str) -> None:
     reach = [np.flatnonzero(row).tolist() for c in contexts for row in c.reach]
     assert kernel.reach_first.tolist() == np.cumsum([0] + [len(r) for r in reach]).tolist()
     assert kernel.reach_term.tolist() == [t for r in reach for t in r]
-    for array in (kernel.ctx_base, kernel.trans, kernel.term_of, kernel.reach_first):
+    for array in (
+        kernel.ctx_base,
+        kernel.trans,
+        kernel.term_of,
+        kernel.reach_first,
+        kernel.reach_term,
+    ):
         assert array.dtype == np.int32
 
 

@@ -10,6 +10,7 @@ import pytest
 from outlines_like.errors import UnsupportedConstraintError
 from outlines_like.fsm import _accel, _context_products, _grammar_lexer
 from outlines_like.fsm import grammar as grammar_module
+from outlines_like.fsm._grammar_actions import ActionRows
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     build_context,
@@ -224,7 +225,7 @@ def test_context_products_do_not_keep_their_dfas_alive() -> None:
 
     _context_products.clear_context_products()
     first = [_grammar_lexer.literal_dfa(b"alpha"), _grammar_lexer.literal_dfa(b"beta")]
-    built, _ = _context_products.context_product(_accel_lexer, first, [0, 1], 2, 1 << 13)
+    built = _context_products.context_product(_accel_lexer, first, 1 << 13)
     assert built is not None
     refs = [weakref.ref(d) for d in first]
     del first
@@ -234,7 +235,7 @@ def test_context_products_do_not_keep_their_dfas_alive() -> None:
     other = [_grammar_lexer.literal_dfa(b"gamma"), _grammar_lexer.literal_dfa(b"delta")]
     (key,) = _context_products._products
     _context_products._products[tuple(map(id, other))] = _context_products._products.pop(key)
-    got, _ = _context_products.context_product(_accel_lexer, other, [0, 1], 2, 1 << 13)
+    got = _context_products.context_product(_accel_lexer, other, 1 << 13)
     assert got is not None
     assert got is not built
     assert [r() for r in got.components] == other
@@ -260,6 +261,27 @@ def _schema_grammar() -> str:
     _, grammar = json_schema_path(schema, whitespace_pattern="[ ]?", regex_budget=16_000)
     assert grammar is not None
     return CFG(grammar, "lark").lark
+
+
+@pytest.mark.parametrize("accel", [False, True])
+@pytest.mark.parametrize("which", ["lark", "schema"])
+def test_scanner_read_from_the_state_key(which: str, accel: bool) -> None:
+    """A state's scanner read from its key (the compiled tables': the symbols' ids as bytes;
+    else their names) is the one read from its dict of actions."""
+    if accel and not _accel.available():
+        pytest.skip("the compiled tables need numba")
+    _accel.set_enabled(accel)
+    try:
+        compiled = CompiledGrammar(JSON_AFTER_LET if which == "lark" else _schema_grammar(), VOCAB)
+    finally:
+        _accel.set_enabled(None)
+    parser = compiled._parser
+    assert isinstance(parser, LALRParser)
+    assert isinstance(parser.actions, ActionRows) == (accel and which == "schema")
+    by_key = {
+        state: compiled._scanner(state, compiled._scanner_key(state)) for state in parser.actions
+    }
+    assert by_key == {state: compiled._scanner(state) for state in parser.actions}
 
 
 @pytest.mark.parametrize("which", ["lark", "schema"])

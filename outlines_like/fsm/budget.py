@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -118,6 +119,16 @@ _CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time
 # time (the deadline is on the CPU clock; a thread that waits is not charged for it).
 _RECENT_S = 0.0005
 _recent = threading.local()  # .reading: (CPU clock, wall clock read just before, the clock)
+
+
+def _forget_reading() -> None:
+    # a forked child's thread clock starts again near zero: a reading of the parent's is no
+    # lower bound there, and a meter started from it would charge late
+    _recent.__dict__.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_reading)
 
 
 def _cpu_start(clock: Callable[[], float], fresh: float) -> float:

@@ -447,6 +447,9 @@ def _walk_columns(
         if k == 0:
             break
         col = columns[j][pos]
+        if lazy is not None and int(cur.max()) * 256 >= tflat.shape[0]:
+            # another thread's rows (a DFA shared by indexes) found states past this view
+            tflat = lazy.transitions.reshape(-1)
         nxt = tflat[cur * 256 + col]
         if lazy is not None:
             unknown = np.flatnonzero(nxt == UNKNOWN)

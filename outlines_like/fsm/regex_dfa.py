@@ -223,8 +223,10 @@ def _rows_table(cap: int) -> npt.NDArray[np.int32]:
     back pages a dropped table had touched; so the mapping of a table nothing views any more
     is kept (at most :data:`_FREE_TABLES` of them, their first :data:`_KEEP_BYTES` still
     mapped) and handed to the next table of the same size. Its rows hold the old DFA's
-    values: a lazy DFA sets a row (:data:`UNKNOWN`) as its state is discovered, before any
-    read, so it never reads one it did not write.
+    values: a lazy DFA never reads a row it did not write, as every read of a row checks its
+    built flag (the kernels, :meth:`LazyByteDFA.step`, :meth:`LazyByteDFA.built_row`) or goes
+    through :attr:`LazyByteDFA.transitions`, which first sets the rows of the states found
+    since (:data:`UNKNOWN`).
     """
     nbytes = cap * 256 * 4
     advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
@@ -323,12 +325,14 @@ class LazyByteDFA:
         self._sync()
 
     def __getstate__(self) -> dict[str, object]:
+        # all under the lock: a compiled walk on another thread (its kernels release the GIL)
+        # could otherwise build a row between the copies of the rows and of their flags
         with self._lock:
             self._sync()  # every discovered state's row set: built or UNKNOWN
-        state = self.__dict__.copy()
-        del state["_views"], state["_view"], state["_done8"]  # views: rebuilt on load
-        state["_table"] = self._table[: self._filled].copy()  # not the reserve
-        state["_expanded"] = self._expanded[: self._filled].copy()
+            state = self.__dict__.copy()
+            del state["_views"], state["_view"], state["_done8"]  # views: rebuilt on load
+            state["_table"] = self._table[: self._filled].copy()  # not the reserve
+            state["_expanded"] = self._expanded[: self._filled].copy()
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:

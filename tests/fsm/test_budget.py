@@ -7,7 +7,9 @@ bounds are hang guards for a loaded 2-core machine, not benchmarks.
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -373,3 +375,24 @@ def test_cpu_mask_budget_raises_during_generation() -> None:
     with pytest.raises(ConstraintTooLargeError) as info:
         generate()
     assert info.value.limit == "mask_seconds"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_does_not_start_from_its_parents_cpu_reading() -> None:
+    # the child's thread clock starts again near zero: a parent's reading would set a late
+    # deadline there (an under-charge), so the child reads its own clock
+    Meter(Budget(), "mask")
+    assert getattr(budget_mod._recent, "reading", None) is not None
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (fork with threads: 3.12+)
+        pid = os.fork()
+    if pid == 0:  # the child: report and leave at once
+        kept = getattr(budget_mod._recent, "reading", None) is not None
+        os.write(write, b"kept" if kept else b"clear")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 16)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"clear"

@@ -410,7 +410,11 @@ class LazyByteDFA:
             ascending = not isinstance(states, list)
             todo32 = np.ascontiguousarray(states, dtype=np.int32).reshape(-1)
             with self._lock:
-                b.fill_rows(todo32, ascending, self._table, self._done8)
+                try:
+                    b.fill_rows(todo32, ascending, self._table, self._done8)
+                except BaseException:
+                    self._settle()
+                    raise
                 if (n := b.n_states) > self._table.shape[0]:
                     self._sync(n, mark=False)
             return
@@ -423,7 +427,11 @@ class LazyByteDFA:
             for s in todo:
                 if self._views[1][s]:
                     continue
-                runs = b.row_runs(s)
+                try:
+                    runs = b.row_runs(s)
+                except BaseException:
+                    self._settle()
+                    raise
                 if len(b.order) > self._table.shape[0]:
                     self._sync()
                 row = self._table[s]
@@ -441,7 +449,11 @@ class LazyByteDFA:
         are compared as subsets, never built.
         """
         with self._lock:
-            target = self._b.utf8_target(state, sequences)
+            try:
+                target = self._b.utf8_target(state, sequences)
+            except BaseException:
+                self._settle()
+                raise
             if (n := self._b.n_states) > self._table.shape[0]:
                 self._sync(n, mark=False)
             return target
@@ -465,8 +477,12 @@ class LazyByteDFA:
         if isinstance(b, SubsetBuilder):
             return False
         with self._lock:
-            while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
-                self._sync(mark=False)  # a state past the table
+            try:
+                while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
+                    self._sync(mark=False)  # a state past the table
+            except BaseException:
+                self._settle()
+                raise
             if (n := b.n_states) > self._table.shape[0]:
                 self._sync(n, mark=False)
         return True
@@ -483,8 +499,12 @@ class LazyByteDFA:
             return False
         resume = np.zeros(1, dtype=np.int64)
         with self._lock:
-            while not b.item_walk(items, resume, self._table, self._done(), mask):
-                self._sync(mark=False)
+            try:
+                while not b.item_walk(items, resume, self._table, self._done(), mask):
+                    self._sync(mark=False)
+            except BaseException:
+                self._settle()
+                raise
             if (n := b.n_states) > self._table.shape[0]:
                 self._sync(n, mark=False)
         return True
@@ -500,8 +520,12 @@ class LazyByteDFA:
         if isinstance(b, SubsetBuilder):
             return False
         with self._lock:
-            while not b.walk_rows(kernel, self._table, self._done8, args):
-                self._sync(mark=False)
+            try:
+                while not b.walk_rows(kernel, self._table, self._done8, args):
+                    self._sync(mark=False)
+            except BaseException:
+                self._settle()
+                raise
             if (n := b.n_states) > self._table.shape[0]:
                 self._sync(n, mark=False)
         return True
@@ -520,13 +544,26 @@ class LazyByteDFA:
         b = self._b
         assert not isinstance(b, SubsetBuilder)
         with self._lock:
-            code = b.visit(self._table, self._done8, args)
-            while not code:  # a state past the table
-                self._sync(mark=False)
+            try:
                 code = b.visit(self._table, self._done8, args)
+                while not code:  # a state past the table
+                    self._sync(mark=False)
+                    code = b.visit(self._table, self._done8, args)
+            except BaseException:
+                self._settle()
+                raise
             if code & VISIT_GROW:
                 self._sync(mark=False)
         return code & ~VISIT_GROW
+
+    def _settle(self) -> None:
+        """After the builder raised (a budget, the state limit): take in the states it found.
+
+        The table then holds a row for each (set when read, as after a walk), so that a
+        later read of one of them, from a mask of another request sharing this DFA, stays in
+        range.
+        """
+        self._sync(mark=isinstance(self._b, SubsetBuilder))
 
     def _done(self) -> npt.NDArray[np.uint8]:
         """The built-row flags as ``uint8`` (the kernels' view)."""

@@ -9,11 +9,12 @@ import random
 import re
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
-from outlines_like.errors import InvalidConstraintError
+from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.fsm import _accel
 from outlines_like.fsm.regex_dfa import (
     UNKNOWN,
@@ -479,3 +480,43 @@ def test_shared_suffixes_shrink_the_template_and_keep_the_size_count() -> None:
     # size limits and the eager/lazy choice still count the unshared trie
     builder = _build(r'"[^"\\]{0,3}"', 10_000)
     assert builder.nfa.size > builder.nfa.n
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_builder_that_raises_leaves_the_table_holding_the_states_it_found(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a budget raising inside the builder, after it found states past the table: the DFA
+    # (shared by other requests through the compile cache) still reads every state in range
+    from outlines_like.fsm import regex_dfa as regex_dfa_mod
+
+    if compiled and not _accel.available():
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(regex_dfa_mod, "_RESERVE_ROWS", 64)
+    before = _accel.enabled()
+    _accel.set_enabled(compiled)
+    try:
+        lazy = compile_regex_auto("[a-z]{0,200}x", eager_nfa_limit=0)
+        assert isinstance(lazy, LazyByteDFA)
+        assert lazy.compiled is compiled
+        builder: Any = lazy._b
+        name = "fill_rows" if compiled else "row_runs"
+        real = getattr(builder, name)
+
+        def raising(*args: Any) -> Any:
+            real(*args)
+            raise ConstraintTooLargeError("a budget, raised on purpose", limit="mask_seconds")
+
+        monkeypatch.setattr(builder, name, raising)
+        for _ in range(300):  # row after row, each finding a state past the last
+            if lazy.n_states > 80:
+                break
+            with pytest.raises(ConstraintTooLargeError):
+                lazy.expand([lazy.n_states - 1])
+        monkeypatch.setattr(builder, name, real)
+        assert lazy.n_states > 80  # past the 64 rows reserved
+        for state in range(lazy.n_states):  # every found state reads in range
+            lazy.step(state, b"a")
+        assert lazy.fullmatch(b"a" * 150 + b"x") and not lazy.fullmatch(b"a" * 201 + b"x")
+    finally:
+        _accel.set_enabled(before)

@@ -26,9 +26,7 @@ module holds the two DFA classes and the regex-to-DFA entry points.
 from __future__ import annotations
 
 import dataclasses
-import mmap
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -39,6 +37,7 @@ from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._dfa_minimize import merge_classes, minimize
 from outlines_like.fsm._regex_estimate import dfa_blowup, nfa_states
 from outlines_like.fsm._regex_nfa import MAX_NFA_STATES, NFA, too_many_nfa_states
+from outlines_like.fsm._row_tables import rows_table as _rows_table
 from outlines_like.fsm._subset import VISIT_GROW, SubsetBuilder, dfa_kernels
 from outlines_like.fsm._subset import short as _short
 from outlines_like.types._regex import parse_regex
@@ -196,91 +195,10 @@ def _eager(builder: Builder) -> ByteDFA:
 
 UNKNOWN = -2  # a row of a lazy DFA that is not built yet
 # rows a lazy DFA's table reserves up front (at most max_states + 1): a table's pages (4 KiB:
-# see _rows_table) are touched only as states reach them, so the reserve costs no memory, and
-# growing (a copy of every row, ~2 ms at 4,000 states, inside one mask) is left to DFAs past it
+# see _row_tables.rows_table) are touched only as states reach them, so the reserve costs no
+# memory, and growing (a copy of every row, ~2 ms at 4,000 states, inside one mask) is left
+# to DFAs past it
 _RESERVE_ROWS = 1 << 15
-_NOHUGEPAGE_BYTES = 4 << 20  # numpy advises huge pages from there on (see _rows_table)
-
-
-_FREE_TABLES = 4  # mappings of dropped tables kept for the next lazy DFAs (see _rows_table)
-_KEEP_BYTES = 1 << 20  # of a kept mapping's pages, those past this are handed back to the OS
-_free_tables: list[mmap.mmap] = []
-_free_lock = threading.Lock()
-
-
-def _rows_table(cap: int) -> npt.NDArray[np.int32]:
-    """An uninitialised ``int32[cap, 256]`` table whose pages the OS maps 4 KiB at a time.
-
-    numpy advises huge pages for its arrays of 4 MiB or more: the mask that first touches a
-    new 2 MiB page of such a table waits while the OS zeroes all of it (~250 us here), or
-    first compacts memory to find one (first walks showed single masks of 4-10 ms). A lazy
-    table is touched a few rows (1 KiB each) at a time, as states are discovered, so its
-    reserve is mapped here with ``MADV_NOHUGEPAGE`` (qwen3 first walks, fresh processes,
-    medians of 8: ``json_large`` 72 -> 65 us a mask, ``json_medium`` 112 -> 93). Where that
-    advice is not available, a plain ``np.empty``.
-
-    A fresh mapping takes a page fault at each page's first touch, where glibc's heap handed
-    back pages a dropped table had touched; so the mapping of a table nothing views any more
-    is kept (at most :data:`_FREE_TABLES` of them, their first :data:`_KEEP_BYTES` still
-    mapped) and handed to the next table of the same size. Its rows hold the old DFA's
-    values: a lazy DFA never reads a row it did not write, as every read of a row checks its
-    built flag (the kernels, :meth:`LazyByteDFA.step`, :meth:`LazyByteDFA.built_row`) or goes
-    through :attr:`LazyByteDFA.transitions`, which first sets the rows of the states found
-    since (:data:`UNKNOWN`).
-    """
-    nbytes = cap * 256 * 4
-    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < _NOHUGEPAGE_BYTES:
-        return np.empty((cap, 256), dtype=np.int32)
-    region = _take_free(nbytes)
-    if region is None:
-        try:
-            # private, as malloc's own mappings are (a shared one would be shared with a
-            # forked child, and its pages are the shared-memory file system's, slower to fault)
-            region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            region.madvise(advice)
-        except (OSError, ValueError):  # pragma: no cover - a kernel without the advice
-            return np.empty((cap, 256), dtype=np.int32)
-    flat = np.frombuffer(region, dtype=np.int32)
-    # every view of the table holds ``flat``'s buffer (a memoryview of the mapping): when the
-    # last one goes, the mapping is free for the next table
-    buffer: object = flat.base
-    if isinstance(buffer, memoryview):  # (a numpy whose base were the mapping: not kept)
-        weakref.finalize(buffer, _give_back, region).atexit = False
-    table: npt.NDArray[np.int32] = flat.reshape(cap, 256)
-    return table
-
-
-def _take_free(nbytes: int) -> mmap.mmap | None:
-    """A kept mapping of ``nbytes`` bytes, or ``None``."""
-    with _free_lock:
-        for i, region in enumerate(_free_tables):
-            if len(region) == nbytes:
-                return _free_tables.pop(i)
-    return None
-
-
-def _give_back(region: mmap.mmap) -> None:
-    """Keep ``region`` for a later table (its pages past :data:`_KEEP_BYTES` released).
-
-    Runs when the last view of a table goes, in whatever thread drops it, possibly inside a
-    garbage collection that interrupted :func:`_take_free` on this thread: so the lock is
-    only tried, and a mapping that cannot be kept is unmapped as before.
-    """
-    if not _free_lock.acquire(blocking=False):
-        return
-    try:
-        if len(_free_tables) >= _FREE_TABLES:
-            return
-        size = len(region)
-        if size > _KEEP_BYTES:
-            try:
-                region.madvise(mmap.MADV_DONTNEED, _KEEP_BYTES, size - _KEEP_BYTES)
-            except (OSError, ValueError):  # pragma: no cover - then not kept
-                return
-        _free_tables.append(region)
-    finally:
-        _free_lock.release()
 
 
 def _distinct(states: npt.NDArray[Any]) -> list[int]:

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
-from outlines_like.fsm import _accel
+from outlines_like.fsm import _accel, _row_tables
+from outlines_like.fsm._row_tables import rows_table as _rows_table
 from outlines_like.fsm.regex_dfa import (
     UNKNOWN,
     ByteDFA,
     LazyByteDFA,
-    _rows_table,
     compile_regex,
     compile_regex_auto,
 )
@@ -308,7 +308,7 @@ def test_lazy_dfa_grows_past_its_reserve(
     _accel.set_enabled(accel)
     monkeypatch.setattr(regex_dfa, "_RESERVE_ROWS", 64)
     if mapped:
-        monkeypatch.setattr(regex_dfa, "_NOHUGEPAGE_BYTES", 0)
+        monkeypatch.setattr(_row_tables, "_NOHUGEPAGE_BYTES", 0)
     pattern = r"[ab]*a[ab]{7}"
     lazy = compile_regex_auto(pattern, eager_nfa_limit=0)
     assert isinstance(lazy, LazyByteDFA)
@@ -331,18 +331,16 @@ _MAPPED = hasattr(mmap, "MADV_NOHUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
 
 @pytest.fixture
 def _empty_pool() -> Iterator[None]:
-    import outlines_like.fsm.regex_dfa as regex_dfa
 
     gc.collect()
-    regex_dfa._free_tables.clear()
+    _row_tables._free_tables.clear()
     yield
-    regex_dfa._free_tables.clear()
+    _row_tables._free_tables.clear()
 
 
 @pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
 @pytest.mark.usefixtures("_empty_pool")
 def test_dropped_rows_table_is_reused_once_nothing_views_it() -> None:
-    import outlines_like.fsm.regex_dfa as regex_dfa
 
     table = _rows_table(20_001)
     address = table.ctypes.data
@@ -350,35 +348,34 @@ def test_dropped_rows_table_is_reused_once_nothing_views_it() -> None:
     view = table[:10]  # a reader's view keeps the mapping in use
     del table
     gc.collect()
-    assert regex_dfa._free_tables == []
+    assert _row_tables._free_tables == []
     other = _rows_table(20_001)
     assert other.ctypes.data != address
     del view
-    assert len(regex_dfa._free_tables) == 1
+    assert len(_row_tables._free_tables) == 1
     again = _rows_table(20_001)
     assert again.ctypes.data == address
     assert again[3, 5] == 77  # the old rows are left as they were (a lazy DFA writes first)
-    assert regex_dfa._free_tables == []
+    assert _row_tables._free_tables == []
     other_address = other.ctypes.data
     del other
-    assert len(regex_dfa._free_tables) == 1
+    assert len(_row_tables._free_tables) == 1
     larger = _rows_table(30_000)  # sizes are not mixed
     assert larger.ctypes.data != other_address
-    assert len(regex_dfa._free_tables) == 1
+    assert len(_row_tables._free_tables) == 1
 
 
 @pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
 @pytest.mark.usefixtures("_empty_pool")
 def test_kept_rows_tables_are_bounded_and_release_their_far_pages() -> None:
-    import outlines_like.fsm.regex_dfa as regex_dfa
 
-    tables = [_rows_table(20_001) for _ in range(regex_dfa._FREE_TABLES + 3)]
-    far = regex_dfa._KEEP_BYTES // 1024 + 5  # a row past the kept bytes
+    tables = [_rows_table(20_001) for _ in range(_row_tables._FREE_TABLES + 3)]
+    far = _row_tables._KEEP_BYTES // 1024 + 5  # a row past the kept bytes
     for table in tables:
         table[0, 0] = 11
         table[far, 0] = 12
     del tables, table
-    assert len(regex_dfa._free_tables) == regex_dfa._FREE_TABLES
+    assert len(_row_tables._free_tables) == _row_tables._FREE_TABLES
     reused = _rows_table(20_001)
     assert reused[0, 0] == 11  # kept page
     assert reused[far, 0] == 0  # handed back to the OS: a fresh zero page

@@ -1,0 +1,100 @@
+"""The lazy DFA's row tables: mapped without huge pages, and kept for reuse once dropped.
+
+A lazy DFA (:class:`~outlines_like.fsm.regex_dfa.LazyByteDFA`) reserves a large table of
+rows up front and touches it a few rows at a time as walks discover states, so how the OS
+backs those pages shows in single masks. Here: the mapping (no huge pages past numpy's
+threshold) and a small pool of dropped tables' mappings handed to the next table of their
+size.
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+import weakref
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["rows_table"]
+
+_NOHUGEPAGE_BYTES = 4 << 20  # numpy advises huge pages from there on (see rows_table)
+_FREE_TABLES = 4  # mappings of dropped tables kept for the next lazy DFAs (see rows_table)
+_KEEP_BYTES = 1 << 20  # of a kept mapping's pages, those past this are handed back to the OS
+_free_tables: list[mmap.mmap] = []
+_free_lock = threading.Lock()
+
+
+def rows_table(cap: int) -> npt.NDArray[np.int32]:
+    """An uninitialised ``int32[cap, 256]`` table whose pages the OS maps 4 KiB at a time.
+
+    numpy advises huge pages for its arrays of 4 MiB or more: the mask that first touches a
+    new 2 MiB page of such a table waits while the OS zeroes all of it (~250 us here), or
+    first compacts memory to find one (first walks showed single masks of 4-10 ms). A lazy
+    table is touched a few rows (1 KiB each) at a time, as states are discovered, so its
+    reserve is mapped here with ``MADV_NOHUGEPAGE`` (qwen3 first walks, fresh processes,
+    medians of 8: ``json_large`` 72 -> 65 us a mask, ``json_medium`` 112 -> 93). Where that
+    advice is not available, a plain ``np.empty``.
+
+    A fresh mapping takes a page fault at each page's first touch, where glibc's heap handed
+    back pages a dropped table had touched; so the mapping of a table nothing views any more
+    is kept (at most :data:`_FREE_TABLES` of them, their first :data:`_KEEP_BYTES` still
+    mapped) and handed to the next table of the same size. Its rows hold the old DFA's
+    values: a lazy DFA never reads a row it did not write, as every read of a row checks its
+    built flag (the kernels, ``LazyByteDFA.step``, ``LazyByteDFA.built_row``) or goes
+    through ``LazyByteDFA.transitions``, which first sets the rows of the states found since
+    (``UNKNOWN``).
+    """
+    nbytes = cap * 256 * 4
+    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
+    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < _NOHUGEPAGE_BYTES:
+        return np.empty((cap, 256), dtype=np.int32)
+    region = _take_free(nbytes)
+    if region is None:
+        try:
+            # private, as malloc's own mappings are (a shared one would be shared with a
+            # forked child, and its pages are the shared-memory file system's, slower to fault)
+            region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            region.madvise(advice)
+        except (OSError, ValueError):  # pragma: no cover - a kernel without the advice
+            return np.empty((cap, 256), dtype=np.int32)
+    flat = np.frombuffer(region, dtype=np.int32)
+    # every view of the table holds ``flat``'s buffer (a memoryview of the mapping): when the
+    # last one goes, the mapping is free for the next table
+    buffer: object = flat.base
+    if isinstance(buffer, memoryview):  # (a numpy whose base were the mapping: not kept)
+        weakref.finalize(buffer, _give_back, region).atexit = False
+    table: npt.NDArray[np.int32] = flat.reshape(cap, 256)
+    return table
+
+
+def _take_free(nbytes: int) -> mmap.mmap | None:
+    """A kept mapping of ``nbytes`` bytes, or ``None``."""
+    with _free_lock:
+        for i, region in enumerate(_free_tables):
+            if len(region) == nbytes:
+                return _free_tables.pop(i)
+    return None
+
+
+def _give_back(region: mmap.mmap) -> None:
+    """Keep ``region`` for a later table (its pages past :data:`_KEEP_BYTES` released).
+
+    Runs when the last view of a table goes, in whatever thread drops it, possibly inside a
+    garbage collection that interrupted :func:`_take_free` on this thread: so the lock is
+    only tried, and a mapping that cannot be kept is unmapped as before.
+    """
+    if not _free_lock.acquire(blocking=False):
+        return
+    try:
+        if len(_free_tables) >= _FREE_TABLES:
+            return
+        size = len(region)
+        if size > _KEEP_BYTES:
+            try:
+                region.madvise(mmap.MADV_DONTNEED, _KEEP_BYTES, size - _KEEP_BYTES)
+            except (OSError, ValueError):  # pragma: no cover - then not kept
+                return
+        _free_tables.append(region)
+    finally:
+        _free_lock.release()

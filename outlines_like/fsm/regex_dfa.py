@@ -394,15 +394,7 @@ class LazyByteDFA:
         b = self._b
         if isinstance(b, SubsetBuilder):
             return False
-        with self._lock:
-            try:
-                while not b.trie_walk(trie, state, self._table, self._done(), mask, ends):
-                    self._sync(mark=False)  # a state past the table
-            except BaseException:
-                self._settle()
-                raise
-            if (n := b.n_states) > self._table.shape[0]:
-                self._sync(n, mark=False)
+        self._walk(lambda: b.trie_walk(trie, state, self._table, self._done(), mask, ends))
         return True
 
     def walk_items(self, items: ItemArrays, mask: npt.NDArray[np.uint32]) -> bool:
@@ -416,15 +408,7 @@ class LazyByteDFA:
         if isinstance(b, SubsetBuilder):
             return False
         resume = np.zeros(1, dtype=np.int64)
-        with self._lock:
-            try:
-                while not b.item_walk(items, resume, self._table, self._done(), mask):
-                    self._sync(mark=False)
-            except BaseException:
-                self._settle()
-                raise
-            if (n := b.n_states) > self._table.shape[0]:
-                self._sync(n, mark=False)
+        self._walk(lambda: b.item_walk(items, resume, self._table, self._done(), mask))
         return True
 
     def walk_compiled(self, kernel: Callable[..., bool], args: tuple[Any, ...]) -> bool:
@@ -437,16 +421,24 @@ class LazyByteDFA:
         b = self._b
         if isinstance(b, SubsetBuilder):
             return False
+        self._walk(lambda: b.walk_rows(kernel, self._table, self._done8, args))
+        return True
+
+    def _walk(self, run: Callable[[], bool]) -> None:
+        """Run a compiled walk to its end under the lock.
+
+        ``run`` reads the current table and returns ``False`` where a state fell past it: the
+        table grows, and ``run`` goes on where it stopped.
+        """
         with self._lock:
             try:
-                while not b.walk_rows(kernel, self._table, self._done8, args):
+                while not run():
                     self._sync(mark=False)
             except BaseException:
                 self._settle()
                 raise
-            if (n := b.n_states) > self._table.shape[0]:
+            if (n := self._b.n_states) > self._table.shape[0]:
                 self._sync(n, mark=False)
-        return True
 
     @property
     def compiled(self) -> bool:

@@ -40,7 +40,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
     entry_point,
 )
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
-from outlines_like.fsm._accel_utf8 import utf8_row
+from outlines_like.fsm._accel_utf8 import sequence_arrays, utf8_row
 from outlines_like.fsm._lexemes import ChainTails
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 
@@ -355,30 +355,6 @@ def _no_store() -> Store:
 _NO_STORE = _no_store()
 
 
-_last_sequences: tuple[object, tuple[I32, I32, I32]] | None = None
-
-
-def _sequence_arrays(sequences: list[list[tuple[int, int]]]) -> tuple[I32, I32, I32]:
-    """``sequences`` as the kernels read them: offsets, range starts, range ends (int32).
-
-    Every DFA's memo takes the same list (the UTF-8 characters' byte ranges), so the arrays of
-    the last list seen are kept and shared (the kernels only read them): ~20 us a compile.
-    """
-    global _last_sequences
-    last = _last_sequences
-    if last is not None and last[0] is sequences:
-        return last[1]
-    off = np.cumsum([0, *(len(seq) for seq in sequences)])
-    flat = [r for seq in sequences for r in seq]
-    arrays = (
-        off.astype(np.int32),
-        np.array([lo for lo, _ in flat], dtype=np.int32),
-        np.array([hi for _, hi in flat], dtype=np.int32),
-    )
-    _last_sequences = (sequences, arrays)  # one assignment: a racing thread keeps either
-    return arrays
-
-
 class ChainMemo:
     """Per DFA: each state's chain step, memoised (grown as needed), and the compiled walks.
 
@@ -392,7 +368,7 @@ class ChainMemo:
     def __init__(
         self, sequences: list[list[tuple[int, int]]], max_steps: int, min_bytes: int
     ) -> None:
-        self.seq = _sequence_arrays(sequences)
+        self.seq = sequence_arrays(sequences)
         self.max_steps = max_steps
         self.min_bytes = min_bytes
         self.next = np.full(0, _UNSEEN, dtype=np.int32)

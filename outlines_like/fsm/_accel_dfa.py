@@ -52,7 +52,7 @@ from outlines_like.fsm._accel_dfa_walk import (
     visit_kernel,
 )
 from outlines_like.fsm._accel_nfa import pack_kernel
-from outlines_like.fsm._accel_utf8 import utf8_kernel
+from outlines_like.fsm._accel_utf8 import sequence_arrays, utf8_kernel
 from outlines_like.fsm._regex_nfa import NFA
 from outlines_like.fsm._subset import VISIT_CHECK, SubsetBase, live_states, too_many_states
 from outlines_like.fsm.budget import check as _check
@@ -105,7 +105,6 @@ class KernelSubsetBuilder(SubsetBase):
         self._acc = np.zeros(256, dtype=np.uint8)
         self._htab = np.full(1024, -1, dtype=np.int32)
         self._meta = np.zeros(8, dtype=np.int64)
-        self._sequences: tuple[object, I32, I32, I32] | None = None
         self._st: Store | None = None
         self._visit_run = entry_point(visit_kernel)
         while start_kernel(self._store(), start, max_states) < 0:
@@ -302,18 +301,7 @@ class KernelSubsetBuilder(SubsetBase):
         As :meth:`~outlines_like.fsm._subset.SubsetBuilder.utf8_target`: only the last set
         becomes a DFA state.
         """
-        known = self._sequences
-        if known is None or known[0] is not sequences:
-            off = np.cumsum([0, *(len(seq) for seq in sequences)], dtype=np.int64)
-            flat = [r for seq in sequences for r in seq]
-            known = (
-                sequences,
-                off.astype(np.int32),
-                np.array([lo for lo, _ in flat], dtype=np.int32),
-                np.array([hi for _, hi in flat], dtype=np.int32),
-            )
-            self._sequences = known
-        _, off32, lo, hi = known
+        off32, lo, hi = sequence_arrays(sequences)
         while True:
             got = int(utf8_kernel(self._store(), i, off32, lo, hi, self.max_states))
             if got != -2:
@@ -322,7 +310,7 @@ class KernelSubsetBuilder(SubsetBase):
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
-        state["_sequences"] = state["_st"] = None  # rebuilt on first use
+        state["_st"] = None  # rebuilt on first use
         del state["_visit_run"]  # (numba's compiled function does not pickle)
         return state
 

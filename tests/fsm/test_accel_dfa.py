@@ -261,14 +261,13 @@ def test_regexes_in_lockstep(pattern: str) -> None:
 
 def assert_row_targets_agree(pattern: str) -> None:
     """The chain's target from a built row (``utf8_row_kernel``) is the builder's, everywhere."""
-    from outlines_like.fsm._accel_utf8 import utf8_row_kernel
+    from outlines_like.fsm._accel_utf8 import sequence_arrays, utf8_row_kernel
 
     pure, _ = builders(pattern)
     dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
     assert isinstance(dfa, LazyByteDFA)
     b = dfa._b
-    b.utf8_target(0, NON_ASCII)  # its sequences, as arrays
-    _, off, lo, hi = b._sequences
+    off, lo, hi = sequence_arrays(NON_ASCII)  # the sequences as the builder reads them
     s = 0
     while s < min(dfa.n_states, 400):
         dfa.expand_one(s)

@@ -261,11 +261,11 @@ class LazyByteDFA:
         """Grow the tables to the states discovered, and refresh the views read without a lock.
 
         Rows are never unbuilt and growing copies them, so a reader holding an older view
-        still reads right answers. Rows past the states discovered are left unset (never read:
-        a state's row is :data:`UNKNOWN` from when it is discovered), so the pages of a
-        table's spare capacity are never touched. ``mark=False`` (after a compiled walk, which
-        reads the built-row flags, never :data:`UNKNOWN`) only grows: the rows of the states
-        found since are set to :data:`UNKNOWN` when :attr:`transitions` is next read, and
+        still reads right answers. Rows past the states discovered are left unset (never
+        read), so the pages of a table's spare capacity are never touched. ``mark=True`` sets
+        the rows of the states discovered since to :data:`UNKNOWN`. ``mark=False`` (after a
+        compiled walk, which reads the built-row flags, never :data:`UNKNOWN`) only grows:
+        the rows of the states found since are set when :attr:`transitions` is next read, and
         rows never built nor read through it are never touched. Most states a JSON Schema's
         walk finds are inside characters of a bounded string, never built: marking them at
         once touched ~1,000 new 4 KiB pages in a qwen3 ``json_large`` walk instead of ~650

@@ -259,18 +259,21 @@ class KernelSubsetBuilder(SubsetBase):
                 return False
             self._grow()
 
-    def visit(self, rows: I32, done: U8, args: tuple[Any, ...]) -> int:
-        """:func:`~._accel_dfa_walk._visit` of ``args`` (from ``byte`` to ``eos``), in one frame.
+    def visit(
+        self, rows: I32, done: U8, state: int, mask: U32, steps: I32, fixed: tuple[Any, ...]
+    ) -> int:
+        """:func:`~._accel_dfa_walk._visit` of ``state`` into ``mask``, in one frame.
 
-        Returns its code with ``VISIT_CHECK`` handled (the budget's clock read); ``0``: a
-        state fell past ``rows`` (grow it and call again).
+        ``fixed``: its arguments from the trie's ``byte`` to ``eos``. Returns its code with
+        ``VISIT_CHECK`` handled (the budget's clock read); ``0``: a state fell past ``rows``
+        (grow it and call again).
         """
         run = self._visit_run
         while True:
             st = self._st
             if st is None:
                 st = self._st = self._arrays()
-            code: int = run(st, rows, done, *args, self.max_states)
+            code: int = run(st, rows, done, state, mask, steps, *fixed, self.max_states)
             if code:
                 if code & VISIT_CHECK:
                     self._checked()

@@ -106,15 +106,15 @@ def _visit(
     store: Store,
     rows: I32,
     done: U8,
+    state: int,
+    mask: U32,
+    steps: I32,
     byte: U8,
     depth: I32,
     skip: I32,
     root_child: I32,
     node_tok: I32,
     stack: I32,
-    steps: I32,
-    state: int,
-    mask: U32,
     ends: I32,
     eos: I32,
     max_states: int,
@@ -223,7 +223,7 @@ trie_walk_kernel = numba.njit(
     (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
 )(_trie_walk)
 visit_kernel = numba.njit(
-    (_STORE, _rows, _u8, _u8, _i32, _i32, _i32, _i32, _i32, _i32, _int, _u32, _i32, _i32, _int),
+    (_STORE, _rows, _u8, _int, _u32, _i32, _u8, _i32, _i32, _i32, _i32, _i32, _i32, _i32, _int),
     **_OPTIONS,
 )(_visit)
 item_walk_kernel = numba.njit(

@@ -28,7 +28,7 @@ from typing import Literal
 
 from outlines_like.errors import ConstraintTooLargeError
 
-__all__ = ["DEFAULT_BUDGET", "Budget", "Meter", "active", "check", "metered"]
+__all__ = ["DEFAULT_BUDGET", "Budget", "Meter", "active", "check", "enter", "leave", "metered"]
 
 Phase = Literal["compile", "mask"]
 
@@ -193,6 +193,26 @@ def check(where: str = "") -> None:
 def active() -> Meter | None:
     """The meter of the running phase, if any."""
     return _active.get()
+
+
+Token = contextvars.Token[Meter | None]
+
+
+def enter(budget: Budget, phase: Phase) -> Token | None:
+    """Start ``budget``'s meter for ``phase`` unless one is running (the token: for :func:`leave`).
+
+    :class:`metered` as two plain calls, for a lazy DFA's first visit of a state (one per row,
+    ~10-30 us; the context manager's three method calls were ~0.5 us of it).
+    """
+    if _active.get() is not None:
+        return None
+    return _active.set(Meter(budget, phase))
+
+
+def leave(token: Token | None) -> None:
+    """End the meter :func:`enter` started (``None``: it started none)."""
+    if token is not None:
+        _active.reset(token)
 
 
 class metered:

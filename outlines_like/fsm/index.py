@@ -54,7 +54,7 @@ from outlines_like.fsm._lexemes import (
     utf8_valid_prefixes,
 )
 from outlines_like.fsm._subset import VISIT_WALKED
-from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, metered
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, enter, leave
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 
@@ -1001,6 +1001,29 @@ class StateRow:
         return ids
 
 
+class _Visit:
+    """A token index's first visit of a lazy DFA's state as one kernel call: what it passes."""
+
+    __slots__ = ("dups", "fixed", "lazy", "memo", "trie", "words")
+
+    def __init__(
+        self,
+        lazy: LazyByteDFA,
+        memo: ChainMemo,
+        trie: _accel.TokenTrie,
+        stack: I32,
+        no_ends: I32,
+        eos: I32,
+    ) -> None:
+        self.lazy = lazy
+        self.memo = memo  # (its ``next`` grows: read per call)
+        self.trie = trie
+        self.words = trie.words
+        self.dups = trie.dup_of.shape[0] > 0
+        arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
+        self.fixed: tuple[Any, ...] = (*arrays, stack, no_ends, eos)
+
+
 class TokenIndex:
     """Lazy per-state token sets of one byte DFA over one vocabulary (shared by matchers).
 
@@ -1048,6 +1071,7 @@ class TokenIndex:
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
         self._body = np.zeros(1, dtype=np.uint8)
+        self._visit_args = self._visit_setup()
         if self._lazy is None and 0 < dfa.n_states <= eager_limit:
             self._compute(list(range(dfa.n_states)))
         elif self._lazy is None and precompute > 0:
@@ -1070,22 +1094,31 @@ class TokenIndex:
         """Return the cached :class:`StateRow` of ``state``, computing it on first use."""
         r = self.rows.get(state)
         if r is None:
-            with self._lock:
-                r = self.rows.get(state)
-                if r is None:
-                    try:
-                        with metered(self.budget, "mask"):
-                            if self.lookahead:
-                                self._compute_ahead(state)
-                            elif self._trie is not None:
-                                self._accel_row(state, self._trie)
-                            else:
-                                self._compute([state])
-                    except ConstraintTooLargeError as exc:
-                        self.failed = exc
-                        raise
-                    r = self.rows[state]
+            r = self._first_row(state)
         return r
+
+    def _first_row(self, state: int) -> StateRow:
+        """Compute the row of ``state`` (its first visit), under the lock and a mask's meter."""
+        with self._lock:
+            r = self.rows.get(state)
+            if r is not None:
+                return r
+            token = enter(self.budget, "mask")
+            try:
+                if self._visit_args is not None:
+                    self._visit_row(state, self._visit_args)
+                elif self.lookahead:
+                    self._compute_ahead(state)
+                elif self._trie is not None:
+                    self._accel_row(state, self._trie)
+                else:
+                    self._compute([state])
+            except ConstraintTooLargeError as exc:
+                self.failed = exc
+                raise
+            finally:
+                leave(token)
+            return self.rows[state]
 
     def _compute_ahead(self, state: int) -> None:
         todo = [state]
@@ -1142,37 +1175,43 @@ class TokenIndex:
             successors = np.unique(reached[reached >= 0]).tolist()
             self._keep(s, out[: self.table.words].view(np.int32), successors)
 
-    def _accel_row(self, s: int, trie: _accel.TokenTrie) -> None:
-        """One row by the compiled walk, without end states (the first visit of a state).
+    def _visit_setup(self) -> _Visit | None:
+        """What :meth:`_visit_row` passes on each call, when a first visit is one kernel call."""
+        lazy, memo, trie = self._lazy, self._chain_memo, self._trie
+        if self.lookahead or lazy is None or memo is None or trie is None or not lazy.compiled:
+            return None
+        return _Visit(lazy, memo, trie, self._stack, self._no_ends, self.table.eos_ids)
 
-        A lazy DFA's state is first one kernel call (:meth:`LazyByteDFA.visit`): it builds
-        the state's row, walks the trie and sets the EOS bits unless the row is a string
-        body's (a state the chain steps on already is one); a string body's row comes from
-        the shared sets (:meth:`_body_row`).
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state["_visit_args"] = None  # (the trie's arrays: pickled, they are the vocabulary's)
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._visit_args = self._visit_setup()
+
+    def _accel_row(self, s: int, trie: _accel.TokenTrie) -> None:
+        """One row by the compiled walk, without end states (the first visit of a state)."""
+        if self._visit_args is not None:
+            self._visit_row(s, self._visit_args)
+        else:
+            self._body_row(s, trie, trie.new_mask())
+
+    def _visit_row(self, s: int, v: _Visit) -> None:
+        """The first visit of ``s`` in a lazy DFA's compiled walk: one kernel call.
+
+        :meth:`LazyByteDFA.visit` builds the state's row, walks the trie and sets the EOS
+        bits unless the row is a string body's (a state the chain steps on already is one);
+        a string body's row comes from the shared sets (:meth:`_body_row`).
         """
-        lazy = self._lazy
-        memo = self._chain_memo
-        out = np.zeros(trie.words + 1, dtype=np.uint32)  # trie.new_mask()
-        if lazy is not None and memo is not None and lazy.compiled:
-            args = (
-                trie.byte,
-                trie.depth,
-                trie.skip,
-                trie.root_child,
-                trie.node_tok,
-                self._stack,
-                memo.next,
-                s,
-                out,
-                self._no_ends,
-                self.table.eos_ids,
-            )
-            if lazy.visit(args) == VISIT_WALKED:
-                if trie.dup_of.shape[0]:
-                    _accel.add_duplicates(trie, out, None)
-                self._keep(s, out[: self.table.words].view(np.int32), None)
-                return
-        self._body_row(s, trie, out)
+        out = np.zeros(v.words + 1, dtype=np.uint32)  # trie.new_mask()
+        if v.lazy.visit(s, out, v.memo.next, v.fixed) == VISIT_WALKED:
+            if v.dups:
+                _accel.add_duplicates(v.trie, out, None)
+            self._keep(s, out[: v.words].view(np.int32), None)
+        else:
+            self._body_row(s, v.trie, out)
 
     def _body_row(self, s: int, trie: _accel.TokenTrie, out: npt.NDArray[np.uint32]) -> None:
         """The row of a string body's state from the shared sets, else by the trie walk."""
@@ -1211,9 +1250,11 @@ class TokenIndex:
 
     def _keep(self, state: int, mask: I32, successors: list[int] | None) -> None:
         self.nbytes += mask.nbytes + 64
-        self.budget.check_bytes(self.nbytes, "token index rows")
+        if self.nbytes > self.budget.max_bytes:
+            self.budget.check_bytes(self.nbytes, "token index rows")
         row = StateRow(mask, self.dfa, self.vocab.tokens, state)
-        row.successors = successors
+        if successors is not None:
+            row.successors = successors
         self.rows[state] = row
 
     @property

@@ -445,20 +445,26 @@ class LazyByteDFA:
         """Whether the builder is the compiled one (:meth:`visit` and the walks run)."""
         return not isinstance(self._b, SubsetBuilder)
 
-    def visit(self, args: tuple[Any, ...]) -> int:
-        """A token index's first visit of a state, compiled (``_accel_dfa_walk._visit``).
+    def visit(
+        self,
+        state: int,
+        mask: npt.NDArray[np.uint32],
+        steps: npt.NDArray[np.int32],
+        fixed: tuple[Any, ...],
+    ) -> int:
+        """A token index's first visit of ``state``, compiled (``_accel_dfa_walk._visit``).
 
-        ``args`` from the trie's ``byte`` to ``eos``; returns ``VISIT_WALKED`` or
-        ``VISIT_BODY``. The builder must be the compiled one (:attr:`compiled`).
+        ``steps``: the chain memo's; ``fixed``: the kernel's arguments from the trie's
+        ``byte`` to ``eos``. Returns ``VISIT_WALKED`` or ``VISIT_BODY``. The builder must be
+        the compiled one (:attr:`compiled`).
         """
-        b = self._b
-        assert not isinstance(b, SubsetBuilder)
+        b: KernelSubsetBuilder = self._b  # type: ignore[assignment]
         with self._lock:
             try:
-                code = b.visit(self._table, self._done8, args)
+                code = b.visit(self._table, self._done8, state, mask, steps, fixed)
                 while not code:  # a state past the table
                     self._sync(mark=False)
-                    code = b.visit(self._table, self._done8, args)
+                    code = b.visit(self._table, self._done8, state, mask, steps, fixed)
             except BaseException:
                 self._settle()
                 raise

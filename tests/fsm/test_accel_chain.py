@@ -10,6 +10,7 @@ escaped string bodies. Skipped without numba.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -250,8 +251,8 @@ def test_one_call_walks_other_states_and_leaves_string_bodies(
     real = LazyByteDFA.visit
     seen = {VISIT_WALKED: 0, VISIT_BODY: 0}
 
-    def visit(self: LazyByteDFA, args: tuple[object, ...]) -> int:
-        code = real(self, args)
+    def visit(self: LazyByteDFA, *args: Any) -> int:
+        code = real(self, *args)
         seen[code] += 1
         return code
 

@@ -366,9 +366,10 @@ def test_visit_and_walk_rows_run_a_kernel_as_walk_does(
         for dfa, how in ((one, "visit"), (two, "walk_compiled"), (three, "walk")):
             mask = trie.new_mask()
             stack = np.empty(trie.stack_size, dtype=np.int32)
-            args = (*arrays, stack, no_steps, s, mask, no_ends, eos)
+            fixed = (*arrays, stack, no_ends, eos)
+            args = (s, mask, no_steps, *fixed)
             if how == "visit":
-                assert dfa.visit(args) == VISIT_WALKED  # no string body here
+                assert dfa.visit(s, mask, no_steps, fixed) == VISIT_WALKED  # no string body here
             elif how == "walk_compiled":
                 assert dfa.walk_compiled(visit_kernel, args)
             else:
@@ -411,7 +412,7 @@ def test_compiled_walks_set_new_rows_unknown_when_the_table_is_read() -> None:
     arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
     stack = np.empty(trie.stack_size, dtype=np.int32)
     no = np.zeros(0, dtype=np.int32)
-    dfa.visit((*arrays, stack, no, dfa.start, mask, no, no))
+    dfa.visit(dfa.start, mask, no, (*arrays, stack, no, no))
     n = dfa.n_states
     done = dfa._done8[:n].astype(bool)
     assert not done.all()  # states found, not built

@@ -24,7 +24,7 @@ from outlines_like.fsm import (
     compile_constraint,
 )
 from outlines_like.fsm import budget as budget_mod
-from outlines_like.fsm.budget import DEFAULT_BUDGET, Meter, active, check, metered
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Meter, active, check, enter, leave, metered
 from outlines_like.types import CFG, JsonSchema, Regex
 
 HANG_GUARD_S = 20.0
@@ -337,6 +337,23 @@ def test_meters_in_a_row_share_a_recent_cpu_clock_reading(
     assert later.deadline >= first.deadline
     Meter(Budget(mask_seconds=1e-9), "mask")  # (and never past a hundredth of the budget)
     assert reads[0] == 3
+
+
+def test_enter_starts_a_meter_only_when_none_runs() -> None:
+    # metered's two plain calls (a lazy DFA's first visit of a state): a mask's own meter,
+    # or the running one (a compile's first mask), and leave ends only what enter started
+    assert active() is None
+    token = enter(Budget(mask_seconds=3.0), "mask")
+    outer = active()
+    assert outer is not None
+    assert outer.phase == "mask"
+    assert outer.budget.mask_seconds == 3.0
+    assert enter(Budget(), "mask") is None  # one runs: it is the one checked
+    assert active() is outer
+    leave(None)
+    assert active() is outer
+    leave(token)
+    assert active() is None
 
 
 def test_a_cpu_meter_charges_cpu_time_only(monkeypatch: pytest.MonkeyPatch) -> None:

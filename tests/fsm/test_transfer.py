@@ -108,6 +108,29 @@ def test_the_vocabulary_is_not_in_the_bytes() -> None:
     assert len(data) < len(pickle.dumps(big)) / 2
 
 
+def test_a_lazy_regexs_index_reads_the_receiving_vocabularys_token_trie() -> None:
+    # a token index keeps the trie's arrays for its first visits' kernel calls: they are the
+    # vocabulary's (a reference in the bytes), never pickled with the index as copies
+    from outlines_like.fsm import _accel
+    from outlines_like.fsm.index import token_trie
+
+    if not _accel.enabled():
+        pytest.skip("the compiled walk needs numba")
+    pattern = Regex("[0-9a-f]{1,3200}")
+    here, there = _vocab(), _vocab()
+    clear_caches()
+    compiled = compile_constraint(pattern, here)
+    assert isinstance(compiled, RegexCompiled)
+    assert isinstance(compiled.dfa, LazyByteDFA)
+    _walk(compiled, 0, steps=5)  # first visits: the index set up its kernel arguments
+    back = load_compiled(dump_compiled(compiled), there)
+    assert isinstance(back, RegexCompiled)
+    visit = back.index._visit_args
+    assert visit is not None
+    assert visit.fixed[0] is token_trie(there).byte
+    assert _walk(back, 1) == _walk(compile_constraint(pattern, here), 1)
+
+
 def test_another_vocabulary_is_refused() -> None:
     data = dump_compiled(compile_constraint(Regex("[0-9]{3}"), _vocab()))
     other = Vocabulary([*TOKENS[:-2], b"x", b"<eos>"], [EOS])

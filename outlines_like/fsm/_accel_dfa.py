@@ -260,7 +260,7 @@ class KernelSubsetBuilder(SubsetBase):
             self._grow()
 
     def visit(
-        self, rows: I32, done: U8, state: int, mask: U32, steps: I32, fixed: tuple[Any, ...]
+        self, rows: I32, done: U8, state: int, mask: I32, steps: I32, fixed: tuple[Any, ...]
     ) -> int:
         """:func:`~._accel_dfa_walk._visit` of ``state`` into ``mask``, in one frame.
 

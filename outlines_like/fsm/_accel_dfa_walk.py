@@ -59,14 +59,15 @@ def _trie_walk(
     state: int,
     rows: I32,
     done: U8,
-    mask: U32,
+    mask: U32 | I32,
     ends: I32,
     max_states: int,
 ) -> bool:  # pragma: no cover - compiled
     """``_accel``'s trie walk from ``state``, building each row as it first reads it.
 
     Depth first, a dead byte skips its subtree; ``mask`` gets ``node_tok[i]``'s bit for each
-    live node, ``ends`` (when not empty) its end state. ``False`` when it stopped
+    live node (``uint32`` with a spare word for the sentinel's, or ``int32``, the row's words
+    only), ``ends`` (when not empty) its end state. ``False`` when it stopped
     (``meta[STATUS]``: ``GROW_ROWS``, a state past ``rows``, or what :func:`_row` says);
     calling it again walks again (setting the same bits).
     """
@@ -87,7 +88,8 @@ def _trie_walk(
                 i = skip[i]
                 continue
             t = node_tok[i]
-            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if t >> 5 < mask.shape[0]:  # (a mask without the spare word: the sentinel's bit)
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             if want_ends:
                 ends[t] = s
             # a node with children: its row is read next (built here, in the walk's order)
@@ -107,7 +109,7 @@ def _visit(
     rows: I32,
     done: U8,
     state: int,
-    mask: U32,
+    mask: I32,
     steps: I32,
     byte: U8,
     depth: I32,
@@ -125,11 +127,12 @@ def _visit(
     known already (``steps[state] >= 0``, the chain memo's), or its row, built here, lets
     the bytes ``0xC3`` and ``0xE4`` through (every non-ASCII character may step on); the
     caller reads such a row from the shared sets. Else :func:`_trie_walk` from ``state``
-    into ``mask``, plus the bits of the ``eos`` ids when ``state`` accepts:
-    ``VISIT_WALKED``. Either way with ``VISIT_CHECK`` (the budget's clock is due) and
-    ``VISIT_GROW`` (states past ``rows``) or-ed in. ``VISIT_STOPPED`` when it stopped
-    (``meta[STATUS]``, as :func:`_trie_walk`; calling again goes on). The first visit was
-    four calls and several array reads from Python before: ~half its cost.
+    into ``mask`` (``int32``, the row's words as the index keeps them: no slice, no view),
+    plus the bits of the ``eos`` ids when ``state`` accepts: ``VISIT_WALKED``. Either way
+    with ``VISIT_CHECK`` (the budget's clock is due) and ``VISIT_GROW`` (states past
+    ``rows``) or-ed in. ``VISIT_STOPPED`` when it stopped (``meta[STATUS]``, as
+    :func:`_trie_walk`; calling again goes on). The first visit was four calls and several
+    array reads from Python before: ~half its cost.
     """
     meta = store[9]
     meta[STATUS] = OK
@@ -223,7 +226,7 @@ trie_walk_kernel = numba.njit(
     (_STORE, _u8, _i32, _i32, _i32, _i32, _i32, _int, _rows, _u8, _u32, _i32, _int), **_OPTIONS
 )(_trie_walk)
 visit_kernel = numba.njit(
-    (_STORE, _rows, _u8, _int, _u32, _i32, _u8, _i32, _i32, _i32, _i32, _i32, _i32, _i32, _int),
+    (_STORE, _rows, _u8, _int, _i32, _i32, _u8, _i32, _i32, _i32, _i32, _i32, _i32, _i32, _int),
     **_OPTIONS,
 )(_visit)
 item_walk_kernel = numba.njit(

@@ -131,17 +131,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_reading)
 
 
-def _cpu_start(clock: Callable[[], float], fresh: float) -> float:
-    """``clock()`` (the CPU clock), or this thread's reading of it at most ``fresh`` s old."""
-    wall = time.perf_counter()  # (vDSO: ~0.08 us)
-    last: tuple[float, float, Callable[[], float]] | None = getattr(_recent, "reading", None)
-    if last is not None and wall - last[1] < fresh and last[2] is clock:
-        return last[0]  # earlier: the meter's clock can only count more, never less
-    now = clock()
-    _recent.reading = (now, wall, clock)  # (wall read first: its age is never underrated)
-    return now
-
-
 _active: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("ol_meter", default=None)
 
 
@@ -154,12 +143,26 @@ class Meter:
     __slots__ = ("_clock", "_tokens", "budget", "deadline", "phase")
 
     def __init__(self, budget: Budget, phase: Phase) -> None:
+        # (one per first visit of a lazy DFA's state: written out, no helper calls)
         self.budget = budget
         self.phase = phase
         self._clock = clock = _CLOCKS[budget.clock]
         seconds = budget.seconds if phase == "compile" else budget.mask_seconds
         if budget.clock == "cpu":
-            start = _cpu_start(clock, min(_RECENT_S, seconds / 100))
+            # this thread's reading of the CPU clock when it is at most ``fresh`` s of wall
+            # time old (earlier: the meter's clock can only count more, never less)
+            fresh = seconds / 100
+            if fresh > _RECENT_S:
+                fresh = _RECENT_S
+            wall = time.perf_counter()  # (vDSO: ~0.08 us)
+            last: tuple[float, float, Callable[[], float]] | None = getattr(
+                _recent, "reading", None
+            )
+            if last is not None and wall - last[1] < fresh and last[2] is clock:
+                start = last[0]
+            else:
+                start = clock()
+                _recent.reading = (start, wall, clock)  # (wall read first: never underrated)
         else:
             start = clock()
         self.deadline = start + seconds

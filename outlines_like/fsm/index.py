@@ -1205,13 +1205,13 @@ class TokenIndex:
         bits unless the row is a string body's (a state the chain steps on already is one);
         a string body's row comes from the shared sets (:meth:`_body_row`).
         """
-        out = np.zeros(v.words + 1, dtype=np.uint32)  # trie.new_mask()
-        if v.lazy.visit(s, out, v.memo.next, v.fixed) == VISIT_WALKED:
+        mask = np.zeros(v.words, dtype=np.int32)  # the row as it is kept
+        if v.lazy.visit(s, mask, v.memo.next, v.fixed) == VISIT_WALKED:
             if v.dups:
-                _accel.add_duplicates(v.trie, out, None)
-            self._keep(s, out[: v.words].view(np.int32), None)
-        else:
-            self._body_row(s, v.trie, out)
+                _accel.add_duplicates(v.trie, mask.view(np.uint32), None)
+            self._keep(s, mask, None)
+        else:  # (nothing walked: ``mask`` is still zero)
+            self._body_row(s, v.trie, v.trie.new_mask())
 
     def _body_row(self, s: int, trie: _accel.TokenTrie, out: npt.NDArray[np.uint32]) -> None:
         """The row of a string body's state from the shared sets, else by the trie walk."""

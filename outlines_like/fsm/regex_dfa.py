@@ -448,15 +448,15 @@ class LazyByteDFA:
     def visit(
         self,
         state: int,
-        mask: npt.NDArray[np.uint32],
+        mask: npt.NDArray[np.int32],
         steps: npt.NDArray[np.int32],
         fixed: tuple[Any, ...],
     ) -> int:
         """A token index's first visit of ``state``, compiled (``_accel_dfa_walk._visit``).
 
-        ``steps``: the chain memo's; ``fixed``: the kernel's arguments from the trie's
-        ``byte`` to ``eos``. Returns ``VISIT_WALKED`` or ``VISIT_BODY``. The builder must be
-        the compiled one (:attr:`compiled`).
+        ``mask``: the row's ``int32`` words; ``steps``: the chain memo's; ``fixed``: the
+        kernel's arguments from the trie's ``byte`` to ``eos``. Returns ``VISIT_WALKED`` or
+        ``VISIT_BODY``. The builder must be the compiled one (:attr:`compiled`).
         """
         b: KernelSubsetBuilder = self._b  # type: ignore[assignment]
         with self._lock:

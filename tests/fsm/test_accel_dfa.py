@@ -364,7 +364,7 @@ def test_visit_and_walk_rows_run_a_kernel_as_walk_does(
         s = todo.pop()
         got = []
         for dfa, how in ((one, "visit"), (two, "walk_compiled"), (three, "walk")):
-            mask = trie.new_mask()
+            mask = np.zeros(trie.words, dtype=np.int32)  # (the row's words, as kept)
             stack = np.empty(trie.stack_size, dtype=np.int32)
             fixed = (*arrays, stack, no_ends, eos)
             args = (s, mask, no_steps, *fixed)
@@ -408,7 +408,7 @@ def test_compiled_walks_set_new_rows_unknown_when_the_table_is_read() -> None:
     vocab = Vocabulary([*words, b"<eos>"], [len(words)])
     trie = token_trie(vocab)
     dfa = lazy("(a|b)*a(a|b){6}", True)
-    mask = trie.new_mask()
+    mask = np.zeros(trie.words, dtype=np.int32)
     arrays = (trie.byte, trie.depth, trie.skip, trie.root_child, trie.node_tok)
     stack = np.empty(trie.stack_size, dtype=np.int32)
     no = np.zeros(0, dtype=np.int32)

@@ -25,7 +25,8 @@ from outlines_like.types.json_schema._base import (
 )
 from outlines_like.types.json_schema._driver import _check_against_metaschema, _Converter
 from outlines_like.types.json_schema._quick import metaschema, surely_valid
-from outlines_like.types.json_schema._text import Rx
+from outlines_like.types.json_schema._text import INTEGER, NUMBER, STRING, Rx
+from outlines_like.types.predefined import FORMAT_PATTERNS
 
 __all__ = [
     "RegexBudgetExceeded",
@@ -274,6 +275,24 @@ _FLOOR_KEYS = frozenset(
     {"type", "properties", "required", "items", "additionalProperties", "format"}
 )
 _SCALAR_FLOORS = {"null": 4, "boolean": 14, "string": 2, "integer": 1, "number": 1}
+# without ``format`` (the other keys a floored node has leave scalars alone), a string,
+# integer or number is the plain lexeme, exactly
+_PLAIN_FLOORS = {**_SCALAR_FLOORS, "string": len(STRING), "integer": len(INTEGER)}
+_PLAIN_FLOORS["number"] = len(NUMBER)
+
+
+def _format_floors(fmt: Any) -> dict[str, int]:
+    """The scalar floors of a node with ``format``: a string's is its regex, exactly.
+
+    A known format is written ``"(?:FORMAT)"``; another string format is not enforced (the
+    plain string, or the converter's error, which the grammar's converter raises too). An
+    integer's or number's format may bound it: not counted.
+    """
+    if not isinstance(fmt, str):
+        return _SCALAR_FLOORS
+    source = FORMAT_PATTERNS.get(fmt)
+    string = len(STRING) if source is None else len(source) + 6
+    return {**_SCALAR_FLOORS, "string": string}
 
 
 def regex_surely_past(schema: dict[str, Any], budget: int, whitespace_pattern: str | None) -> bool:
@@ -346,13 +365,14 @@ class _Floor:
         if not isinstance(types, list) or not all(t in TYPES for t in types):
             return -1
         best = -1  # an alternation of the types' regexes: at least its longest part
+        scalars = _format_floors(node["format"]) if "format" in node else _PLAIN_FLOORS
         for t in types:
             if t == "object":
                 part = self.object(node)
             elif t == "array":
                 part = self.array(node)
             else:
-                part = _SCALAR_FLOORS[t]
+                part = scalars[t]
             best = max(best, part)
         if best > self.budget:
             raise _Past

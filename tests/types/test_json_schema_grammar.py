@@ -420,6 +420,42 @@ def test_a_regex_surely_past_the_budget_is_not_attempted() -> None:
     assert regex_surely_past({"type": "array", "items": _THREE_FREE}, 16_000, None)
 
 
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"type": "string"},
+        {"type": "integer", "description": "annotations leave it alone"},
+        {"type": "number"},
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "format": "email"},
+    ],
+)
+def test_the_floor_of_a_plain_scalar_is_its_regex(node: dict[str, Any]) -> None:
+    from outlines_like.types.json_schema_budget import _Floor
+
+    assert _Floor(node, None, 10**9).of(node) == len(json_schema_to_regex(node))
+    # a union: at least its longest part
+    union = {**node, "type": [node["type"], "null"]}
+    assert _Floor(union, None, 10**9).of(union) == len(json_schema_to_regex(node))
+
+
+def test_plain_scalars_count_in_the_floor() -> None:
+    # 300 members of plain strings, numbers and dates: ~32k characters of regex, whose floor
+    # passes the budget (the attempt is skipped) only when the scalars count in full
+    from outlines_like.types.json_schema_budget import regex_surely_past
+
+    kinds = [{"type": "string"}, {"type": "number"}, {"type": "string", "format": "date"}]
+    members = {f"m{i}": kinds[i % 3] for i in range(300)}
+    schema = {"type": "object", "properties": members, "required": list(members)}
+    assert regex_surely_past(schema, 16_000, None)
+    with pytest.raises(RegexBudgetExceeded):
+        bounded_json_schema_regex(schema, budget=16_000)
+    smaller = {**schema, "properties": dict(list(members.items())[:100])}
+    smaller["required"] = list(smaller["properties"])
+    assert not regex_surely_past(smaller, 16_000, None)
+    assert len(bounded_json_schema_regex(smaller, budget=16_000)) < 16_000
+
+
 def test_a_skipped_regex_attempt_still_raises_its_own_error_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -148,6 +148,36 @@ def test_json_schema_schema_is_a_fresh_copy() -> None:
     assert term.schema["type"] == "object"
 
 
+@pytest.mark.parametrize("source", ['{"type": "object", "x": [1]}', {"type": "object", "x": [1]}])
+def test_json_schema_first_schema_is_the_dict_read_at_construction(
+    source: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text is not read again for the first ``schema`` (a compile's one read); later
+    reads are fresh copies, untouched by changes to the first."""
+    import json
+
+    from outlines_like.types import _terms
+
+    term = JsonSchema(source)
+    reads: list[str] = []
+    loads = json.loads
+
+    def counted(text: str) -> object:
+        reads.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(_terms.json, "loads", counted)
+    first = term.schema
+    assert reads == []
+    assert first == {"type": "object", "x": [1]}
+    first["x"].append(2)
+    assert term.schema == {"type": "object", "x": [1]}
+    assert term.schema is not term.schema
+    assert len(reads) == 3
+    assert term == JsonSchema(source)  # equality and hash read the text only
+    assert hash(term) == hash(JsonSchema(source))
+
+
 @pytest.mark.parametrize(
     ("source", "error"),
     [

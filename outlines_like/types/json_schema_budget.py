@@ -276,7 +276,7 @@ _FLOOR_KEYS = frozenset(
 )
 _SCALAR_FLOORS = {"null": 4, "boolean": 14, "string": 2, "integer": 1, "number": 1}
 # without ``format`` (the other keys a floored node has leave scalars alone), a string,
-# integer or number is the plain lexeme, exactly
+# integer or number is the plain lexeme, exactly (see _format_floors for those with one)
 _PLAIN_FLOORS = {**_SCALAR_FLOORS, "string": len(STRING), "integer": len(INTEGER)}
 _PLAIN_FLOORS["number"] = len(NUMBER)
 
@@ -285,14 +285,14 @@ def _format_floors(fmt: Any) -> dict[str, int]:
     """The scalar floors of a node with ``format``: a string's is its regex, exactly.
 
     A known format is written ``"(?:FORMAT)"``; another string format is not enforced (the
-    plain string, or the converter's error, which the grammar's converter raises too). An
-    integer's or number's format may bound it: not counted.
+    plain string, or the converter's error, which the grammar's converter raises too). The
+    number converter does not read ``format`` (``int32``, ``double``): the plain lexemes.
     """
     if not isinstance(fmt, str):
-        return _SCALAR_FLOORS
+        return {**_PLAIN_FLOORS, "string": _SCALAR_FLOORS["string"]}
     source = FORMAT_PATTERNS.get(fmt)
     string = len(STRING) if source is None else len(source) + 6
-    return {**_SCALAR_FLOORS, "string": string}
+    return {**_PLAIN_FLOORS, "string": string}
 
 
 def regex_surely_past(schema: dict[str, Any], budget: int, whitespace_pattern: str | None) -> bool:

@@ -428,6 +428,8 @@ def test_a_regex_surely_past_the_budget_is_not_attempted() -> None:
         {"type": "number"},
         {"type": "string", "format": "date-time"},
         {"type": "string", "format": "email"},
+        {"type": "integer", "format": "int32"},  # (the number converter reads no format)
+        {"type": "number", "format": "double"},
     ],
 )
 def test_the_floor_of_a_plain_scalar_is_its_regex(node: dict[str, Any]) -> None:

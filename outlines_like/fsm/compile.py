@@ -50,7 +50,12 @@ from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm._regex_estimate import clear_estimates
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
-from outlines_like.fsm.grammar import clear_terminal_checks, compile_grammar, compile_json_object
+from outlines_like.fsm.grammar import (
+    clear_compiled_grammars,
+    clear_terminal_checks,
+    compile_grammar,
+    compile_json_object,
+)
 from outlines_like.fsm.matcher import DEFAULT_PRECOMPUTE, FreeTextCompiled, RegexCompiled
 from outlines_like.fsm.regex_dfa import (
     DEFAULT_MAX_STATES,
@@ -109,8 +114,9 @@ def clear_caches() -> None:
     """Empty the in-memory caches.
 
     DFAs, grammar terminals' DFAs, their lexer contexts' products and the terminal regexps
-    checked, compiled constraints, the regex reader's and size estimates' memos, the regex
-    programs' shared nodes and the JSON Schema translation's member names.
+    checked, compiled constraints (and the compiled grammars kept on each vocabulary), the
+    regex reader's and size estimates' memos, the regex programs' shared nodes and the JSON
+    Schema translation's member names.
     """
     with _lock:
         _compiled.clear()
@@ -119,6 +125,7 @@ def clear_caches() -> None:
     clear_terminal_dfas()
     clear_context_products()
     clear_terminal_checks()
+    clear_compiled_grammars()
     clear_estimates()
     clear_group_memos()
     clear_member_keys()

@@ -72,6 +72,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
+import weakref
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -193,15 +194,40 @@ def compile_grammar(
         text = ebnf_to_lexeme_lark(cfg.definition, contexts=lexer_contexts)
     else:
         text = cfg.lark
-    cache: dict[tuple[str, Budget], CompiledGrammar]
-    cache = vocab._cache.setdefault(_COMPILED_KEY, {})
-    compiled = cache.get((text, budget))
+    key = (text, budget)
+    with _grammars_lock:
+        cache = vocab._cache.get(_COMPILED_KEY)
+        if cache is None:
+            cache = vocab._cache[_COMPILED_KEY] = _CompiledGrammars()
+            _grammar_caches[:] = [ref for ref in _grammar_caches if ref() is not None]
+            _grammar_caches.append(weakref.ref(cache))
+        compiled = cache.get(key)
     if compiled is None or compiled.failed is not None:
-        compiled = CompiledGrammar(text, vocab, budget=budget)
-        if len(cache) >= _MAX_CACHED_GRAMMARS:
-            cache.pop(next(iter(cache)))
-        cache[(text, budget)] = compiled
+        compiled = CompiledGrammar(text, vocab, budget=budget)  # (two threads may both build)
+        with _grammars_lock:
+            cache.pop(key, None)
+            while len(cache) >= _MAX_CACHED_GRAMMARS:
+                cache.pop(next(iter(cache)))
+            cache[key] = compiled
     return compiled
+
+
+class _CompiledGrammars(dict[tuple[str, Budget], "CompiledGrammar"]):
+    """A vocabulary's compiled grammars, oldest first (a class: a plain dict has no weak ref)."""
+
+
+_grammars_lock = threading.Lock()
+# every vocabulary's table of compiled grammars, so that clear_compiled_grammars finds them
+_grammar_caches: list[weakref.ref[_CompiledGrammars]] = []
+
+
+def clear_compiled_grammars() -> None:
+    """Drop the compiled grammars cached on every vocabulary (see :func:`compile_grammar`)."""
+    with _grammars_lock:
+        for ref in _grammar_caches:
+            cache = ref()
+            if cache is not None:
+                cache.clear()
 
 
 def compile_json_object(vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> CompiledGrammar:

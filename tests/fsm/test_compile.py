@@ -203,7 +203,7 @@ def test_too_large_regex(vocab: Vocabulary) -> None:
         compile_constraint(Regex(r"[ab]*a[ab]{12}"), vocab, max_states=100)
 
 
-def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary) -> None:
+def test_clear_caches_empties_the_memos_and_the_vocabularys_grammars(vocab: Vocabulary) -> None:
     from outlines_like.fsm import _regex_estimate, grammar
     from outlines_like.types import _regex
     from outlines_like.types.json_schema import _base
@@ -211,7 +211,10 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     compile_constraint(Regex(r"(?:\d{1,3}\.){3}\d{1,3}(?:x[a-f]+)?"), vocab)
     # (the kernels estimate the blowup without the memo: fill it as the pure path does)
     _regex_estimate.dfa_blowup(_regex.parse_regex("(?:[0-9]*1)x"))
-    compile_constraint(CFG('start: NAME ("," NAME)*\nNAME: /[a-z]+/\n', "lark"), vocab)
+    names = CFG('start: NAME ("," NAME)*\nNAME: /[a-z]+/\n', "lark")
+    compile_constraint(names, vocab)
+    first = grammar.compile_grammar(names, vocab)
+    assert grammar.compile_grammar(names, vocab) is first  # (kept on the vocabulary)
     assert _regex._GROUP_MEMOS
     assert _regex_estimate._WORST
     assert grammar._compiled_regexps
@@ -224,8 +227,10 @@ def test_clear_caches_empties_the_readers_and_estimates_memos(vocab: Vocabulary)
     assert not _regex_estimate._WORST
     assert not grammar._compiled_regexps
     assert not _base._MEMBER_KEYS
+    assert not vocab._cache[grammar._COMPILED_KEY]
     if "outlines_like.fsm._accel_program" in sys.modules:
         assert not sys.modules["outlines_like.fsm._accel_program"]._store.code
+    assert grammar.compile_grammar(names, vocab) is not first
 
 
 class _Sized:

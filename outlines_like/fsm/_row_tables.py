@@ -20,7 +20,7 @@ __all__ = ["rows_table"]
 
 _NOHUGEPAGE_BYTES = 4 << 20  # numpy advises huge pages from there on (see rows_table)
 _FREE_TABLES = 4  # mappings of dropped tables kept for the next lazy DFAs (see rows_table)
-_KEEP_BYTES = 1 << 20  # of a kept mapping's pages, those past this are handed back to the OS
+_KEEP_BYTES = 4 << 20  # of a kept mapping's pages, those past this are handed back to the OS
 _free_tables: list[mmap.mmap] = []
 _free_lock = threading.Lock()
 
@@ -39,7 +39,12 @@ def rows_table(cap: int) -> npt.NDArray[np.int32]:
     A fresh mapping takes a page fault at each page's first touch, where glibc's heap handed
     back pages a dropped table had touched; so the mapping of a table nothing views any more
     is kept (at most :data:`_FREE_TABLES` of them, their first :data:`_KEEP_BYTES` still
-    mapped) and handed to the next table of the same size. Its rows hold the old DFA's
+    mapped: at most 16 MiB held, only pages a table touched) and handed to the next table of
+    the same size. 4 MiB are the rows of a DFA's first 4,096 states: a JSON Schema's lazy DFA
+    builds rows that far (harness ``json_large``: ~1,500 rows among ~4,100 states, on ~650
+    pages, as the states inside characters that are never built sit between them); with
+    1 MiB kept, its first walk on a reused table still took 515 of those faults (~2 us
+    each, ~10% of the walk). Its rows hold the old DFA's
     values: a lazy DFA never reads a row it did not write, as every read of a row checks its
     built flag (the kernels, ``LazyByteDFA.step``, ``LazyByteDFA.built_row``) or goes
     through ``LazyByteDFA.transitions``, which first sets the rows of the states found since

@@ -6,13 +6,14 @@ compiled one (``TokenIndex`` rows; ``walk_tokens`` and ``_walk_one`` are pure ei
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from outlines_like.fsm import Vocabulary, _accel
+from outlines_like.fsm import Vocabulary, _accel, _row_tables
 from outlines_like.fsm.index import TokenIndex, TokenTable, pack_ids, token_table, walk_tokens
 from outlines_like.fsm.regex_dfa import LazyByteDFA, compile_regex, compile_regex_auto
 
@@ -119,6 +120,48 @@ def test_lazy_dfa_rows_match_eager(vocab: Vocabulary, pattern: str) -> None:
             if pair not in seen:
                 seen.add(pair)
                 todo.append(pair)
+
+
+def test_lazy_rows_on_a_reused_table_match_eager(vocab: Vocabulary) -> None:
+    # the second DFA's table is the first one's mapping, its rows of thousands of states
+    # (kept, past the first 1,024) still the first DFA's: the second index reads its own
+    import gc
+
+    gc.collect()
+    _row_tables._free_tables.clear()
+    first = compile_regex_auto(r"[ab]*a[ab]{11}", eager_nfa_limit=0)
+    assert isinstance(first, LazyByteDFA)
+    address = first._table.ctypes.data
+    index = TokenIndex(first, vocab)
+    todo, seen = [first.start], {first.start}
+    while todo:
+        row = index.row(todo.pop())
+        for tok in row.ids(vocab.size).tolist():
+            if tok != EOS and (nxt := row.next_state(tok)) not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    assert first.n_states > 2_000
+    del first, index, row
+    gc.collect()
+    pattern = r"[ab]*b[ab]{11}"
+    eager = TokenIndex(compile_regex(pattern), vocab)
+    lazy_dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
+    assert isinstance(lazy_dfa, LazyByteDFA)
+    if hasattr(mmap, "MADV_NOHUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS"):
+        assert lazy_dfa._table.ctypes.data == address
+    lazy = TokenIndex(lazy_dfa, vocab)
+    todo2 = [(eager.dfa.start, lazy_dfa.start)]
+    seen2 = set(todo2)
+    while todo2:
+        es, ls = todo2.pop()
+        er, lr = eager.row(es), lazy.row(ls)
+        np.testing.assert_array_equal(er.mask, lr.mask)
+        for tok in er.ids(vocab.size).tolist():
+            pair = (er.next_state(tok), lr.next_state(tok)) if tok != EOS else None
+            if pair is not None and pair not in seen2:
+                seen2.add(pair)
+                todo2.append(pair)
+    assert len(seen2) > 2_000
 
 
 def test_table_layout(vocab: Vocabulary) -> None:

@@ -381,6 +381,22 @@ def test_kept_rows_tables_are_bounded_and_release_their_far_pages() -> None:
     assert reused[far, 0] == 0  # handed back to the OS: a fresh zero page
 
 
+@pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
+@pytest.mark.usefixtures("_empty_pool")
+def test_kept_rows_table_keeps_the_rows_of_its_first_4096_states() -> None:
+    # a JSON Schema's lazy DFA builds rows past its first 1,024 states (harness json_large:
+    # ~4,100): the next table that reuses the mapping finds their pages touched already
+    table = _rows_table(20_001)
+    table[1_100, 0] = 13
+    table[4_095, 255] = 14
+    del table
+    reused = _rows_table(20_001)
+    assert reused[1_100, 0] == 13
+    assert reused[4_095, 255] == 14
+    # what the pool may hold: the kept pages of its tables
+    assert _row_tables._FREE_TABLES * _row_tables._KEEP_BYTES <= 16 << 20
+
+
 @pytest.mark.parametrize("accel", [False, True])
 @pytest.mark.usefixtures("_switch_back", "_empty_pool")
 def test_lazy_dfa_on_a_reused_table_reads_only_its_own_rows(accel: bool) -> None:

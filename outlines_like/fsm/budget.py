@@ -28,7 +28,7 @@ from typing import Literal
 
 from outlines_like.errors import ConstraintTooLargeError
 
-__all__ = ["DEFAULT_BUDGET", "Budget", "Meter", "active", "check", "enter", "leave", "metered"]
+__all__ = ["DEFAULT_BUDGET", "Budget", "Meter", "active", "check", "metered", "start", "stop"]
 
 Phase = Literal["compile", "mask"]
 
@@ -198,24 +198,21 @@ def active() -> Meter | None:
     return _active.get()
 
 
-Token = contextvars.Token[Meter | None]
-
-
-def enter(budget: Budget, phase: Phase) -> Token | None:
-    """Start ``budget``'s meter for ``phase`` unless one is running (the token: for :func:`leave`).
+def start(budget: Budget, phase: Phase) -> None:
+    """Start ``budget``'s meter for ``phase`` on this thread; :func:`stop` ends it.
 
     :class:`metered` as two plain calls, for a lazy DFA's first visit of a state (one per row,
-    ~10-30 us; the context manager's three method calls were ~0.5 us of it).
+    ~10-30 us; the context manager's three method calls were ~0.5 us of it). The caller
+    reads :func:`active` first and starts a meter only where none runs, inside its ``try``,
+    and stops it in its ``finally``: an interrupt (``KeyboardInterrupt``) between the start
+    and the ``try`` would otherwise leave the meter running for the thread's later masks.
     """
-    if _active.get() is not None:
-        return None
-    return _active.set(Meter(budget, phase))
+    _active.set(Meter(budget, phase))
 
 
-def leave(token: Token | None) -> None:
-    """End the meter :func:`enter` started (``None``: it started none)."""
-    if token is not None:
-        _active.reset(token)
+def stop() -> None:
+    """End the meter :func:`start` started on this thread (there was none before it)."""
+    _active.set(None)
 
 
 class metered:

@@ -54,7 +54,7 @@ from outlines_like.fsm._lexemes import (
     utf8_valid_prefixes,
 )
 from outlines_like.fsm._subset import VISIT_WALKED
-from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, enter, leave
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, active, start, stop
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
 from outlines_like.fsm.vocabulary import Vocabulary
 
@@ -1103,8 +1103,10 @@ class TokenIndex:
             r = self.rows.get(state)
             if r is not None:
                 return r
-            token = enter(self.budget, "mask")
+            outer = active() is not None  # a compile's first mask: under the compile's meter
             try:
+                if not outer:
+                    start(self.budget, "mask")
                 if self._visit_args is not None:
                     self._visit_row(state, self._visit_args)
                 elif self.lookahead:
@@ -1117,7 +1119,8 @@ class TokenIndex:
                 self.failed = exc
                 raise
             finally:
-                leave(token)
+                if not outer:
+                    stop()
             return self.rows[state]
 
     def _compute_ahead(self, state: int) -> None:

@@ -24,7 +24,7 @@ from outlines_like.fsm import (
     compile_constraint,
 )
 from outlines_like.fsm import budget as budget_mod
-from outlines_like.fsm.budget import DEFAULT_BUDGET, Meter, active, check, enter, leave, metered
+from outlines_like.fsm.budget import DEFAULT_BUDGET, Meter, active, check, metered, start, stop
 from outlines_like.types import CFG, JsonSchema, Regex
 
 HANG_GUARD_S = 20.0
@@ -339,21 +339,43 @@ def test_meters_in_a_row_share_a_recent_cpu_clock_reading(
     assert reads[0] == 3
 
 
-def test_enter_starts_a_meter_only_when_none_runs() -> None:
-    # metered's two plain calls (a lazy DFA's first visit of a state): a mask's own meter,
-    # or the running one (a compile's first mask), and leave ends only what enter started
+def test_start_and_stop_run_a_mask_meter() -> None:
+    # metered's two plain calls (a lazy DFA's first visit of a state)
     assert active() is None
-    token = enter(Budget(mask_seconds=3.0), "mask")
-    outer = active()
-    assert outer is not None
-    assert outer.phase == "mask"
-    assert outer.budget.mask_seconds == 3.0
-    assert enter(Budget(), "mask") is None  # one runs: it is the one checked
-    assert active() is outer
-    leave(None)
-    assert active() is outer
-    leave(token)
+    start(Budget(mask_seconds=3.0), "mask")
+    meter = active()
+    assert meter is not None
+    assert meter.phase == "mask"
+    assert meter.budget.mask_seconds == 3.0
+    stop()
     assert active() is None
+
+
+def test_an_interrupt_at_a_first_visit_leaves_no_meter_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a KeyboardInterrupt right after the first visit's meter starts (a signal can land at
+    # any bytecode): the thread's later masks and compiles must not run under that meter
+    from outlines_like.fsm import index
+
+    clear_caches()
+    # (a schema's regex: the compile computes the first mask only; the next is a first visit)
+    compiled = compile_constraint(JsonSchema({"type": "integer", "maximum": 99}), VOCAB)
+    matcher = compiled.matcher()
+    matcher.advance(int(matcher.allowed_token_ids()[0]))
+
+    def interrupted(b: Budget, phase: budget_mod.Phase) -> None:
+        start(b, phase)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index, "start", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        matcher.fill_bitmask(np.zeros(VOCAB.mask_words, dtype=np.int32))
+    assert active() is None
+    monkeypatch.undo()
+    mask = np.zeros(VOCAB.mask_words, dtype=np.int32)
+    matcher.fill_bitmask(mask)
+    assert mask.any()
 
 
 def test_a_cpu_meter_charges_cpu_time_only(monkeypatch: pytest.MonkeyPatch) -> None:

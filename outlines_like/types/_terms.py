@@ -348,6 +348,16 @@ class JsonSchema(Term):
         except IndexError:
             return cast(dict[str, Any], json.loads(self.schema_json))
 
+    def __getstate__(self) -> list[object]:
+        # (as the dataclass's own, but the unread dict stays here: a pickle, which sends the
+        # term to a compile worker, or a copy carries the text alone and reads it there)
+        fields = (self.source, self.whitespace_pattern, self.lenient, self.schema_json)
+        return [*fields, self.python_type, []]
+
+    def __setstate__(self, state: list[object]) -> None:
+        for field, value in zip(dataclasses.fields(self), state, strict=True):
+            object.__setattr__(self, field.name, value)
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, JsonSchema)

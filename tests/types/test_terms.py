@@ -178,6 +178,23 @@ def test_json_schema_first_schema_is_the_dict_read_at_construction(
     assert hash(term) == hash(JsonSchema(source))
 
 
+def test_json_schema_pickles_and_copies_without_its_unread_dict() -> None:
+    """A pickle (a term sent to a compile worker) or a copy carries the text, not the text and
+    the dict kept for the first ``schema``; both read it back equal."""
+    import copy
+    import pickle
+
+    source = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(50)}}
+    unread, read = JsonSchema(source), JsonSchema(source)
+    read.schema  # noqa: B018 (hands out its dict)
+    assert len(pickle.dumps(unread)) == len(pickle.dumps(read))
+    for other in (pickle.loads(pickle.dumps(unread)), copy.copy(unread), copy.deepcopy(unread)):
+        assert other == unread
+        assert hash(other) == hash(unread)
+        assert other.schema == source
+    assert unread.schema == source  # (its own dict still there for it)
+
+
 @pytest.mark.parametrize(
     ("source", "error"),
     [

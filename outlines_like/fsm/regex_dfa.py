@@ -330,11 +330,11 @@ class LazyByteDFA:
             with self._lock:
                 try:
                     b.fill_rows(todo32, ascending, self._table, self._done8)
-                except BaseException:
+                    if (n := b.n_states) > self._table.shape[0]:
+                        self._sync(n, mark=False)
+                except BaseException:  # (the growth too: an interrupt there is settled)
                     self._settle()
                     raise
-                if (n := b.n_states) > self._table.shape[0]:
-                    self._sync(n, mark=False)
             return
         todo = states if isinstance(states, list) else _distinct(np.asarray(states))
         done = self._views[1]
@@ -369,11 +369,11 @@ class LazyByteDFA:
         with self._lock:
             try:
                 target = self._b.utf8_target(state, sequences)
+                if (n := self._b.n_states) > self._table.shape[0]:
+                    self._sync(n, mark=False)
             except BaseException:
                 self._settle()
                 raise
-            if (n := self._b.n_states) > self._table.shape[0]:
-                self._sync(n, mark=False)
             return target
 
     def walk_trie(
@@ -434,11 +434,11 @@ class LazyByteDFA:
             try:
                 while not run():
                     self._sync(mark=False)
-            except BaseException:
+                if (n := self._b.n_states) > self._table.shape[0]:
+                    self._sync(n, mark=False)
+            except BaseException:  # (the growth too: an interrupt there is settled)
                 self._settle()
                 raise
-            if (n := self._b.n_states) > self._table.shape[0]:
-                self._sync(n, mark=False)
 
     @property
     def compiled(self) -> bool:
@@ -465,11 +465,11 @@ class LazyByteDFA:
                 while not code:  # a state past the table
                     self._sync(mark=False)
                     code = b.visit(self._table, self._done8, state, mask, steps, fixed)
-            except BaseException:
+                if code & VISIT_GROW:
+                    self._sync(mark=False)
+            except BaseException:  # (the growth too: an interrupt there is settled)
                 self._settle()
                 raise
-            if code & VISIT_GROW:
-                self._sync(mark=False)
         return code & ~VISIT_GROW
 
     def _settle(self) -> None:

@@ -534,3 +534,47 @@ def test_a_builder_that_raises_leaves_the_table_holding_the_states_it_found(
         assert not lazy.fullmatch(b"a" * 201 + b"x")
     finally:
         _accel.set_enabled(before)
+
+
+def test_an_interrupt_while_the_table_grows_after_a_compiled_walk_is_settled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a KeyboardInterrupt landing in the growth after a compiled builder found states past
+    # the table: the DFA (shared through the compile cache) still reads every state in range
+    from outlines_like.fsm import regex_dfa as regex_dfa_mod
+
+    if not _accel.available():
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(regex_dfa_mod, "_RESERVE_ROWS", 64)
+    before = _accel.enabled()
+    _accel.set_enabled(True)
+    try:
+        lazy = compile_regex_auto("[a-z]{0,200}x", eager_nfa_limit=0)
+        assert isinstance(lazy, LazyByteDFA)
+        assert lazy.compiled
+        real = lazy._sync
+        interrupts = [0]
+
+        def interrupted(n: int = -1, mark: bool = True) -> None:
+            if not mark and interrupts[0] == 0:  # the first growth after a walk
+                interrupts[0] += 1
+                raise KeyboardInterrupt
+            real(n, mark)
+
+        def grow() -> None:
+            for _ in range(300):  # row after row, each finding a state past the last
+                lazy.expand([lazy.n_states - 1])
+
+        monkeypatch.setattr(lazy, "_sync", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            grow()
+        assert interrupts[0] == 1
+        monkeypatch.setattr(lazy, "_sync", real)
+        assert lazy.n_states > 64  # past the rows reserved
+        # every found state reads in range, the last first (a request holding a state the
+        # interrupted walk found: a read of an earlier one would have grown the table)
+        for state in reversed(range(lazy.n_states)):
+            lazy.step(state, b"a")
+        assert lazy.fullmatch(b"a" * 150 + b"x")
+    finally:
+        _accel.set_enabled(before)

@@ -495,86 +495,78 @@ def test_shared_suffixes_shrink_the_template_and_keep_the_size_count() -> None:
     assert builder.nfa.size > builder.nfa.n
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_a_builder_that_raises_leaves_the_table_holding_the_states_it_found(
-    compiled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # a budget raising inside the builder, after it found states past the table: the DFA
-    # (shared by other requests through the compile cache) still reads every state in range
+def _counted_lazy_dfa(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> LazyByteDFA:
+    """A lazy DFA of a counted repeat (a new state a row) on a table of 64 rows."""
     from outlines_like.fsm import regex_dfa as regex_dfa_mod
 
     if compiled and not _accel.available():
         pytest.skip("numba is not installed")
     monkeypatch.setattr(regex_dfa_mod, "_RESERVE_ROWS", 64)
-    before = _accel.enabled()
     _accel.set_enabled(compiled)
-    try:
-        lazy = compile_regex_auto("[a-z]{0,200}x", eager_nfa_limit=0)
-        assert isinstance(lazy, LazyByteDFA)
-        assert lazy.compiled is compiled
-        builder: Any = lazy._b
-        name = "fill_rows" if compiled else "row_runs"
-        real = getattr(builder, name)
-
-        def raising(*args: Any) -> Any:
-            real(*args)
-            raise ConstraintTooLargeError("a budget, raised on purpose", limit="mask_seconds")
-
-        monkeypatch.setattr(builder, name, raising)
-        for _ in range(300):  # row after row, each finding a state past the last
-            if lazy.n_states > 80:
-                break
-            with pytest.raises(ConstraintTooLargeError):
-                lazy.expand([lazy.n_states - 1])
-        monkeypatch.setattr(builder, name, real)
-        assert lazy.n_states > 80  # past the 64 rows reserved
-        for state in range(lazy.n_states):  # every found state reads in range
-            lazy.step(state, b"a")
-        assert lazy.fullmatch(b"a" * 150 + b"x")
-        assert not lazy.fullmatch(b"a" * 201 + b"x")
-    finally:
-        _accel.set_enabled(before)
+    lazy = compile_regex_auto("[a-z]{0,200}x", eager_nfa_limit=0)
+    assert isinstance(lazy, LazyByteDFA)
+    assert lazy.compiled is compiled
+    return lazy
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.usefixtures("_switch_back")
+def test_a_builder_that_raises_leaves_the_table_holding_the_states_it_found(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a budget raising inside the builder, after it found states past the table: the DFA
+    # (shared by other requests through the compile cache) still reads every state in range
+    lazy = _counted_lazy_dfa(compiled, monkeypatch)
+    builder: Any = lazy._b
+    name = "fill_rows" if compiled else "row_runs"
+    real = getattr(builder, name)
+
+    def raising(*args: Any) -> Any:
+        real(*args)
+        raise ConstraintTooLargeError("a budget, raised on purpose", limit="mask_seconds")
+
+    monkeypatch.setattr(builder, name, raising)
+    for _ in range(300):  # row after row, each finding a state past the last
+        if lazy.n_states > 80:
+            break
+        with pytest.raises(ConstraintTooLargeError):
+            lazy.expand([lazy.n_states - 1])
+    monkeypatch.setattr(builder, name, real)
+    assert lazy.n_states > 80  # past the 64 rows reserved
+    for state in range(lazy.n_states):  # every found state reads in range
+        lazy.step(state, b"a")
+    assert lazy.fullmatch(b"a" * 150 + b"x")
+    assert not lazy.fullmatch(b"a" * 201 + b"x")
+
+
+@pytest.mark.usefixtures("_switch_back")
 def test_an_interrupt_while_the_table_grows_after_a_compiled_walk_is_settled(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # a KeyboardInterrupt landing in the growth after a compiled builder found states past
     # the table: the DFA (shared through the compile cache) still reads every state in range
-    from outlines_like.fsm import regex_dfa as regex_dfa_mod
+    lazy = _counted_lazy_dfa(True, monkeypatch)
+    real = lazy._sync
+    interrupts = [0]
 
-    if not _accel.available():
-        pytest.skip("numba is not installed")
-    monkeypatch.setattr(regex_dfa_mod, "_RESERVE_ROWS", 64)
-    before = _accel.enabled()
-    _accel.set_enabled(True)
-    try:
-        lazy = compile_regex_auto("[a-z]{0,200}x", eager_nfa_limit=0)
-        assert isinstance(lazy, LazyByteDFA)
-        assert lazy.compiled
-        real = lazy._sync
-        interrupts = [0]
+    def interrupted(n: int = -1, mark: bool = True) -> None:
+        if not mark and interrupts[0] == 0:  # the first growth after a walk
+            interrupts[0] += 1
+            raise KeyboardInterrupt
+        real(n, mark)
 
-        def interrupted(n: int = -1, mark: bool = True) -> None:
-            if not mark and interrupts[0] == 0:  # the first growth after a walk
-                interrupts[0] += 1
-                raise KeyboardInterrupt
-            real(n, mark)
+    def grow() -> None:
+        for _ in range(300):  # row after row, each finding a state past the last
+            lazy.expand([lazy.n_states - 1])
 
-        def grow() -> None:
-            for _ in range(300):  # row after row, each finding a state past the last
-                lazy.expand([lazy.n_states - 1])
-
-        monkeypatch.setattr(lazy, "_sync", interrupted)
-        with pytest.raises(KeyboardInterrupt):
-            grow()
-        assert interrupts[0] == 1
-        monkeypatch.setattr(lazy, "_sync", real)
-        assert lazy.n_states > 64  # past the rows reserved
-        # every found state reads in range, the last first (a request holding a state the
-        # interrupted walk found: a read of an earlier one would have grown the table)
-        for state in reversed(range(lazy.n_states)):
-            lazy.step(state, b"a")
-        assert lazy.fullmatch(b"a" * 150 + b"x")
-    finally:
-        _accel.set_enabled(before)
+    monkeypatch.setattr(lazy, "_sync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        grow()
+    assert interrupts[0] == 1
+    monkeypatch.setattr(lazy, "_sync", real)
+    assert lazy.n_states > 64  # past the rows reserved
+    # every found state reads in range, the last first (a request holding a state the
+    # interrupted walk found: a read of an earlier one would have grown the table)
+    for state in reversed(range(lazy.n_states)):
+        lazy.step(state, b"a")
+    assert lazy.fullmatch(b"a" * 150 + b"x")

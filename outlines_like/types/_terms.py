@@ -351,8 +351,10 @@ class JsonSchema(Term):
     def __getstate__(self) -> list[object]:
         # (as the dataclass's own, but the unread dict stays here: a pickle, which sends the
         # term to a compile worker, or a copy carries the text alone and reads it there)
-        fields = (self.source, self.whitespace_pattern, self.lenient, self.schema_json)
-        return [*fields, self.python_type, []]
+        return [
+            [] if field.name == "_unread" else getattr(self, field.name)
+            for field in dataclasses.fields(self)
+        ]
 
     def __setstate__(self, state: list[object]) -> None:
         for field, value in zip(dataclasses.fields(self), state, strict=True):

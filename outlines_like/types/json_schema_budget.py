@@ -277,8 +277,12 @@ _FLOOR_KEYS = frozenset(
 _SCALAR_FLOORS = {"null": 4, "boolean": 14, "string": 2, "integer": 1, "number": 1}
 # without ``format`` (the other keys a floored node has leave scalars alone), a string,
 # integer or number is the plain lexeme, exactly (see _format_floors for those with one)
-_PLAIN_FLOORS = {**_SCALAR_FLOORS, "string": len(STRING), "integer": len(INTEGER)}
-_PLAIN_FLOORS["number"] = len(NUMBER)
+_PLAIN_FLOORS = {
+    **_SCALAR_FLOORS,
+    "string": len(STRING),
+    "integer": len(INTEGER),
+    "number": len(NUMBER),
+}
 
 
 def _format_floors(fmt: Any) -> dict[str, int]:

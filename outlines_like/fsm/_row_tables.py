@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["rows_table"]
+__all__ = ["prime", "rows_table"]
 
 _NOHUGEPAGE_BYTES = 4 << 20  # numpy advises huge pages from there on (see rows_table)
 _FREE_TABLES = 4  # mappings of dropped tables kept for the next lazy DFAs (see rows_table)
@@ -71,6 +71,38 @@ def rows_table(cap: int) -> npt.NDArray[np.int32]:
         weakref.finalize(buffer, _give_back, region).atexit = False
     table: npt.NDArray[np.int32] = flat.reshape(cap, 256)
     return table
+
+
+def prime(cap: int) -> None:
+    """Keep a mapping for an ``int32[cap, 256]`` table with its first pages already backed.
+
+    Each page of a fresh mapping costs a page fault at first touch (~4 us on the 2-core VM of
+    docs/performance.md, where a harness ``json_large`` first walk took ~650 of them: ~20% of
+    the walk), and only the first lazy DFAs of a process see fresh mappings: later ones take
+    the pages their predecessors touched (:func:`rows_table`). Called in setup
+    (:func:`~outlines_like.fsm.index.prepare_vocabulary`), this backs the first
+    :data:`_KEEP_BYTES` of one table now (~1,000 faults, ~4 ms once), so the process's first
+    table reads like a reused one. Nothing is done where :func:`rows_table` would not map
+    (small tables, no advice), or where the pool is full or already holds a table this size.
+    """
+    nbytes = cap * 256 * 4
+    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
+    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < _NOHUGEPAGE_BYTES:
+        return
+    with _free_lock:
+        if len(_free_tables) >= _FREE_TABLES or any(len(r) == nbytes for r in _free_tables):
+            return
+    try:
+        region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        region.madvise(advice)
+    except (OSError, ValueError):  # pragma: no cover - a kernel without the advice
+        return
+    pages = np.frombuffer(region, dtype=np.uint8, count=min(nbytes, _KEEP_BYTES))
+    pages[:: mmap.PAGESIZE] = 0  # a write: the page is backed (a read maps the shared zero page)
+    del pages
+    with _free_lock:
+        if len(_free_tables) < _FREE_TABLES:
+            _free_tables.append(region)
 
 
 def _take_free(nbytes: int) -> mmap.mmap | None:

@@ -55,7 +55,7 @@ from outlines_like.fsm._lexemes import (
 )
 from outlines_like.fsm._subset import VISIT_WALKED
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, active, start, stop
-from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA
+from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA, prime_row_table
 from outlines_like.fsm.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
@@ -232,9 +232,10 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     The layouts are built and kept on the vocabulary: the regex index's :class:`TokenTable`
     with the token sets of a JSON string's body, and the grammar masker's byte table; with the
     ``accel`` extra, the token trie too, and the compiled walk's kernels are loaded (or
-    compiled, the first time: seconds) so that no mask pays for them. Benchmarks and servers
-    call this in setup, so the first compile does not pay for them (~0.3 s for 150k tokens,
-    ~0.5 s with the extra).
+    compiled, the first time: seconds) so that no mask pays for them; and the first pages of
+    a lazy DFA's row table are backed (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`).
+    Benchmarks and servers call this in setup, so the first compile does not pay for them
+    (~0.3 s for 150k tokens, ~0.5 s with the extra).
     """
     table = token_table(vocab)
     if _accel.enabled():
@@ -251,6 +252,7 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
         body.body_mask(0, True)
     byte_table(vocab)
     _ = vocab.hash
+    prime_row_table()
 
 
 def _ascii_set(excluded: bytes) -> bytes:

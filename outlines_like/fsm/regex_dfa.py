@@ -37,6 +37,7 @@ from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm._dfa_minimize import merge_classes, minimize
 from outlines_like.fsm._regex_estimate import dfa_blowup, nfa_states
 from outlines_like.fsm._regex_nfa import MAX_NFA_STATES, NFA, too_many_nfa_states
+from outlines_like.fsm._row_tables import prime as _prime_rows
 from outlines_like.fsm._row_tables import rows_table as _rows_table
 from outlines_like.fsm._subset import VISIT_GROW, SubsetBuilder, dfa_kernels
 from outlines_like.fsm._subset import short as _short
@@ -54,6 +55,7 @@ __all__ = [
     "LazyByteDFA",
     "compile_regex",
     "compile_regex_auto",
+    "prime_row_table",
 ]
 
 DEFAULT_MAX_STATES = 20_000
@@ -201,6 +203,20 @@ UNKNOWN = -2  # a row of a lazy DFA that is not built yet
 _RESERVE_ROWS = 1 << 15
 
 
+def _reserve_rows(max_states: int) -> int:
+    """The rows a new lazy DFA of at most ``max_states`` states reserves."""
+    return max(64, min(max_states + 1, _RESERVE_ROWS))
+
+
+def prime_row_table(max_states: int = DEFAULT_MAX_STATES) -> None:
+    """Back the first pages of the table the next lazy DFA of ``max_states`` will take.
+
+    For setup (see :func:`outlines_like.fsm._row_tables.prime`): the process's first lazy DFA
+    then pays no page faults for its first 4,096 rows.
+    """
+    _prime_rows(_reserve_rows(max_states))
+
+
 def _distinct(states: npt.NDArray[Any]) -> list[int]:
     """The distinct values of ``states``, ascending (``np.unique`` costs more below ~1k)."""
     if states.shape[0] > 1024:
@@ -231,10 +247,9 @@ class LazyByteDFA:
 
     def _reserve(self, table: npt.NDArray[np.int32], expanded: npt.NDArray[np.bool_]) -> None:
         """Set up the tables, reserved to :data:`_RESERVE_ROWS`, from ``table``'s rows."""
-        cap = max(64, table.shape[0], min(self._b.max_states + 1, _RESERVE_ROWS))
-        self._table = _rows_table(cap)
+        self._table = _rows_table(max(table.shape[0], _reserve_rows(self._b.max_states)))
         self._table[: table.shape[0]] = table
-        self._expanded = np.zeros(cap, dtype=bool)
+        self._expanded = np.zeros(self._table.shape[0], dtype=bool)
         self._expanded[: expanded.shape[0]] = expanded
         self._views = (self._table.data, self._expanded.data)
         # the flags as the kernels take them, kept (a view per call costs ~0.6 us, and a first

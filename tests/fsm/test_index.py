@@ -126,6 +126,25 @@ def _assert_same_rows(eager: TokenIndex, lazy: TokenIndex, vocab: Vocabulary) ->
     return len(seen)
 
 
+@pytest.mark.skipif(
+    not (hasattr(mmap, "MADV_NOHUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")),
+    reason="mapped tables",
+)
+def test_prepare_vocabulary_primes_a_row_table_for_the_first_lazy_dfa(vocab: Vocabulary) -> None:
+    import gc
+
+    from outlines_like.fsm.index import prepare_vocabulary
+
+    gc.collect()
+    _row_tables._free_tables.clear()
+    prepare_vocabulary(vocab)
+    assert [len(r) for r in _row_tables._free_tables] == [20_001 * 1024]
+    lazy = compile_regex_auto(r"[ab]*a[ab]{11}", eager_nfa_limit=0)
+    assert isinstance(lazy, LazyByteDFA)
+    assert _row_tables._free_tables == []  # taken
+    _row_tables._free_tables.clear()
+
+
 def test_lazy_rows_on_a_reused_table_match_eager(vocab: Vocabulary) -> None:
     # the second DFA's table is the first one's mapping, its rows of thousands of states
     # (kept, past the first 1,024) still the first DFA's: the second index reads its own

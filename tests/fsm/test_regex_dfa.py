@@ -18,11 +18,13 @@ from outlines_like.errors import ConstraintTooLargeError, InvalidConstraintError
 from outlines_like.fsm import _accel, _row_tables
 from outlines_like.fsm._row_tables import rows_table as _rows_table
 from outlines_like.fsm.regex_dfa import (
+    DEFAULT_MAX_STATES,
     UNKNOWN,
     ByteDFA,
     LazyByteDFA,
     compile_regex,
     compile_regex_auto,
+    prime_row_table,
 )
 from outlines_like.types._charset import utf8_byte_ranges
 
@@ -395,6 +397,52 @@ def test_kept_rows_table_keeps_the_rows_of_its_first_4096_states() -> None:
     assert reused[4_095, 255] == 14
     # what the pool may hold: the kept pages of its tables
     assert _row_tables._FREE_TABLES * _row_tables._KEEP_BYTES <= 16 << 20
+
+
+def _write_faults(region: mmap.mmap, nbytes: int) -> int:
+    """Page faults taken writing one byte in each page of ``region``'s first ``nbytes``."""
+    import resource
+
+    pages = np.frombuffer(region, dtype=np.uint8, count=nbytes)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    pages[:: mmap.PAGESIZE] = 1
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.mark.skipif(
+    not _MAPPED or not sys.platform.startswith("linux"), reason="mapped tables, getrusage"
+)
+@pytest.mark.usefixtures("_empty_pool")
+def test_primed_row_table_is_backed_and_taken_by_the_next_lazy_dfa() -> None:
+    kept = _row_tables._KEEP_BYTES
+    # a fresh mapping: one fault a page (the check below tells backed pages from fresh ones)
+    fresh = mmap.mmap(-1, kept, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    assert _write_faults(fresh, kept) >= kept // mmap.PAGESIZE // 2
+    prime_row_table()
+    prime_row_table()  # one table of a size is enough
+    assert len(_row_tables._free_tables) == 1
+    region = _row_tables._free_tables[0]
+    assert len(region) == (DEFAULT_MAX_STATES + 1) * 256 * 4
+    assert _write_faults(region, kept) < kept // mmap.PAGESIZE // 10
+    lazy = compile_regex_auto(r"[ab]*a[ab]{7}", eager_nfa_limit=0)
+    assert isinstance(lazy, LazyByteDFA)
+    assert lazy._table.ctypes.data == np.frombuffer(region, dtype=np.uint8).ctypes.data
+    assert _row_tables._free_tables == []
+    assert lazy.fullmatch(b"babbbbbbb")
+    assert not lazy.fullmatch(b"abbbbbbbb")
+    prime_row_table(max_states=40)  # a table numpy allocates: nothing to keep
+    assert _row_tables._free_tables == []
+
+
+@pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
+@pytest.mark.usefixtures("_empty_pool")
+def test_priming_leaves_a_full_pool_as_it_is() -> None:
+    tables = [_rows_table(30_000 + i) for i in range(_row_tables._FREE_TABLES)]
+    del tables
+    assert len(_row_tables._free_tables) == _row_tables._FREE_TABLES
+    prime_row_table()
+    assert len(_row_tables._free_tables) == _row_tables._FREE_TABLES
+    assert all(len(r) != (DEFAULT_MAX_STATES + 1) * 1024 for r in _row_tables._free_tables)
 
 
 @pytest.mark.parametrize("accel", [False, True])

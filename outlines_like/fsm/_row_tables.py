@@ -78,12 +78,14 @@ def prime(cap: int) -> None:
 
     Each page of a fresh mapping costs a page fault at first touch (~4 us on the 2-core VM of
     docs/performance.md, where a harness ``json_large`` first walk took ~650 of them: ~20% of
-    the walk), and only the first lazy DFAs of a process see fresh mappings: later ones take
-    the pages their predecessors touched (:func:`rows_table`). Called in setup
+    the walk), where a table taken from the pool of dropped ones (:func:`rows_table`) finds
+    its pages backed already; the first lazy DFA of a process has no such table. Called in setup
     (:func:`~outlines_like.fsm.index.prepare_vocabulary`), this backs the first
-    :data:`_KEEP_BYTES` of one table now (~1,000 faults, ~4 ms once), so the process's first
-    table reads like a reused one. Nothing is done where :func:`rows_table` would not map
-    (small tables, no advice), or where the pool is full or already holds a table this size.
+    :data:`_KEEP_BYTES` of one table now (1,024 pages in one pass: 2.2-2.9 ms once), so the
+    process's first table reads like a reused one. Nothing is done where :func:`rows_table`
+    would not map (small tables, no advice), or where the pool is full or already holds a
+    table this size. Later tables of a process whose earlier ones are still in use (compiled
+    constraints kept in a cache) are fresh mappings, as before.
     """
     nbytes = cap * 256 * 4
     advice = getattr(mmap, "MADV_NOHUGEPAGE", None)

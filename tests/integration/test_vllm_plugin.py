@@ -40,6 +40,11 @@ from tests.integration.conftest import ROOT, WORKDIR, Server, free_port, wait_he
 
 pytestmark = [pytest.mark.realservers, pytest.mark.timeout(1800)]
 
+# vLLM's venv has a numba of its own: the kernels it compiles for this checkout are cached
+# apart, as numba names a cache's index files by Python version alone and each version
+# rewrites the other's (the next process here compiled every kernel again: ~90 s)
+VLLM_NUMBA_CACHE = str(WORKDIR / "cache" / "numba")
+
 PROCESSOR = "outlines_like.integrations.vllm:OutlinesLikeLogitsProcessor"
 CODE = Regex(r"[a-z]{3}-[0-9]{2}")
 # Templates and a terminal priority: xgrammar's Lark reader refuses both.
@@ -110,6 +115,7 @@ def start_vllm_with_plugin(
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
+        "NUMBA_CACHE_DIR": VLLM_NUMBA_CACHE,
         "TMPDIR": str(tmp),
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_CACHE_ROOT": str(WORKDIR / "cache" / "vllm"),
@@ -348,7 +354,8 @@ class ParsersAndPluginVLLM(ParsersVLLM):
     def command(self, template: pathlib.Path) -> list[str]:
         """Its command line, with this checkout importable and ``--logits-processors``."""
         base = super().command(template)
-        return ["env", f"PYTHONPATH={ROOT}", *base, "--logits-processors", PROCESSOR]
+        env = [f"PYTHONPATH={ROOT}", f"NUMBA_CACHE_DIR={VLLM_NUMBA_CACHE}"]
+        return ["env", *env, *base, "--logits-processors", PROCESSOR]
 
 
 @pytest.fixture(scope="module")
@@ -478,7 +485,12 @@ def test_both_vllm_loaders_accept_the_class_and_v2_masks(
     script.write_text(LOADER_CHECK)
     result = subprocess.run(
         [str(WORKDIR / "venv-vllm" / "bin" / "python"), str(script), str(WORKDIR / "tiny-qwen3")],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "NUMBA_CACHE_DIR": VLLM_NUMBA_CACHE,
+            "HF_HUB_OFFLINE": "1",
+        },
         capture_output=True,
         text=True,
         timeout=600,

@@ -134,7 +134,9 @@ class CharSets:
         self._chain_tails: ChainTails | None = None
         self._longer: dict[int, WalkList] = {}
         # the fitting tokens by characters: mask_upto(k) adds those past a smaller k's mask
-        by_chars = np.argsort(self.fit_chars, kind="stable")
+        # (16-bit keys: numpy's stable sort is then a radix sort, 0.3 ms instead of 1.7)
+        keys = self.fit_chars.astype(np.int16) if self.max_chars < 1 << 15 else self.fit_chars
+        by_chars = np.argsort(keys, kind="stable")
         self._ids_by_chars: I32 = ids[self.fit_pos[by_chars]]
         self._chars_sorted: I32 = self.fit_chars[by_chars]
 
@@ -305,12 +307,10 @@ class TokenBytes:
         offsets: npt.NDArray[np.int64],
         valid: npt.NDArray[np.int64],
     ) -> None:
-        n = offsets.shape[0] - 1
         self.flat = flat
         self.offsets = offsets
         self.lengths: npt.NDArray[np.int64] = np.diff(offsets)
         self.valid = valid
-        self.owner = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
         self.starts = (flat & 0xC0) != 0x80
         self.starts_before = np.zeros(flat.shape[0] + 1, dtype=np.int64)
         np.cumsum(self.starts, out=self.starts_before[1:])
@@ -338,15 +338,24 @@ class TokenBytes:
             self._char_offsets[k] = out
         return out
 
-    def first_outside(self, outside: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-        """Per token, where its first byte ``b`` with ``outside[b]`` is; its length if none."""
-        at = np.flatnonzero(outside[self.flat])
-        out: npt.NDArray[np.int64] = self.lengths.copy()
+    def first_outside(
+        self, outside: npt.NDArray[np.bool_], pos: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.int64]:
+        """Per token of ``pos``: where its first byte ``b`` with ``outside[b]`` is, else its length.
+
+        Only the bytes of those tokens are read (a new byte set's unfit tokens: ~6,000 of
+        llama3's 128,000 for "a JSON string's body but ``@``", 0.3 ms where all the
+        vocabulary's bytes took 2.6).
+        """
+        lengths = self.lengths[pos]
+        data, offsets = gather_bytes(self.flat, self.offsets[pos], lengths)
+        out: npt.NDArray[np.int64] = lengths.copy()
+        at = np.flatnonzero(outside[data])
         if at.shape[0]:
-            tok = self.owner[at]
+            tok = np.searchsorted(offsets, at, side="right") - 1  # the owner, among ``pos``
             first = np.ones(at.shape[0], dtype=bool)
             first[1:] = tok[1:] != tok[:-1]  # ascending bytes: a token's first hit leads
-            out[tok[first]] = at[first] - self.offsets[tok[first]]
+            out[tok[first]] = at[first] - offsets[tok[first]]
         return out
 
 
@@ -542,7 +551,7 @@ class SuffixTable:
         # the cut: the first ASCII byte outside O, or the first byte that is not valid UTF-8
         outside = np.zeros(256, dtype=bool)
         outside[:128] = ~in_set
-        cut = np.minimum(layout.first_outside(outside), layout.valid)[unfit_pos]
+        cut = np.minimum(layout.first_outside(outside, unfit_pos), layout.valid[unfit_pos])
         start = layout.offsets[unfit_pos]
         pre_chars = layout.starts_before[start + cut] - layout.starts_before[start]
         lens = layout.lengths[unfit_pos] - cut

@@ -208,6 +208,29 @@ def test_token_bytes_and_suffixes_equal_the_byte_by_byte_reading() -> None:
     assert (np.diff(sfx.lengths) <= 0).all()  # the walk's layout: longest first
 
 
+def test_first_outside_reads_the_tokens_asked_for() -> None:
+    """Where each listed token (any order, repeats, empty ones) first has an outside byte."""
+    from outlines_like.fsm._lexemes import TokenBytes
+
+    rng = np.random.default_rng(3)
+    pieces = [b"a", b"@", b'"', b" ", "é".encode(), b"\x80", b"z"]
+    tokens = (
+        b"",
+        *(
+            b"".join(pieces[j] for j in rng.integers(0, len(pieces), rng.integers(0, 6)))
+            for _ in range(500)
+        ),
+    )
+    layout = TokenBytes.of(tokens)
+    outside = np.zeros(256, dtype=bool)
+    outside[[ord("@"), ord('"')]] = True
+    pos = rng.permutation(len(tokens))[:300]
+    pos = np.concatenate([pos, pos[:20], [0]])
+    want = [next((i for i, b in enumerate(tokens[p]) if outside[b]), len(tokens[p])) for p in pos]
+    assert layout.first_outside(outside, pos).tolist() == want
+    assert layout.first_outside(outside, pos[:0]).tolist() == []
+
+
 def test_chain_tails_sort_and_flag_as_bytes_compare() -> None:
     """``ChainTails.of`` (numpy sorts of fixed-width keys) orders the suffixes as Python sorts
     ``(bytes, pre, position)`` -- zero bytes inside and at the end included, which the padded

@@ -51,18 +51,13 @@ def rows_table(cap: int) -> npt.NDArray[np.int32]:
     (``UNKNOWN``).
     """
     nbytes = cap * 256 * 4
-    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < _NOHUGEPAGE_BYTES:
+    if not _mapped(nbytes):
         return np.empty((cap, 256), dtype=np.int32)
     region = _take_free(nbytes)
     if region is None:
-        try:
-            # private, as malloc's own mappings are (a shared one would be shared with a
-            # forked child, and its pages are the shared-memory file system's, slower to fault)
-            region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            region.madvise(advice)
-        except (OSError, ValueError):  # pragma: no cover - a kernel without the advice
-            return np.empty((cap, 256), dtype=np.int32)
+        region = _new_mapping(nbytes)
+    if region is None:  # pragma: no cover - a kernel without the advice
+        return np.empty((cap, 256), dtype=np.int32)
     flat = np.frombuffer(region, dtype=np.int32)
     # every view of the table holds ``flat``'s buffer (a memoryview of the mapping): when the
     # last one goes, the mapping is free for the next table
@@ -88,16 +83,13 @@ def prime(cap: int) -> None:
     constraints kept in a cache) are fresh mappings, as before.
     """
     nbytes = cap * 256 * 4
-    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if advice is None or not hasattr(mmap, "MAP_ANONYMOUS") or nbytes < _NOHUGEPAGE_BYTES:
+    if not _mapped(nbytes):
         return
     with _free_lock:
         if len(_free_tables) >= _FREE_TABLES or any(len(r) == nbytes for r in _free_tables):
             return
-    try:
-        region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        region.madvise(advice)
-    except (OSError, ValueError):  # pragma: no cover - a kernel without the advice
+    region = _new_mapping(nbytes)
+    if region is None:  # pragma: no cover - a kernel without the advice
         return
     pages = np.frombuffer(region, dtype=np.uint8, count=min(nbytes, _KEEP_BYTES))
     pages[:: mmap.PAGESIZE] = 0  # a write: the page is backed (a read maps the shared zero page)
@@ -105,6 +97,27 @@ def prime(cap: int) -> None:
     with _free_lock:
         if len(_free_tables) < _FREE_TABLES:
             _free_tables.append(region)
+
+
+def _mapped(nbytes: int) -> bool:
+    """Whether a table of ``nbytes`` is a mapping of its own (else numpy's ``np.empty``)."""
+    return (
+        hasattr(mmap, "MADV_NOHUGEPAGE")
+        and hasattr(mmap, "MAP_ANONYMOUS")
+        and nbytes >= _NOHUGEPAGE_BYTES
+    )
+
+
+def _new_mapping(nbytes: int) -> mmap.mmap | None:
+    """A fresh anonymous mapping advised off huge pages, or ``None`` where that fails."""
+    try:
+        # private, as malloc's own mappings are (a shared one would be shared with a forked
+        # child, and its pages are the shared-memory file system's, slower to fault)
+        region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        region.madvise(mmap.MADV_NOHUGEPAGE)
+    except (OSError, ValueError):  # pragma: no cover - a kernel without the advice
+        return None
+    return region
 
 
 def _take_free(nbytes: int) -> mmap.mmap | None:

@@ -345,8 +345,7 @@ class LazyByteDFA:
             with self._lock:
                 try:
                     b.fill_rows(todo32, ascending, self._table, self._done8)
-                    if (n := b.n_states) > self._table.shape[0]:
-                        self._sync(n, mark=False)
+                    self._take_found()
                 except BaseException:  # (the growth too: an interrupt there is settled)
                     self._settle()
                     raise
@@ -384,8 +383,7 @@ class LazyByteDFA:
         with self._lock:
             try:
                 target = self._b.utf8_target(state, sequences)
-                if (n := self._b.n_states) > self._table.shape[0]:
-                    self._sync(n, mark=False)
+                self._take_found()
             except BaseException:
                 self._settle()
                 raise
@@ -449,11 +447,19 @@ class LazyByteDFA:
             try:
                 while not run():
                     self._sync(mark=False)
-                if (n := self._b.n_states) > self._table.shape[0]:
-                    self._sync(n, mark=False)
+                self._take_found()
             except BaseException:  # (the growth too: an interrupt there is settled)
                 self._settle()
                 raise
+
+    def _take_found(self) -> None:
+        """Grow the table to the states a compiled call found past it.
+
+        Callers hold the lock and call it inside the ``try`` that settles the DFA, so an
+        interrupt in the growth is settled too.
+        """
+        if (n := self._b.n_states) > self._table.shape[0]:
+            self._sync(n, mark=False)
 
     @property
     def compiled(self) -> bool:

@@ -42,6 +42,7 @@ from outlines_like.fsm._accel_dfa_kernels import (
 from outlines_like.fsm._accel_dfa_walk import walk_bytes
 from outlines_like.fsm._accel_utf8 import sequence_arrays, utf8_row
 from outlines_like.fsm._lexemes import ChainTails
+from outlines_like.fsm._repeat_shift import RepeatShift
 from outlines_like.fsm.regex_dfa import LazyByteDFA
 
 __all__ = ["ChainMemo", "chain_kernel", "tails_kernel"]
@@ -383,6 +384,9 @@ class ChainMemo:
         self._last_at: dict[int, int] = {}
         # per boundary table walked: its groups' live items, kept per first-byte target
         self._tail_memos: dict[int, tuple[ChainTails, I32, I32, I32]] = {}
+        # a lazy DFA's long counted repetitions, where a chain may stop as a loop (set by the
+        # token index when its NFA has one: see :meth:`follow`)
+        self.shift: RepeatShift | None = None
 
     def grow(self, n: int) -> None:
         """Room for states ``0 .. n - 1`` at least."""
@@ -414,13 +418,42 @@ class ChainMemo:
             n = self._last_at.get(state, 0)
             if n:
                 return last[0][n:], last[1], last[2], last[3]
+        if self.shift is not None and lazy is not None:
+            # a long counted repetition: two steps, and ``c1`` may be a loop already
+            if not self._steps(trans, state, lazy, 2):
+                return None
+            info = self.info
+            if info[_M] == 2 and not info[_LOOP]:
+                o_key = self._o_key()
+                if self.shift.loops(lazy.subset, int(self.chain[1]), int(self.chain[2]), o_key):
+                    self._last = None
+                    return self.chain[:2].copy(), o_key, True, False
+        if not self._steps(trans, state, lazy, self.max_steps):
+            return None
+        info = self.info
+        if not info[_HAS_O]:
+            return self.chain[:1].copy(), None, False, False
+        o_key = self._o_key()
+        m = int(info[_M])
+        found = self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
+        self._last = None
+        if 1 < m < self.max_steps:  # not cut: a chain from c1 .. c(m - 1) is the rest of it
+            self._last = found
+            self._last_at = dict(zip(found[0][1:m].tolist(), range(1, m), strict=True))
+        return found
+
+    def _steps(self, trans: I32, state: int, lazy: LazyByteDFA | None, max_steps: int) -> bool:
+        """Run the chain kernel from ``state`` for at most ``max_steps`` steps (``info``).
+
+        ``False`` when a lazy DFA's builder is not the compiled one.
+        """
         n_states = lazy.n_states if lazy is not None else trans.shape[0]
         if self.next.shape[0] < n_states:
             self.grow(n_states)
         while True:
             args = (
                 state,
-                self.max_steps,
+                max_steps,
                 lazy is None,
                 *self.seq,
                 self.min_bytes,
@@ -435,25 +468,19 @@ class ChainMemo:
                 done = np.ones(rows.shape[0], dtype=np.uint8)
                 entry_point(chain_kernel)(_NO_STORE, rows, done, *args, 0)
             elif not lazy.walk_compiled(chain_kernel, args):
-                return None
+                return False
             if not self.info[_NEED_MEMO]:
-                break
+                return True
             self.grow(lazy.n_states if lazy is not None else n_states)
-        info = self.info
-        if not info[_HAS_O]:
-            return self.chain[:1].copy(), None, False, False
+
+    def _o_key(self) -> bytes:
+        """The last chain's ``O`` as ``bool[128]`` bytes (one object per set)."""
         words = (int(self.o_out[0]), int(self.o_out[1]))
         o_key = self._o_keys.get(words)
         if o_key is None:
             bits = np.unpackbits(self.o_out.view(np.uint8), bitorder="little").astype(np.bool_)
             o_key = self._o_keys[words] = bits.tobytes()
-        m = int(info[_M])
-        found = self.chain[: m + 1].copy(), o_key, bool(info[_LOOP]), bool(info[_DEAD])
-        self._last = None
-        if 1 < m < self.max_steps:  # not cut: a chain from c1 .. c(m - 1) is the rest of it
-            self._last = found
-            self._last_at = dict(zip(found[0][1:m].tolist(), range(1, m), strict=True))
-        return found
+        return o_key
 
     def walk_tails(
         self,

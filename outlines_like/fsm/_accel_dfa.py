@@ -178,7 +178,7 @@ class KernelSubsetBuilder(SubsetBase):
         return (self._acc[: self.n_states] & 1).astype(bool)
 
     def subset(self, i: int) -> tuple[int, ...]:
-        """The NFA states of DFA state ``i``, ascending (tests)."""
+        """The NFA states of DFA state ``i``, ascending."""
         lo, hi = int(self._set_off[i]), int(self._set_off[i + 1])
         return tuple(self._set_pool[lo:hi].tolist())
 

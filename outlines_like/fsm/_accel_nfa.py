@@ -62,7 +62,12 @@ from outlines_like.fsm._accel_program import (
     estimate_kernel,
     gather,
 )
-from outlines_like.fsm._regex_nfa import MAX_NFA_STATES, NFA, too_many_nfa_states
+from outlines_like.fsm._regex_nfa import (
+    MAX_NFA_STATES,
+    NFA,
+    REPEAT_MIN_COPIES,
+    too_many_nfa_states,
+)
 from outlines_like.fsm.budget import check as _check
 from outlines_like.types._regex import Node
 
@@ -112,17 +117,25 @@ class Program:
         _check("regex NFA")
         code, kids = self.code, self.kids
         t_off, t_edges, t_n, t_shared = self.t_off, self.t_edges, self.t_n, self.t_shared
-        sizes: list[int] = _sizes_kernel(code, kids, t_off, t_n, t_shared)[self.root].tolist()
-        n, n_edges, n_eps, shared, empty = sizes
+        all_sizes = _sizes_kernel(code, kids, t_off, t_n, t_shared, REPEAT_MIN_COPIES)
+        sizes: list[int] = all_sizes[self.root].tolist()
+        n, n_edges, n_eps, shared, empty, _, n_reps = sizes
         n += 1  # and the start state
         if n + shared > MAX_NFA_STATES:
             raise too_many_nfa_states()
         out = np.empty(2 * n + 2 + 3 * n_edges + n_eps, dtype=np.int32)
-        final = int(_run_kernel(self.root, code, kids, t_off, t_edges, t_n, n, n_edges, n_eps, out))
+        reps = np.empty(3 * n_reps, dtype=np.int32)
+        final = int(
+            _run_kernel(
+                *(self.root, code, kids, t_off, t_edges, t_n, n, n_edges, n_eps, out),
+                *(all_sizes, reps, REPEAT_MIN_COPIES),
+            )
+        )
         if final < 0:  # pragma: no cover - the sizes are the build's
             raise AssertionError("the compiled NFA build's sizes disagree with its program")
         nfa = NFA()
         nfa.n, nfa.shared, nfa.has_empty_set = n, shared, bool(empty)
+        nfa.repeat_list = array("i", reps.tobytes())
         flat = array("i", out.tobytes())  # the parts sliced as arrays (np.split costs more)
         cut = [0, n + 1, n + 1 + n_edges, n + 1 + 2 * n_edges, n + 1 + 3 * n_edges]
         cut += [cut[-1] + n + 1, len(flat)]
@@ -132,13 +145,19 @@ class Program:
         return nfa, 0, final
 
 
-def _sizes(code: I32, kids: I32, t_off: I64, t_n: I32, t_shared: I64) -> I64:  # pragma: no cover
-    """Each node's NFA ``(states, byte edges, epsilon edges, shared states, empty set)``.
+def _sizes(
+    code: I32, kids: I32, t_off: I64, t_n: I32, t_shared: I64, min_copies: int
+) -> I64:  # pragma: no cover - compiled
+    """Each node's NFA sizes and flags (seven columns).
 
-    Children come first, so one pass; counts saturate at ``_SIZE_CAP``.
+    ``(states, byte edges, epsilon edges, shared states, empty set, nullable, repeats)``:
+    ``nullable``: the node matches the empty string; ``repeats``: the entries of
+    :attr:`NFA.repeats` its build adds (repetitions of at least ``min_copies`` optional
+    copies of a non-nullable item). Children come first, so one pass; counts saturate at
+    ``_SIZE_CAP``.
     """
     m = code.shape[0] // 4
-    out = np.zeros((m, 5), dtype=np.int64)
+    out = np.zeros((m, 7), dtype=np.int64)
     for x in range(m):
         k, a0, a1, a2 = code[4 * x], code[4 * x + 1], code[4 * x + 2], code[4 * x + 3]
         if k == _SET:
@@ -149,18 +168,26 @@ def _sizes(code: I32, kids: I32, t_off: I64, t_n: I32, t_shared: I64) -> I64:  #
             out[x, 0] = 1
             out[x, 4] = 1
         elif k <= _ALT:  # a concatenation or an alternation
+            out[x, 5] = 1 if k == _CONCAT else 0
             for j in range(a0, a0 + a1):
-                for c in range(4):
+                for c in (0, 1, 2, 3, 6):
                     out[x, c] = min(out[x, c] + out[kids[j], c], _SIZE_CAP)
                 out[x, 4] |= out[kids[j], 4]
+                if k == _CONCAT:
+                    out[x, 5] &= out[kids[j], 5]
+                else:
+                    out[x, 5] |= out[kids[j], 5]
             if k == _ALT:
                 out[x, 0] += 1
                 out[x, 2] += a1
         else:  # a repetition: its item's copies, and a loop or an end state
             copies = a1 + 1 if a2 < 0 else a2
-            for c in range(4):
+            for c in (0, 1, 2, 3, 6):
                 out[x, c] = min(copies * out[a0, c], _SIZE_CAP)
             out[x, 4] = out[a0, 4] if copies > 0 else 0
+            out[x, 5] = 1 if a1 == 0 else out[a0, 5]
+            if a2 >= 0 and a2 - a1 >= min_copies and out[a0, 5] == 0:
+                out[x, 6] = min(out[x, 6] + 1, _SIZE_CAP)
             if a2 < 0:
                 out[x, 0] += 1
                 out[x, 2] += 2
@@ -181,13 +208,18 @@ def _run(
     n_edges: int,
     n_eps: int,
     out: I32,
+    sizes: I64,
+    reps: I32,
+    min_copies: int,
 ) -> int:  # pragma: no cover - compiled
     """Build the program's NFA into ``out`` (sorted by source); return the final state.
 
     ``NFA.build_into`` with an explicit stack: a frame is a node being built, its current
     state, the copies or items launched, its end state and (repetitions) its phase. ``out``
     gets ``off`` (``n + 1``), ``lo``, ``hi``, ``dst`` (``n_edges`` each), ``eps_off``
-    (``n + 1``) and ``eps_dst``; ``-1`` when the sizes were wrong.
+    (``n + 1``) and ``eps_dst``, ``reps`` the entries of :attr:`NFA.repeats` (repetitions
+    of at least ``min_copies`` optional copies of an item ``sizes``, :func:`_sizes`' table,
+    says is not nullable); ``-1`` when the sizes were wrong.
     """
     edges = np.empty(4 * n_edges + 4, dtype=np.int32)  # src, lo, hi, dst as they are added
     eps = np.empty(2 * n_eps + 2, dtype=np.int32)  # src, dst
@@ -200,6 +232,7 @@ def _run(
     n_states = 1  # state 0: the start
     ne = 0
     np_ = 0
+    nr = 0
     sp = 1
     st_node[0], st_s[0], st_j[0], st_phase[0] = root, 0, 0, 0
     ret = 0
@@ -304,8 +337,16 @@ def _run(
             sp += 1
             continue
         ret = st_end[f]
+        if hi - lo >= min_copies and sizes[sub, 5] == 0:  # recorded: its blocks (_sizes)
+            if nr >= reps.shape[0] // 3:
+                return -1
+            base = st_end[f] + 1
+            reps[3 * nr] = base
+            reps[3 * nr + 1] = (n_states - base) // (hi - lo)
+            reps[3 * nr + 2] = hi - lo
+            nr += 1
         sp -= 1
-    if n_states != n or ne != n_edges or np_ != n_eps:
+    if n_states != n or ne != n_edges or np_ != n_eps or nr != reps.shape[0] // 3:
         return -1
     # stable counting sort by source: the order NFA.freeze's stable argsort gives
     lo_at, hi_at, dst_at = n + 1, n + 1 + n_edges, n + 1 + 2 * n_edges
@@ -336,9 +377,22 @@ def _run(
 
 
 _run_kernel: Callable[..., int] = _jit(
-    _run, numba.int64, _i32, _i32, _i64, _i32, _i32, *[numba.int64] * 3, _i32
+    _run,
+    numba.int64,
+    _i32,
+    _i32,
+    _i64,
+    _i32,
+    _i32,
+    *[numba.int64] * 3,
+    _i32,
+    numba.types.Array(numba.int64, 2, "C"),
+    _i32,
+    numba.int64,
 )
-_sizes_kernel: Callable[[I32, I32, I64, I32, I64], I64] = _jit(_sizes, _i32, _i32, _i64, _i32, _i64)
+_sizes_kernel: Callable[[I32, I32, I64, I32, I64, int], I64] = _jit(
+    _sizes, _i32, _i32, _i64, _i32, _i64, numba.int64
+)
 
 
 def _pack(

@@ -15,10 +15,13 @@ from outlines_like.fsm.budget import check as _check
 from outlines_like.types._charset import SURROGATES, Ranges, drop_surrogates, utf8_byte_ranges
 from outlines_like.types._regex import Alt, Chars, Concat, Node, Repeat
 
-_Span: TypeAlias = tuple[Node, int, int, int, int, int, int, int, int, int, bool]
+_Span: TypeAlias = tuple[Node, int, int, int, int, int, int, int, int, int, bool, int, int]
 """Where a node's first build went: ``(node, start, end, n0, n1, e0, e1, p0, p1, shared,
-empty)``: its states ``n0 .. n1 - 1``, its ints of the edge and epsilon lists, the shared
-states and whether it added an empty set."""
+empty, r0, r1)``: its states ``n0 .. n1 - 1``, its ints of the edge and epsilon lists, the
+shared states, whether it added an empty set and its entries of :attr:`NFA.repeats`."""
+
+REPEAT_MIN_COPIES = 16
+"""The fewest optional copies of a counted repetition :attr:`NFA.repeats` records."""
 
 # a fragment with fewer edge ints than this is copied in Python (numpy's calls cost more)
 _NUMPY_COPY = 96
@@ -78,9 +81,18 @@ class _Fragment:
     end: int  # its end state (``-1``: the start)
     edges: _Edges
     eps: _Edges
+    repeats: tuple[tuple[int, int, int], ...]  # its repeats' entries, first block from 0
 
 
-__all__ = ["MAX_NFA_STATES", "NFA", "encodable", "ints", "set_template", "too_many_nfa_states"]
+__all__ = [
+    "MAX_NFA_STATES",
+    "NFA",
+    "REPEAT_MIN_COPIES",
+    "encodable",
+    "ints",
+    "set_template",
+    "too_many_nfa_states",
+]
 
 MAX_NFA_STATES = 400_000
 
@@ -114,6 +126,9 @@ class NFA:
         self.eps_list = array("i")  # while building: src, dst of each epsilon edge
         self.off = self.lo = self.hi = self.dst = self.eps_off = self.eps_dst = array("i")
         self.has_empty_set = False
+        # the counted repetitions' optional copies, as built: see :attr:`repeats`
+        self.repeat_list = array("i")
+        self._nullable: dict[int, bool] = {}
         # states the set templates saved by sharing UTF-8 suffixes: size limits and the
         # eager/lazy choice count them, so they decide as they did before the sharing
         self.shared = 0
@@ -124,6 +139,21 @@ class NFA:
     def size(self) -> int:
         """NFA states, counting set templates as unshared prefix tries."""
         return self.n + self.shared
+
+    @property
+    def repeats(self) -> npt.NDArray[np.int32]:
+        """``int32[r, 3]``: each counted repetition's optional copies as ``(base, width, k)``.
+
+        A repetition ``x{lo,hi}`` with ``k = hi - lo >= REPEAT_MIN_COPIES`` optional copies of
+        an ``x`` that cannot match the empty string: copy ``j`` (``0 <= j < k``) is built on
+        the states ``base + j * width .. base + (j + 1) * width - 1`` (its *block*), from the
+        end state of copy ``j - 1`` (in block ``j - 1``; copy 0 from a state before the
+        blocks), each copy the one before shifted by ``width`` states, and every copy's start
+        has an epsilon edge to the one end state ``base - 1``. One entry per place the
+        repetition was built (a repetition inside another's copies: one per copy), in the
+        order the builds finished. :mod:`outlines_like.fsm._repeat_shift` reads them.
+        """
+        return np.frombuffer(self.repeat_list, dtype=np.int32).reshape(-1, 3)
 
     def new(self) -> int:
         if self.n + self.shared >= MAX_NFA_STATES:
@@ -150,6 +180,7 @@ class NFA:
         self.eps_dst = ints(eps[:, 1])
         self.edge_list, self.eps_list = array("i"), array("i")
         self._built.clear()
+        self._nullable.clear()
 
     def build_into(self, node: Node, s: int) -> int:
         """Add the paths of ``node`` leaving ``s``; return the end state.
@@ -166,6 +197,7 @@ class NFA:
             return self._again(id(node), built, s)
         n0, e0, p0, sh0 = self.n, len(self.edge_list), len(self.eps_list), self.shared
         empty = self.has_empty_set
+        r0 = len(self.repeat_list)
         end = self._build_node(node, s)
         self._built[id(node)] = (
             node,
@@ -179,6 +211,8 @@ class NFA:
             len(self.eps_list),
             self.shared - sh0,
             self.has_empty_set and not empty,
+            r0,
+            len(self.repeat_list),
         )
         return end
 
@@ -197,11 +231,14 @@ class NFA:
         self.has_empty_set |= built.empty
         built.edges.emit(self.edge_list, s, n0)
         built.eps.emit(self.eps_list, s, n0)
+        for base, width, k in built.repeats:
+            self.repeat_list.extend((n0 + base, width, k))
         return s if built.end < 0 else n0 + built.end
 
     def _fragment(self, span: _Span) -> _Fragment:
         """The fragment a first build added: its states from 0, its start state as ``-1``."""
-        _, s, end, n0, n1, e0, e1, p0, p1, shared, empty = span
+        _, s, end, n0, n1, e0, e1, p0, p1, shared, empty, r0, r1 = span
+        flat = self.repeat_list[3 * r0 : 3 * r1]
         return _Fragment(
             n_new=n1 - n0,
             shared=shared,
@@ -209,6 +246,7 @@ class NFA:
             end=-1 if end == s else end - n0,
             edges=_Edges(self.edge_list[e0:e1], 4, s, n0),
             eps=_Edges(self.eps_list[p0:p1], 2, s, n0),
+            repeats=tuple((flat[i] - n0, flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)),
         )
 
     def _build_node(self, node: Node, s: int) -> int:
@@ -236,11 +274,33 @@ class NFA:
         if hi == lo:
             return s
         end = self.new()
+        base = self.n
         for _ in range(hi - lo):
             eps.extend((s, end))
             s = self.build_into(sub, s)
         eps.extend((s, end))
+        k = hi - lo
+        if k >= REPEAT_MIN_COPIES and not self.nullable(sub):
+            self.repeat_list.extend((base, (self.n - base) // k, k))
         return end
+
+    def nullable(self, node: Node) -> bool:
+        """Whether ``node`` matches the empty string (memoised per node while building)."""
+        known = self._nullable.get(id(node))
+        if known is not None:
+            return known
+        if isinstance(node, Chars):
+            out = False
+        elif isinstance(node, Concat):
+            out = all(self.nullable(item) for item in node.items)
+        elif isinstance(node, Alt):
+            out = any(self.nullable(item) for item in node.items)
+        elif isinstance(node, Repeat):
+            out = node.low == 0 or self.nullable(node.item)
+        else:  # pragma: no cover - anchors and atomic groups never reach the build
+            raise AssertionError(f"unexpected {node!r} in the NFA build")
+        self._nullable[id(node)] = out
+        return out
 
     def build_set(self, ranges: Ranges, s: int) -> int:
         if not ranges:

@@ -295,6 +295,10 @@ class SubsetBuilder(SubsetBase):
         self._runs[subset] = runs
         return runs
 
+    def subset(self, i: int) -> tuple[int, ...]:
+        """The NFA states of DFA state ``i``, ascending."""
+        return self.order[i]
+
     def intern(self, subset: _Key) -> int:
         """The DFA state of ``subset``, added if new (past ``max_states``: an error)."""
         j = self.ids.get(subset)

@@ -60,6 +60,7 @@ from outlines_like.fsm.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from outlines_like.fsm._accel_chain import ChainMemo
+    from outlines_like.fsm._repeat_shift import RepeatShift
 
 __all__ = [
     "StateRow",
@@ -1077,6 +1078,16 @@ class TokenIndex:
         self._char_memo: dict[Any, Any] = {}
         self._trie = token_trie(vocab) if _accel.enabled() else None
         self._chain_memo = _chain_memo(self.table) if self._trie is not None else None
+        # string-body rows shared by the states of a long counted repetition one shift apart
+        self._shift: RepeatShift | None = None
+        self._shifted: dict[tuple[int, ...], I32] = {}
+        lazy = self._lazy
+        if self._chain_memo is not None and lazy is not None and lazy.compiled:
+            from outlines_like.fsm._repeat_shift import RepeatShift
+
+            if RepeatShift.worth(lazy.nfa, self.table.max_len):
+                self._shift = RepeatShift(lazy.nfa, self.table.max_len)
+                self._chain_memo.shift = self._shift
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
         self._body = np.zeros(1, dtype=np.uint8)
@@ -1222,8 +1233,16 @@ class TokenIndex:
             if v.dups:
                 _accel.add_duplicates(v.trie, mask.view(np.uint32), None)
             self._keep(s, mask, None)
-        else:  # (nothing walked: ``mask`` is still zero)
-            self._body_row(s, v.trie, v.trie.new_mask())
+            return
+        # (nothing walked: ``mask`` is still zero)
+        key = None if self._shift is None else self._shift.key(v.lazy.subset(s))
+        shared = None if key is None else self._shifted.get(key)
+        if shared is not None:  # a later position of a long bounded string: the same row
+            self._keep(s, shared, None, shared=True)
+            return
+        self._body_row(s, v.trie, v.trie.new_mask())
+        if key is not None:
+            self._shifted[key] = self.rows[s].mask
 
     def _body_row(self, s: int, trie: _accel.TokenTrie, out: npt.NDArray[np.uint32]) -> None:
         """The row of a string body's state from the shared sets, else by the trie walk."""
@@ -1260,8 +1279,11 @@ class TokenIndex:
         else:
             _accel.walk_trie(trie, self.dfa.transitions, s, self._lazy, out, ends)
 
-    def _keep(self, state: int, mask: I32, successors: list[int] | None) -> None:
-        self.nbytes += mask.nbytes + 64
+    def _keep(
+        self, state: int, mask: I32, successors: list[int] | None, shared: bool = False
+    ) -> None:
+        """Keep ``state``'s row (``shared``: its mask is another row's, not counted again)."""
+        self.nbytes += (0 if shared else mask.nbytes) + 64
         if self.nbytes > self.budget.max_bytes:
             self.budget.check_bytes(self.nbytes, "token index rows")
         row = StateRow(mask, self.dfa, self.vocab.tokens, state)

@@ -462,6 +462,16 @@ class LazyByteDFA:
             self._sync(n, mark=False)
 
     @property
+    def nfa(self) -> NFA:
+        """The NFA the states are sets of."""
+        return self._b.nfa
+
+    def subset(self, state: int) -> tuple[int, ...]:
+        """The NFA states of ``state`` (discovered), ascending."""
+        with self._lock:  # (a compiled walk on another thread may be growing the pool)
+            return self._b.subset(state)
+
+    @property
     def compiled(self) -> bool:
         """Whether the builder is the compiled one (:meth:`visit` and the walks run)."""
         return not isinstance(self._b, SubsetBuilder)

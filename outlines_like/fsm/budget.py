@@ -125,6 +125,7 @@ def _forget_reading() -> None:
     # a forked child's thread clock starts again near zero: a reading of the parent's is no
     # lower bound there, and a meter started from it would charge late
     _recent.__dict__.clear()
+    _armed.__dict__.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -142,8 +143,8 @@ class Meter:
 
     __slots__ = ("_clock", "_tokens", "budget", "deadline", "phase")
 
-    def __init__(self, budget: Budget, phase: Phase) -> None:
-        # (one per first visit of a lazy DFA's state: written out, no helper calls)
+    def __init__(self, budget: Budget, phase: Phase, elapsed: float = 0.0) -> None:
+        """``elapsed``: wall time the phase has run already (the deadline is that earlier)."""
         self.budget = budget
         self.phase = phase
         self._clock = clock = _CLOCKS[budget.clock]
@@ -165,7 +166,7 @@ class Meter:
                 _recent.reading = (start, wall, clock)  # (wall read first: never underrated)
         else:
             start = clock()
-        self.deadline = start + seconds
+        self.deadline = start - elapsed + seconds
         self._tokens: list[contextvars.Token[Meter | None]] = []
 
     def check(self, where: str = "") -> None:
@@ -189,30 +190,69 @@ class Meter:
 def check(where: str = "") -> None:
     """Check the running phase's deadline (a no-op outside any :class:`Meter`)."""
     meter = _active.get()
-    if meter is not None:
-        meter.check(where)
+    if meter is None:
+        if _armed.arm is None:
+            return
+        meter = _made()
+    meter.check(where)
 
 
 def active() -> Meter | None:
     """The meter of the running phase, if any."""
-    return _active.get()
+    meter = _active.get()
+    if meter is None and _armed.arm is not None:
+        meter = _made()
+    return meter
+
+
+class _Armed(threading.local):
+    """This thread's meter :func:`start` set up and no check has needed yet."""
+
+    arm: tuple[Budget, Phase, float] | None = None  # its budget, phase and wall-clock start
+    made: bool = False  # whether a check made the meter (then stop() unsets it)
+
+
+_armed = _Armed()
 
 
 def start(budget: Budget, phase: Phase) -> None:
     """Start ``budget``'s meter for ``phase`` on this thread; :func:`stop` ends it.
 
-    :class:`metered` as two plain calls, for a lazy DFA's first visit of a state (one per row,
-    ~10-30 us; the context manager's three method calls were ~0.5 us of it). The caller
-    reads :func:`active` first and starts a meter only where none runs, inside its ``try``,
-    and stops it in its ``finally``: an interrupt (``KeyboardInterrupt``) between the start
-    and the ``try`` would otherwise leave the meter running for the thread's later masks.
+    For a lazy DFA's first visit of a state (one per row, a few us to a few ms), as two plain
+    calls: the meter itself is made only when something checks it (:func:`check`,
+    :func:`active`), which in most first visits nothing does (the kernels ask for a check
+    every 64 rows they build). Until then only the wall clock's reading is kept; the meter
+    made later counts that wall time as spent (the thread's CPU time since is at most that
+    much: never a later deadline than a meter made at the start). Making the meter and
+    setting the context variable for every visit cost ~1 us warm and ~3 us after a kernel's
+    walk has left the caches cold (~1 ms of a harness ``json_large`` first walk).
+
+    The caller reads :func:`active` first and starts a meter only where none runs, inside
+    its ``try``, and stops it in its ``finally``: an interrupt (``KeyboardInterrupt``)
+    between the start and the ``try`` would otherwise leave the meter running for the
+    thread's later masks.
     """
-    _active.set(Meter(budget, phase))
+    _armed.arm = (budget, phase, time.perf_counter())
+
+
+def _made() -> Meter:
+    """The meter :func:`start` set up, made now (the running one from then on)."""
+    arm = _armed.arm
+    assert arm is not None
+    budget, phase, began = arm
+    meter = Meter(budget, phase, elapsed=time.perf_counter() - began)
+    _active.set(meter)
+    _armed.made = True
+    _armed.arm = None
+    return meter
 
 
 def stop() -> None:
     """End the meter :func:`start` started on this thread (there was none before it)."""
-    _active.set(None)
+    _armed.arm = None
+    if _armed.made:
+        _armed.made = False
+        _active.set(None)
 
 
 class metered:

@@ -419,3 +419,37 @@ def test_a_forked_child_does_not_start_from_its_parents_cpu_reading() -> None:
     os.close(read)
     os.waitpid(pid, 0)
     assert answer == b"clear"
+
+
+def test_a_started_meter_is_made_when_checked_with_the_time_already_spent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # start() keeps only the wall clock's reading; the first check (or active()) makes the
+    # meter, its deadline counting the wall time since the start as spent
+    budget = Budget(mask_seconds=5.0, clock="wall")
+    before = time.perf_counter()
+    start(budget, "mask")
+    assert budget_mod._active.get() is None  # nothing made yet
+    time.sleep(0.05)
+    check("a first check")
+    meter = budget_mod._active.get()
+    assert meter is not None
+    assert meter.deadline <= before + 5.0 + 0.01  # from the start, not from the check
+    assert active() is meter
+    stop()
+    assert active() is None
+    assert budget_mod._active.get() is None
+    # a start no check needed: stop leaves nothing behind
+    start(budget, "mask")
+    stop()
+    assert active() is None
+    # a CPU-clock meter made late: never a later deadline than one made at the start
+    monkeypatch.setattr(budget_mod, "_RECENT_S", 0.0)
+    cpu = Budget(mask_seconds=5.0)
+    start(cpu, "mask")
+    at_start = time.thread_time() + 5.0
+    time.sleep(0.02)
+    made = active()
+    assert made is not None
+    assert made.deadline <= at_start
+    stop()

@@ -116,6 +116,19 @@ class PlainGrammar:
     ignore: list[str]
 
 
+def load_lark() -> None:
+    """Import what a grammar's compile takes from Lark (its parser generator, terminals).
+
+    Imported on first use, so that ``import outlines_like`` stays light; the first import
+    costs ~50 ms (Lark's modules, with ``regex`` and ``interegular``), which a process's first
+    grammar compile would otherwise pay (:func:`~outlines_like.fsm.index.prepare_vocabulary`
+    calls this in setup).
+    """
+    import lark.lexer
+    import lark.load_grammar
+    import lark.parsers.lalr_analysis  # noqa: F401
+
+
 def read_plain(text: str, start: str = "start") -> PlainGrammar | None:
     """Read ``text`` when it is plain BNF in Lark syntax (see the module docstring), else None.
 

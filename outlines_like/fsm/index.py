@@ -234,7 +234,8 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     with the token sets of a JSON string's body, and the grammar masker's byte table; with the
     ``accel`` extra, the token trie too, and the compiled walk's kernels are loaded (or
     compiled, the first time: seconds) so that no mask pays for them; and the first pages of
-    a lazy DFA's row table are backed (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`).
+    a lazy DFA's row table are backed (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`),
+    and Lark's modules, which grammar compiles use, are imported (~50 ms once a process).
     Benchmarks and servers call this in setup, so the first compile does not pay for them
     (~0.3 s for 150k tokens, ~0.5 s with the extra).
     """
@@ -254,6 +255,9 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     byte_table(vocab)
     _ = vocab.hash
     prime_row_table()
+    from outlines_like.fsm._grammar_tables import load_lark
+
+    load_lark()
 
 
 def _ascii_set(excluded: bytes) -> bytes:

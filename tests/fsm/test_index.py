@@ -358,3 +358,19 @@ def test_utf8_closed_states(pattern: str, prefix: bytes, closed: bool) -> None:
     dfa = compile_regex(pattern)
     state = dfa.step(dfa.start, prefix)
     assert index_mod._utf8_closed(dfa.transitions, state, None) is closed
+
+
+def test_prepare_vocabulary_imports_lark_for_the_first_grammar_compile() -> None:
+    # (in a fresh interpreter: this one may have imported Lark already)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from outlines_like.fsm import Vocabulary\n"
+        "from outlines_like.fsm.index import prepare_vocabulary\n"
+        "assert 'lark' not in sys.modules\n"
+        "prepare_vocabulary(Vocabulary([b'<eos>', b'a', b'b'], [0]))\n"
+        "assert 'lark.load_grammar' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -266,7 +266,7 @@ class metered:
     __slots__ = ("_meter", "_token")
 
     def __init__(self, budget: Budget, phase: Phase) -> None:
-        self._meter = None if _active.get() is not None else Meter(budget, phase)
+        self._meter = None if active() is not None else Meter(budget, phase)
 
     def __enter__(self) -> None:
         if self._meter is not None:

@@ -443,6 +443,16 @@ def test_a_started_meter_is_made_when_checked_with_the_time_already_spent(
     start(budget, "mask")
     stop()
     assert active() is None
+    # a metered block inside a started meter runs under it (it is running, if not made yet)
+    start(budget, "mask")
+    with metered(Budget(mask_seconds=1e-9), "mask"):
+        inner = active()
+        check("inside")  # the started meter's 5 s, not the block's own budget
+    assert inner is not None
+    assert inner.budget is budget
+    assert active() is inner
+    stop()
+    assert active() is None
     # a CPU-clock meter made late: never a later deadline than one made at the start
     monkeypatch.setattr(budget_mod, "_RECENT_S", 0.0)
     cpu = Budget(mask_seconds=5.0)

@@ -143,30 +143,15 @@ class Meter:
 
     __slots__ = ("_clock", "_tokens", "budget", "deadline", "phase")
 
-    def __init__(self, budget: Budget, phase: Phase, elapsed: float = 0.0) -> None:
-        """``elapsed``: wall time the phase has run already (the deadline is that earlier)."""
+    def __init__(self, budget: Budget, phase: Phase, started: float | None = None) -> None:
+        """``started``: the phase's start on the budget's clock (:func:`_reading`), else now."""
         self.budget = budget
         self.phase = phase
-        self._clock = clock = _CLOCKS[budget.clock]
+        self._clock = _CLOCKS[budget.clock]
         seconds = budget.seconds if phase == "compile" else budget.mask_seconds
-        if budget.clock == "cpu":
-            # this thread's reading of the CPU clock when it is at most ``fresh`` s of wall
-            # time old (earlier: the meter's clock can only count more, never less)
-            fresh = seconds / 100
-            if fresh > _RECENT_S:
-                fresh = _RECENT_S
-            wall = time.perf_counter()  # (vDSO: ~0.08 us)
-            last: tuple[float, float, Callable[[], float]] | None = getattr(
-                _recent, "reading", None
-            )
-            if last is not None and wall - last[1] < fresh and last[2] is clock:
-                start = last[0]
-            else:
-                start = clock()
-                _recent.reading = (start, wall, clock)  # (wall read first: never underrated)
-        else:
-            start = clock()
-        self.deadline = start - elapsed + seconds
+        if started is None:
+            started = _reading(budget, seconds)
+        self.deadline = started + seconds
         self._tokens: list[contextvars.Token[Meter | None]] = []
 
     def check(self, where: str = "") -> None:
@@ -185,6 +170,27 @@ class Meter:
 
     def __exit__(self, *exc: object) -> None:
         _active.reset(self._tokens.pop())
+
+
+def _reading(budget: Budget, seconds: float) -> float:
+    """Now on ``budget``'s clock, for a phase of ``seconds``: a meter's start.
+
+    On the CPU clock, this thread's last reading when it is at most ``fresh`` s of wall time
+    old (earlier: the meter's clock can only count more, never less).
+    """
+    clock = _CLOCKS[budget.clock]
+    if budget.clock != "cpu":
+        return clock()
+    fresh = seconds / 100
+    if fresh > _RECENT_S:
+        fresh = _RECENT_S
+    wall = time.perf_counter()  # (vDSO: ~0.08 us)
+    last: tuple[float, float, Callable[[], float]] | None = getattr(_recent, "reading", None)
+    if last is not None and wall - last[1] < fresh and last[2] is clock:
+        return last[0]
+    started = clock()
+    _recent.reading = (started, wall, clock)  # (wall read first: never underrated)
+    return started
 
 
 def check(where: str = "") -> None:
@@ -208,7 +214,7 @@ def active() -> Meter | None:
 class _Armed(threading.local):
     """This thread's meter :func:`start` set up and no check has needed yet."""
 
-    arm: tuple[Budget, Phase, float] | None = None  # its budget, phase and wall-clock start
+    arm: tuple[Budget, Phase, float] | None = None  # its budget, phase and start (_reading)
     made: bool = False  # whether a check made the meter (then stop() unsets it)
 
 
@@ -218,29 +224,29 @@ _armed = _Armed()
 def start(budget: Budget, phase: Phase) -> None:
     """Start ``budget``'s meter for ``phase`` on this thread; :func:`stop` ends it.
 
-    For a lazy DFA's first visit of a state (one per row, a few us to a few ms), as two plain
-    calls: the meter itself is made only when something checks it (:func:`check`,
-    :func:`active`), which in most first visits nothing does (the kernels ask for a check
-    every 64 rows they build). Until then only the wall clock's reading is kept; the meter
-    made later counts that wall time as spent (the thread's CPU time since is at most that
-    much: never a later deadline than a meter made at the start). Making the meter and
-    setting the context variable for every visit cost ~1 us warm and ~3 us after a kernel's
-    walk has left the caches cold (~1 ms of a harness ``json_large`` first walk).
+    For a first visit of a state (a lazy DFA's or a grammar's: one per row, a few us to a
+    few ms), as two plain calls: the meter itself is made only when something checks it
+    (:func:`check`, :func:`active`), which in most first visits nothing does (the kernels
+    ask for a check every 64 rows they build). Until then only its start is kept, read now
+    as a meter reads it (the same deadline). Making the meter and setting the context
+    variable for every visit cost ~1 us warm and ~3 us after a kernel's walk has left the
+    caches cold (~1 ms of a harness ``json_large`` first walk).
 
     The caller reads :func:`active` first and starts a meter only where none runs, inside
     its ``try``, and stops it in its ``finally``: an interrupt (``KeyboardInterrupt``)
     between the start and the ``try`` would otherwise leave the meter running for the
     thread's later masks.
     """
-    _armed.arm = (budget, phase, time.perf_counter())
+    seconds = budget.seconds if phase == "compile" else budget.mask_seconds
+    _armed.arm = (budget, phase, _reading(budget, seconds))
 
 
 def _made() -> Meter:
     """The meter :func:`start` set up, made now (the running one from then on)."""
     arm = _armed.arm
     assert arm is not None
-    budget, phase, began = arm
-    meter = Meter(budget, phase, elapsed=time.perf_counter() - began)
+    budget, phase, started = arm
+    meter = Meter(budget, phase, started)
     _active.set(meter)
     _armed.made = True
     _armed.arm = None
@@ -261,17 +267,19 @@ class metered:
     A compile's first mask runs inside the compile's meter; a later mask gets its own.
     """
 
-    # a lazy DFA's first visit of a state runs one of these per row (~30 us): it sets the
-    # context variable itself rather than through the meter's enter and exit (~0.8 us less)
-    __slots__ = ("_meter", "_token")
+    # a grammar's first visit of a state runs one of these per row: its meter is started
+    # as :func:`start` starts one (made only if something checks it)
+    __slots__ = ("_budget", "_own", "_phase")
 
     def __init__(self, budget: Budget, phase: Phase) -> None:
-        self._meter = None if active() is not None else Meter(budget, phase)
+        self._budget = budget
+        self._phase = phase
+        self._own = active() is None
 
     def __enter__(self) -> None:
-        if self._meter is not None:
-            self._token = _active.set(self._meter)
+        if self._own:
+            start(self._budget, self._phase)
 
     def __exit__(self, *exc: object) -> None:
-        if self._meter is not None:
-            _active.reset(self._token)
+        if self._own:
+            stop()

@@ -376,19 +376,9 @@ def _run(
     return ret
 
 
+_RUN_ARGS = (numba.int64, _i32, _i32, _i64, _i32, _i32, *[numba.int64] * 3, _i32)
 _run_kernel: Callable[..., int] = _jit(
-    _run,
-    numba.int64,
-    _i32,
-    _i32,
-    _i64,
-    _i32,
-    _i32,
-    *[numba.int64] * 3,
-    _i32,
-    numba.types.Array(numba.int64, 2, "C"),
-    _i32,
-    numba.int64,
+    _run, *_RUN_ARGS, numba.types.Array(numba.int64, 2, "C"), _i32, numba.int64
 )
 _sizes_kernel: Callable[[I32, I32, I64, I32, I64, int], I64] = _jit(
     _sizes, _i32, _i32, _i64, _i32, _i64, numba.int64

@@ -71,8 +71,14 @@ def reachable_rows(
     dfa: ByteDFA | LazyByteDFA, vocab: Vocabulary, limit: int
 ) -> list[tuple[int, list[int]]]:
     """(state, allowed ids by the compiled index) for up to ``limit`` states, breadth first."""
-    index = TokenIndex(dfa, vocab)
-    out, todo, seen = [], [dfa.start], {dfa.start}
+    return index_rows(TokenIndex(dfa, vocab), limit)
+
+
+def index_rows(index: TokenIndex, limit: int) -> list[tuple[int, list[int]]]:
+    """(state, allowed ids by ``index``) for up to ``limit`` states, breadth first."""
+    vocab, dfa = index.vocab, index.dfa
+    out: list[tuple[int, list[int]]] = []
+    todo, seen = [dfa.start], {dfa.start}
     while todo and len(out) < limit:
         state = todo.pop(0)
         row = index.row(state)

@@ -13,6 +13,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import outlines_like.fsm.index as index_mod
 from outlines_like.fsm import Vocabulary, _accel
@@ -21,7 +23,7 @@ from outlines_like.fsm._repeat_shift import RepeatShift
 from outlines_like.fsm.index import TokenIndex
 from outlines_like.fsm.regex_dfa import LazyByteDFA, compile_regex_auto
 from outlines_like.types._regex import parse_regex
-from tests.fsm.test_accel_chain import PIECES, byte_walk_ids
+from tests.fsm.test_accel_chain import PIECES, byte_walk_ids, index_rows
 
 STRING = r'[^"\\\x00-\x1f]'
 ESCAPED = rf'(?:{STRING}|\\["\\/bfnrt]|\\u[0-9a-fA-F]{{4}})'
@@ -75,6 +77,8 @@ def builds(pattern: str) -> tuple[NFA, NFA]:
     compiled, _, _ = Program(tree).build()
     return python, compiled
 
+
+LEXEME_SHARE = index_mod._LEXEME_SHARE
 
 needs_numba = pytest.mark.skipif(
     not _accel.available(), reason="numba is not installed (the accel extra)"
@@ -131,22 +135,6 @@ def block_edges(
     return byte, eps
 
 
-def reachable(index: TokenIndex, limit: int) -> list[tuple[int, list[int]]]:
-    vocab = index.vocab
-    out: list[tuple[int, list[int]]] = []
-    todo, seen = [index.dfa.start], {index.dfa.start}
-    while todo and len(out) < limit:
-        state = todo.pop(0)
-        row = index.row(state)
-        ids = row.ids(vocab.size).tolist()
-        out.append((state, ids))
-        for tok in ids:
-            if tok and (nxt := row.next_state(tok)) not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return out
-
-
 @pytest.fixture
 def shifts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the chains stopped as loops; lets toy vocabularies take the shared sets."""
@@ -176,7 +164,7 @@ def test_rows_of_long_repetitions_are_the_byte_walks(
     assert isinstance(dfa, LazyByteDFA)
     index = TokenIndex(dfa, vocab)
     assert index._shift is not None
-    for state, ids in reachable(index, 400):
+    for state, ids in index_rows(index, 400):
         assert ids == byte_walk_ids(dfa, vocab, state), (pattern, state)
     if pattern not in MIXED:
         assert (shifts[0] > 0) == (pattern in PATTERNS)
@@ -230,3 +218,50 @@ def test_keys_and_loops_on_a_bounded_string() -> None:
         dfa.subset, c[1], c[2], bytes(b in b'a"' for b in range(128))
     )
     assert not RepeatShift.worth(dfa.nfa, reach=38)
+
+
+ITEMS = [STRING, ESCAPED, r'[^"\\\x00-\x1f,]', rf"(?:{STRING}|ab)", r"(?:[^\x00-\x7f]|[a-f ])"]
+TAILS = ["", "x?", f"{STRING}*", "[a-z]{0,2}", r"\\\\?"]
+
+
+@st.composite
+def long_repetitions(draw: st.DrawFn) -> str:
+    """A bounded string-like body of 16-40 copies, in a string or a short list of them."""
+    item = draw(st.sampled_from(ITEMS))
+    lo = draw(st.integers(0, 3))
+    hi = draw(st.integers(max(lo + REPEAT_MIN_COPIES, 16), 40))
+    body = f'"{item}{{{lo},{hi}}}"{draw(st.sampled_from(TAILS))}'
+    if draw(st.booleans()):
+        return body
+    return rf"\[(?:{body}, ?){{0,2}}\]"
+
+
+@needs_numba
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=long_repetitions(), seed=st.integers(0, 3))
+def test_random_long_repetitions_give_the_byte_walks_rows(pattern: str, seed: int) -> None:
+    """Every reachable row of random long repetitions, with the loop rule and shared rows on,
+    equals the token-by-token walk."""
+    index_mod._LEXEME_SHARE = 10**6  # (restored below: toy vocabularies take the shared sets)
+    try:
+        vocab = short_vocab(seed)
+        dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
+        assert isinstance(dfa, LazyByteDFA)
+        index = TokenIndex(dfa, vocab)
+        for state, ids in index_rows(index, 150):
+            assert ids == byte_walk_ids(dfa, vocab, state), (pattern, state)
+        # and down the strings, mostly one character at a time, to their last copies
+        rng = np.random.default_rng(seed)
+        char = vocab.tokens.index(b"e")
+        state = dfa.start
+        for _ in range(120):
+            row = index.row(state)
+            ids = row.ids(vocab.size).tolist()
+            assert ids == byte_walk_ids(dfa, vocab, state), (pattern, state)
+            text = [t for t in ids if t]
+            if not text:
+                break
+            tok = char if char in text and rng.random() < 0.8 else int(rng.choice(text))
+            state = row.next_state(tok)
+    finally:
+        index_mod._LEXEME_SHARE = LEXEME_SHARE

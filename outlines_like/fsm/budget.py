@@ -72,6 +72,10 @@ class Budget:
         if self.clock not in ("cpu", "wall"):
             raise ValueError(f"Budget.clock must be 'cpu' or 'wall', got {self.clock!r}")
 
+    def phase_seconds(self, phase: Phase) -> float:
+        """The time ``phase`` may take: :attr:`seconds` to compile, :attr:`mask_seconds` else."""
+        return self.seconds if phase == "compile" else self.mask_seconds
+
     def meter(self, phase: Phase) -> Meter:
         """Start the clock of one phase (``"compile"`` or ``"mask"``)."""
         return Meter(self, phase)
@@ -148,7 +152,7 @@ class Meter:
         self.budget = budget
         self.phase = phase
         self._clock = _CLOCKS[budget.clock]
-        seconds = budget.seconds if phase == "compile" else budget.mask_seconds
+        seconds = budget.phase_seconds(phase)
         if started is None:
             started = _reading(budget, seconds)
         self.deadline = started + seconds
@@ -159,7 +163,7 @@ class Meter:
         if self._clock() > self.deadline:
             b = self.budget
             limit = "seconds" if self.phase == "compile" else "mask_seconds"
-            seconds = b.seconds if self.phase == "compile" else b.mask_seconds
+            seconds = b.phase_seconds(self.phase)
             raise b.exceeded(
                 limit, where, f"the {self.phase} took more than {seconds:g} s of {b.clock} time"
             )
@@ -237,8 +241,7 @@ def start(budget: Budget, phase: Phase) -> None:
     between the start and the ``try`` would otherwise leave the meter running for the
     thread's later masks.
     """
-    seconds = budget.seconds if phase == "compile" else budget.mask_seconds
-    _armed.arm = (budget, phase, _reading(budget, seconds))
+    _armed.arm = (budget, phase, _reading(budget, budget.phase_seconds(phase)))
 
 
 def _made() -> Meter:

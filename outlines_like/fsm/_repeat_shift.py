@@ -47,48 +47,50 @@ class RepeatShift:
 
     def __init__(self, nfa: NFA, reach: int) -> None:
         reps = nfa.repeats
-        reps = reps[reps[:, 2] >= reach + 3]
+        reps = reps[reps[:, 2] >= reach + 3]  # (shorter ones: every copy is near the last)
         self.reach = reach
         self._nfa = nfa
         # per long repetition (plain ints: read per first visit of a string-body state)
         self._base: list[int] = reps[:, 0].tolist()
         self._width: list[int] = reps[:, 1].tolist()
         self._k: list[int] = reps[:, 2].tolist()
+        self._span = [w * k for w, k in zip(self._width, self._k, strict=True)]
         self._of: array[int] | None = None  # each NFA state's innermost one (-1: none)
 
-    @staticmethod
-    def worth(nfa: NFA, reach: int) -> bool:
-        """Whether ``nfa`` has a repetition long enough for a loop test to pass."""
-        reps = nfa.repeats
-        return bool(reps.shape[0]) and bool((reps[:, 2] >= reach + 3).any())
+    @classmethod
+    def of(cls, nfa: NFA, reach: int) -> RepeatShift | None:
+        """The test for ``nfa``, or ``None`` when it has no repetition long enough for it."""
+        shift = cls(nfa, reach)
+        return shift if shift._base else None
 
     def _owner(self) -> array[int]:
         of = self._of
         if of is None:
             owner = np.full(self._nfa.n, -1, dtype=np.int32)
-            spans = [w * k for w, k in zip(self._width, self._k, strict=True)]
+            spans = self._span
             for r in sorted(range(len(spans)), key=lambda r: -spans[r]):  # outer ones first
                 owner[self._base[r] : self._base[r] + spans[r]] = r
             of = self._of = array("i", owner.tobytes())
         return of
 
-    def _place(self, states: Sequence[int]) -> tuple[int, int, int] | None:
-        """Where ``states`` sit: ``(r, first, last)``, else ``None``.
+    def _place(self, states: Sequence[int]) -> tuple[int, int, int, int] | None:
+        """Where ``states`` sit: ``(base, width, end, first)``, else ``None``.
 
-        ``r``: the innermost long repetition with states of ``states`` in its copies (the
-        others' states are left in place), ``first`` and ``last`` the copies they are in;
-        ``None`` when there is none, or a token could reach its last copies from them.
+        The innermost long repetition with states of ``states`` in its copies (the others'
+        states are left in place): its blocks ``base .. end - 1`` of ``width`` states, and
+        the first copy ``states`` are in; ``None`` when there is none, or a token could reach
+        its last copies from them.
         """
-        of = self._owner()
+        of, spans = self._owner(), self._span
         r = -1
         for s in states:
             x = of[s]
-            if x >= 0 and x != r and (r < 0 or self._width[x] * self._k[x] < self._span(r)):
+            if x >= 0 and x != r and (r < 0 or spans[x] < spans[r]):
                 r = x
         if r < 0:
             return None
         base, width, k = self._base[r], self._width[r], self._k[r]
-        end = base + width * k
+        end = base + spans[r]
         first, last = k, -1
         for s in states:
             if base <= s < end:
@@ -96,10 +98,7 @@ class RepeatShift:
                 first, last = min(first, j), max(last, j)
         if last + self.reach + 2 > k - 1:
             return None  # a token could reach the last copies
-        return r, first, last
-
-    def _span(self, r: int) -> int:
-        return self._width[r] * self._k[r]
+        return base, width, end, first
 
     def key(self, states: Sequence[int]) -> tuple[int, ...] | None:
         """A key equal for two DFA states whose masks are equal by the shift, else ``None``.
@@ -113,11 +112,9 @@ class RepeatShift:
         place = self._place(states)
         if place is None:
             return None
-        r, first, _ = place
-        base, width = self._base[r], self._width[r]
-        end = base + width * self._k[r]
+        base, width, end, first = place
         shift = first * width
-        return (r, *sorted(s - shift if base <= s < end else s for s in states))
+        return (base, *sorted(s - shift if base <= s < end else s for s in states))
 
     def loops(
         self, subset: Callable[[int], Sequence[int]], c1: int, c2: int, step_bytes: bytes
@@ -132,8 +129,7 @@ class RepeatShift:
         place = self._place(first)
         if place is None:
             return False
-        base, width = self._base[place[0]], self._width[place[0]]
-        end = base + width * self._k[place[0]]
+        base, width, end, _ = place
         moved: list[int] = []
         outside: list[int] = []
         for s in first:

@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm import _accel
+from outlines_like.fsm._grammar_tables import load_lark
 from outlines_like.fsm._grammar_walk import byte_table
 from outlines_like.fsm._lexemes import (
     NON_ASCII,
@@ -53,6 +54,7 @@ from outlines_like.fsm._lexemes import (
     column_layout,
     utf8_valid_prefixes,
 )
+from outlines_like.fsm._repeat_shift import RepeatShift
 from outlines_like.fsm._subset import VISIT_WALKED
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, active, start, stop
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA, prime_row_table
@@ -60,7 +62,6 @@ from outlines_like.fsm.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from outlines_like.fsm._accel_chain import ChainMemo
-    from outlines_like.fsm._repeat_shift import RepeatShift
 
 __all__ = [
     "StateRow",
@@ -255,8 +256,6 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
     byte_table(vocab)
     _ = vocab.hash
     prime_row_table()
-    from outlines_like.fsm._grammar_tables import load_lark
-
     load_lark()
 
 
@@ -1083,15 +1082,11 @@ class TokenIndex:
         self._trie = token_trie(vocab) if _accel.enabled() else None
         self._chain_memo = _chain_memo(self.table) if self._trie is not None else None
         # string-body rows shared by the states of a long counted repetition one shift apart
-        self._shift: RepeatShift | None = None
+        # (the repetitions' test is the chain memo's, where chains stop as loops)
         self._shifted: dict[tuple[int, ...], I32] = {}
         lazy = self._lazy
         if self._chain_memo is not None and lazy is not None and lazy.compiled:
-            from outlines_like.fsm._repeat_shift import RepeatShift
-
-            if RepeatShift.worth(lazy.nfa, self.table.max_len):
-                self._shift = RepeatShift(lazy.nfa, self.table.max_len)
-                self._chain_memo.shift = self._shift
+            self._chain_memo.shift = RepeatShift.of(lazy.nfa, self.table.max_len)
         self._stack = np.empty(self._trie.stack_size if self._trie else 0, dtype=np.int32)
         self._no_ends = np.zeros(0, dtype=np.int32)
         self._body = np.zeros(1, dtype=np.uint8)
@@ -1239,7 +1234,8 @@ class TokenIndex:
             self._keep(s, mask, None)
             return
         # (nothing walked: ``mask`` is still zero)
-        key = None if self._shift is None else self._shift.key(v.lazy.subset(s))
+        shift = v.memo.shift
+        key = None if shift is None else shift.key(v.lazy.subset(s))
         shared = None if key is None else self._shifted.get(key)
         if shared is not None:  # a later position of a long bounded string: the same row
             self._keep(s, shared, None, shared=True)

@@ -163,7 +163,8 @@ def test_rows_of_long_repetitions_are_the_byte_walks(
     dfa = compile_regex_auto(pattern, eager_nfa_limit=0)
     assert isinstance(dfa, LazyByteDFA)
     index = TokenIndex(dfa, vocab)
-    assert index._shift is not None
+    assert index._chain_memo is not None
+    assert index._chain_memo.shift is not None
     for state, ids in index_rows(index, 400):
         assert ids == byte_walk_ids(dfa, vocab, state), (pattern, state)
     if pattern not in MIXED:
@@ -217,7 +218,7 @@ def test_keys_and_loops_on_a_bounded_string() -> None:
     assert not RepeatShift(dfa.nfa, reach=4).loops(
         dfa.subset, c[1], c[2], bytes(b in b'a"' for b in range(128))
     )
-    assert not RepeatShift.worth(dfa.nfa, reach=38)
+    assert RepeatShift.of(dfa.nfa, reach=38) is None
 
 
 ITEMS = [STRING, ESCAPED, r'[^"\\\x00-\x1f,]', rf"(?:{STRING}|ab)", r"(?:[^\x00-\x7f]|[a-f ])"]

@@ -6,9 +6,10 @@ product of the terminals' DFAs: a state is live while any terminal can still mat
 records which terminal a lexeme ending there becomes (Lark's choice: the first terminal in
 scanner order that matches the whole lexeme, retyped to an equal string terminal, as Lark's
 ``UnlessCallback`` does). States are numbered breadth first, a state's new successors in the
-order of the first byte reaching them. A context of plain terminals (no priorities, retyping or
-GLR matches: every context of a JSON Schema's grammar) is built by the compiled kernel of
-:mod:`outlines_like.fsm._accel_lexer` when the ``accel`` extra is on, to the same table.
+order of the first byte reaching them. A context without priorities or GLR matches (every
+context of a JSON Schema's grammar) is built by the compiled kernel of
+:mod:`outlines_like.fsm._accel_lexer` when the ``accel`` extra is on, to the same table (with
+retyping, where the string terminals can be placed in the scanner order: :func:`_retyped_order`).
 """
 
 from __future__ import annotations
@@ -352,11 +353,15 @@ def build_context(
     prio = [0] * len(live) if priorities is None else [priorities[t] for t in live]
     by_priority = not all_matches and len(set(prio)) > 1
     kernels = None if _kernels_hook is None else _kernels_hook()
-    if kernels is not None and live and not (all_matches or by_priority or tracked):
-        check("grammar lexer context")
-        built = _compiled_context(kernels, live, [dfas[t] for t in live], len(dfas), classify)
-        if built is not None:
-            return built
+    if kernels is not None and live and not (all_matches or by_priority):
+        components = _retyped_order(live, unless, tracked, dfas) if tracked else live
+        if components is not None:
+            check("grammar lexer context")
+            built = _compiled_context(
+                kernels, live, components, [dfas[t] for t in components], len(dfas), classify
+            )
+            if built is not None:
+                return built
     comps = live + tracked
     n_live = len(live)
     comp_trans = [dfas[t].transitions for t in comps]
@@ -548,28 +553,73 @@ def build_context(
     )
 
 
+def _retyped_order(
+    live: list[int],
+    unless: Mapping[int, Sequence[int]],
+    tracked: list[int],
+    dfas: TerminalDFAs | Sequence[TerminalDFA],
+) -> list[int] | None:
+    """The components of a context with retyping, in an order where the first match wins.
+
+    Lark retypes a lexeme its regex terminal ``i`` matched to the string terminal ``j`` equal
+    to it (``unless[i]``); ``j`` itself is not among the scanner's terminals. With ``j`` placed
+    just before the first such ``i`` of the scanner order, the first component matching a
+    lexeme is the terminal Lark gives it: where ``j`` matches (the lexeme is ``j``'s text),
+    ``i`` matches too, so the terminals before ``j`` are those before ``i``, and ``j`` wins
+    exactly where ``i`` would have won and been retyped. Each ``j`` must be a literal that
+    ``i``'s DFA accepts whole (then ``j`` is never live without ``i``: the product has the
+    same states as the Python build's, which tracks ``j`` beside the live terminals), and no
+    ``j`` may be live itself or tracked for a regex terminal outside the scanner; else
+    ``None`` (the Python build).
+    """
+    before: dict[int, list[int]] = {}
+    placed: set[int] = set()
+    for i in live:
+        for j in unless.get(i, ()):
+            literal = dfas[j].literal
+            if literal is None or not _accepts(dfas[i], literal):
+                return None
+            if j not in placed:
+                placed.add(j)
+                before.setdefault(i, []).append(j)
+    if len(placed) != len(tracked) or not placed.isdisjoint(live):
+        return None
+    return [t for i in live for t in (*before.get(i, ()), i)]
+
+
+def _accepts(dfa: TerminalDFA, data: bytes) -> bool:
+    state = dfa.start
+    rows = dfa.transitions
+    for byte in data:
+        state = int(rows[state, byte])  # (the dead row, -1, reads -1 everywhere)
+    return bool(dfa.accepting[state])
+
+
 def _compiled_context(
     kernels: ModuleType,
     order: list[int],
+    components: list[int],
     comp_dfas: list[TerminalDFA],
     n_terms: int,
     classify: Callable[[tuple[int, ...]], int],
 ) -> ContextDFA | None:
     """:func:`build_context` in the compiled kernel, for a context of plain terminals.
 
-    No priorities, retyping or GLR matches; ``None`` past :data:`_KERNEL_MAX_STATES` states.
-    The product comes from the process's memo when another context (of any grammar) had the
-    same components in the same order; only the class and terminal ids are this grammar's.
+    ``components``: the terminals of the product, ``order`` with the retyping targets placed
+    (:func:`_retyped_order`). No priorities or GLR matches; ``None`` past
+    :data:`_KERNEL_MAX_STATES` states. The product comes from the process's memo when another
+    context (of any grammar) had the same components in the same order; only the class and
+    terminal ids are this grammar's.
     """
     product = context_product(kernels, comp_dfas, _KERNEL_MAX_STATES)
     if product is None:
         return None
     # the terminals' classes, asked for in the order of the states (as the Python build does)
-    classes = [classify((order[c],)) for c in product.labels]
+    classes = [classify((components[c],)) for c in product.labels]
     classes.append(-1)
     winner_array = np.array(classes, dtype=np.int64)[product.label_at]
     by_term = np.zeros((len(winner_array), n_terms), dtype=np.bool_)
-    by_term[:, order] = product.reach  # its components' columns to this grammar's terminals
+    by_term[:, components] = product.reach  # its components' columns to this grammar's ids
     return ContextDFA(
         terminals=tuple(order),
         transitions=product.transitions,

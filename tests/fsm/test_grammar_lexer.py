@@ -62,9 +62,24 @@ VALUE: /"([^"\\]|\\.)*"/ | /-?[0-9]+/
 """
 
 
+# Retyping (Lark's UnlessCallback) in one context: keywords equal to NAMEs, quoted values equal
+# to STRINGs (a JSON Schema's enum beside a free string: `anyOf: [{}, {enum: [...]}]`), one a
+# prefix of another
+RETYPED = r"""
+start: stmt+
+stmt: "let" NAME "=" value ";" | NAME ";"
+value: NAME | NUM | "true" | "tru" | STRING | "\"on\"" | "\"off\"" | "\"of\""
+NAME: /[a-z]+/
+NUM: /[0-9]+/
+STRING: /"[a-z]*"/
+%ignore " "
+"""
+
+
 @pytest.mark.parametrize(
     "grammar",
     [
+        RETYPED,
         grammar_cases.JSON_LARK,
         grammar_cases.ARITH_LARK,
         grammar_cases.KEYWORDS,
@@ -124,7 +139,7 @@ def test_context_builds_agree(grammar: str, monkeypatch: pytest.MonkeyPatch) -> 
         for state in compiled._parser.actions:
             compiled._state_context(state)
     assert built
-    if len(hooks) > 1 and grammar in (MEMBERS, MANY_WORDS, grammar_cases.JSON_LARK):
+    if len(hooks) > 1 and grammar in (MEMBERS, MANY_WORDS, grammar_cases.JSON_LARK, RETYPED):
         assert any(kernel_built)  # the kernel's way was taken, not only the Python builds
 
 
@@ -302,3 +317,68 @@ def test_states_with_the_same_terminals_share_a_context(which: str) -> None:
     compiled._scanner_key = lambda state: next(keys)  # type: ignore[method-assign]
     assert [compiled._state_context(s) for s in parser.actions] == got
     assert len(compiled._contexts) == n_contexts
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled context build needs numba")
+def test_retyping_in_the_kernel_is_lark_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context with retyping takes the kernel with each string terminal placed before the
+    first regex terminal retyping to it: the same context as the Python build, which tracks
+    the strings beside the scanner's terminals; a string the regex's DFA does not accept whole
+    (Lark's check and ours disagreeing) keeps the Python build."""
+    from outlines_like.fsm import _accel_lexer
+
+    name = terminal_dfa("NAME", "re", "[a-z]+", ())
+    word = terminal_dfa("WORD", "re", "[a-z0-9]+", ())
+    let, lets, up = (terminal_dfa("", "str", text, ()) for text in ("let", "lets", "Let"))
+    dfas = [name, word, let, lets, up]
+    classify: dict[tuple[int, ...], int] = {}
+
+    def each_way(order: list[int], unless: dict[int, list[int]]) -> tuple[ContextDFA, bool]:
+        out = []
+        took_kernel = False
+        for hook in (None, lambda: _accel_lexer):
+            monkeypatch.setattr(_grammar_lexer, "_kernels_hook", hook)
+            calls: list[int] = []
+            real = _grammar_lexer._compiled_context
+
+            def counted(*args: Any, real: Any = real, calls: list[int] = calls) -> Any:
+                calls.append(1)
+                return real(*args)
+
+            monkeypatch.setattr(_grammar_lexer, "_compiled_context", counted)
+            out.append(
+                build_context(order, unless, dfas, lambda t: classify.setdefault(t, len(classify)))
+            )
+            monkeypatch.setattr(_grammar_lexer, "_compiled_context", real)
+            took_kernel = took_kernel or bool(calls)
+        a, b = out
+        np.testing.assert_array_equal(a.transitions, b.transitions)
+        np.testing.assert_array_equal(a.winner, b.winner)
+        np.testing.assert_array_equal(a.reach, b.reach)
+        assert a.terminals == b.terminals == tuple(order)
+        return a, took_kernel
+
+    def lexeme(ctx: ContextDFA, text: bytes) -> tuple[int, ...]:
+        state = 0
+        for byte in text:
+            state = int(ctx.transitions[state, byte])
+        winner = int(ctx.winner[state])
+        return next(t for t, c in classify.items() if c == winner) if winner >= 0 else ()
+
+    # NAME first: "let" and "lets" become the strings, other words NAME; WORD never wins a word
+    ctx, kernel = each_way([0, 1], {0: [2, 3], 1: [2]})
+    assert kernel
+    words = (b"let", b"lets", b"le", b"letx", b"l3t")
+    assert [lexeme(ctx, w) for w in words] == [(2,), (3,), (0,), (0,), (1,)]
+    assert ctx.reach[0, [0, 1, 2, 3]].all()
+    assert not ctx.reach[0, 4]
+    # WORD first: WORD retypes "let" only; "lets" stays WORD (NAME's target, but NAME is second)
+    ctx, kernel = each_way([1, 0], {0: [2, 3], 1: [2]})
+    assert kernel
+    assert [lexeme(ctx, w) for w in (b"let", b"lets", b"abc")] == [(2,), (1,), (1,)]
+    # a string NAME's DFA does not accept: the Python build
+    _, kernel = each_way([0], {0: [4]})
+    assert not kernel
+    # a string that is also one of the scanner's terminals: the Python build
+    _, kernel = each_way([0, 2], {0: [2]})
+    assert not kernel

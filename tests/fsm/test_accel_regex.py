@@ -62,7 +62,22 @@ def test_the_split_keeps_its_numbering_when_nothing_refines_it() -> None:
 
 
 @pytest.mark.parametrize(
-    "pattern", ["(ab|cb)+d?", "[0-9]{1,5}", "(a|b)*abb", "x|y|z", "", "[^a]*a[^a]*", "(ab){3}c?"]
+    "pattern",
+    [
+        "(ab|cb)+d?",
+        "[0-9]{1,5}",
+        "(a|b)*abb",
+        "x|y|z",
+        "",
+        "[^a]*a[^a]*",
+        "(ab){3}c?",
+        # long chains: the distinguishing paths as long as the DFA (a JSON Schema's bounded
+        # string, a grammar terminal's), where Moore took a round per step
+        r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,30}"',
+        r"[0-9]{1,5}(\.[0-9]{0,20})?",
+        r"(a|b)*abb[ab]{0,6}",
+        r"(?:a{0,20}b|a{0,13}c){1,3}",
+    ],
 )
 def test_regex_dfas_minimise_the_same(pattern: str) -> None:
     builder = _build(pattern, 1000)
@@ -83,3 +98,52 @@ def test_compile_regex_is_the_same_with_either_path() -> None:
     np.testing.assert_array_equal(pure.accepting, fast.accepting)
     np.testing.assert_array_equal(pure.byte_classes, fast.byte_classes)
     np.testing.assert_array_equal(pure.class_transitions, fast.class_transitions)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(40, 400),
+    k=st.integers(1, 8),
+    seed=st.integers(0, 2**32 - 1),
+    chain=st.booleans(),
+)
+def test_larger_tables_minimise_the_same(n: int, k: int, seed: int, chain: bool) -> None:
+    """Hundreds of states, random or chain-like (each state's successors mostly the next few
+    states, so that blocks split late, one step of a long path at a time)."""
+    rng = np.random.default_rng(seed)
+    if chain:
+        table = np.minimum(np.arange(n)[:, None] + rng.integers(0, 3, (n, k)), n - 1)
+        table[rng.random((n, k)) > 0.7] = -1
+    else:
+        table = rng.integers(0, n, (n, k))
+        table[rng.random((n, k)) > 0.5] = -1
+    accepting = rng.random(n) < (0.05 if chain else 0.3)
+    assert_same(table, accepting, int(rng.integers(0, n)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 160),
+    k=st.integers(1, 6),
+    seed=st.integers(0, 2**32 - 1),
+    chain=st.booleans(),
+)
+def test_hopcroft_and_moore_find_the_same_blocks(n: int, k: int, seed: int, chain: bool) -> None:
+    """:func:`minimize` refines small DFAs by Moore's rounds and larger ones by Hopcroft's
+    algorithm: on any table, the two write the same blocks, numbered the same way."""
+    from outlines_like.fsm import _accel_regex
+
+    rng = np.random.default_rng(seed)
+    if chain:
+        table = np.minimum(np.arange(n)[:, None] + rng.integers(0, 3, (n, k)), n - 1)
+    else:
+        table = rng.integers(0, n, (n, k))
+    table[rng.random((n, k)) > 0.6] = -1
+    table = np.ascontiguousarray(table, dtype=np.int32)
+    accepting = (rng.random(n) < 0.2).astype(np.uint8)
+    moore = np.empty(n, dtype=np.int64)
+    hopcroft = np.empty(n, dtype=np.int64)
+    assert _accel_regex._moore(table, accepting, moore) == _accel_regex._coarsest(
+        table, accepting, hopcroft
+    )
+    np.testing.assert_array_equal(hopcroft, moore)

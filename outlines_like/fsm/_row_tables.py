@@ -1,28 +1,37 @@
-"""The lazy DFA's row tables: mapped without huge pages, and kept for reuse once dropped.
+"""The lazy DFA's row tables: mapped without huge pages, kept for reuse, stocked ahead of use.
 
 A lazy DFA (:class:`~outlines_like.fsm.regex_dfa.LazyByteDFA`) reserves a large table of
 rows up front and touches it a few rows at a time as walks discover states, so how the OS
 backs those pages shows in single masks. Here: the mapping (no huge pages past numpy's
-threshold) and a small pool of dropped tables' mappings handed to the next table of their
-size.
+threshold), a small pool of dropped tables' mappings handed to the next table of their
+size, and a stock: a table whose first pages are backed, made in setup (:func:`prime`) and
+made again by a background thread after each compile that took one (:func:`refill`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
+import queue
 import threading
+import time
 import weakref
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["prime", "rows_table"]
+__all__ = ["prime", "refill", "rows_table", "wait_refills"]
 
 _NOHUGEPAGE_BYTES = 4 << 20  # numpy advises huge pages from there on (see rows_table)
 _FREE_TABLES = 4  # mappings of dropped tables kept for the next lazy DFAs (see rows_table)
 _KEEP_BYTES = 4 << 20  # of a kept mapping's pages, those past this are handed back to the OS
 _free_tables: list[mmap.mmap] = []
 _free_lock = threading.Lock()
+_stock_sizes: set[int] = set()  # table sizes (bytes) kept in stock: those prime() backed
+_wanted: set[int] = set()  # stocked sizes taken since the last refill()
+_refilling: set[int] = set()  # sizes asked of the refill thread, not stocked yet
+_refill_queue: queue.SimpleQueue[int] | None = None  # the refill thread's, once started
 
 
 def rows_table(cap: int) -> npt.NDArray[np.int32]:
@@ -40,11 +49,12 @@ def rows_table(cap: int) -> npt.NDArray[np.int32]:
     back pages a dropped table had touched; so the mapping of a table nothing views any more
     is kept (at most :data:`_FREE_TABLES` of them, their first :data:`_KEEP_BYTES` still
     mapped: at most 16 MiB held, only pages a table touched) and handed to the next table of
-    the same size. 4 MiB are the rows of a DFA's first 4,096 states: a JSON Schema's lazy DFA
-    builds rows that far (harness ``json_large``: ~1,500 rows among ~4,100 states, on ~650
-    pages, as the states inside characters that are never built sit between them); with
-    1 MiB kept, its first walk on a reused table still took 515 of those faults (~2 us
-    each, ~10% of the walk). Its rows hold the old DFA's
+    the same size; a table of a size :func:`prime` stocked is stocked again once the compile
+    that took it is done (:func:`refill`). 4 MiB are the rows of a DFA's first 4,096 states:
+    a JSON Schema's lazy DFA builds rows that far (harness ``json_large``: ~1,350 rows among
+    ~3,000 states, on ~500 pages, as the states inside characters that are never built sit
+    between them); with 1 MiB kept, its first walk on a reused table still took 515 of
+    those faults (~2 us each, ~10% of the walk). Its rows hold the old DFA's
     values: a lazy DFA never reads a row it did not write, as every read of a row checks its
     built flag (the kernels, ``LazyByteDFA.step``, ``LazyByteDFA.built_row``) or goes
     through ``LazyByteDFA.transitions``, which first sets the rows of the states found since
@@ -54,6 +64,9 @@ def rows_table(cap: int) -> npt.NDArray[np.int32]:
     if not _mapped(nbytes):
         return np.empty((cap, 256), dtype=np.int32)
     region = _take_free(nbytes)
+    if nbytes in _stock_sizes:
+        with _free_lock:
+            _wanted.add(nbytes)  # stocked again after the compile (refill)
     if region is None:
         region = _new_mapping(nbytes)
     if region is None:  # pragma: no cover - a kernel without the advice
@@ -69,34 +82,116 @@ def rows_table(cap: int) -> npt.NDArray[np.int32]:
 
 
 def prime(cap: int) -> None:
-    """Keep a mapping for an ``int32[cap, 256]`` table with its first pages already backed.
+    """Stock an ``int32[cap, 256]`` table with its first pages already backed, and keep doing so.
 
     Each page of a fresh mapping costs a page fault at first touch (~4 us on the 2-core VM of
-    docs/performance.md, where a harness ``json_large`` first walk took ~650 of them: ~20% of
-    the walk), where a table taken from the pool of dropped ones (:func:`rows_table`) finds
-    its pages backed already; the first lazy DFA of a process has no such table. Called in setup
-    (:func:`~outlines_like.fsm.index.prepare_vocabulary`), this backs the first
-    :data:`_KEEP_BYTES` of one table now (1,024 pages in one pass: 2.2-2.9 ms once), so the
-    process's first table reads like a reused one. Nothing is done where :func:`rows_table`
-    would not map (small tables, no advice), or where the pool is full or already holds a
-    table this size. Later tables of a process whose earlier ones are still in use (compiled
-    constraints kept in a cache) are fresh mappings, as before.
+    docs/performance.md, where a harness ``json_large`` first walk took ~500 of them: ~15% of
+    the walk), where a table taken from the pool (:func:`rows_table`) finds its pages backed
+    already. Called in setup (:func:`~outlines_like.fsm.index.prepare_vocabulary`), this
+    backs the first :data:`_KEEP_BYTES` of one table now (1,024 pages in one pass: 2.2-2.9
+    ms once), so the process's first lazy DFA reads like one on a reused table; it makes
+    ``cap`` a stocked size, whose tables taken are stocked again in the background
+    (:func:`refill`), so the lazy DFAs of later constraints, while the earlier ones are
+    still in use (compiled constraints kept in a cache), find theirs backed too. Nothing is
+    done where :func:`rows_table` would not map (small tables, no advice).
     """
     nbytes = cap * 256 * 4
     if not _mapped(nbytes):
         return
+    _stock_sizes.add(nbytes)
+    _stock(nbytes)
+
+
+def _stock(nbytes: int) -> None:
+    """Pool a mapping of ``nbytes`` with its first pages backed (unless the pool is full)."""
     with _free_lock:
         if len(_free_tables) >= _FREE_TABLES or any(len(r) == nbytes for r in _free_tables):
             return
     region = _new_mapping(nbytes)
     if region is None:  # pragma: no cover - a kernel without the advice
         return
-    pages = np.frombuffer(region, dtype=np.uint8, count=min(nbytes, _KEEP_BYTES))
-    pages[:: mmap.PAGESIZE] = 0  # a write: the page is backed (a read maps the shared zero page)
-    del pages
+    pages = (ctypes.c_char * min(nbytes, _KEEP_BYTES)).from_buffer(region)
+    # written: each page is backed (a read would map the shared zero page); ctypes releases
+    # the GIL while the OS zeroes the pages, so a refill in its thread holds up no mask
+    ctypes.memset(ctypes.addressof(pages), 0, len(pages))
+    del pages  # (the mapping's buffer export, which would keep it from being unmapped)
     with _free_lock:
-        if len(_free_tables) < _FREE_TABLES:
+        if len(_free_tables) < _FREE_TABLES and all(len(r) != nbytes for r in _free_tables):
             _free_tables.append(region)
+            return
+    region.close()
+
+
+def refill() -> None:
+    """Stock again, in the background, the stocked table sizes taken since the last call.
+
+    :func:`~outlines_like.fsm.compile.compile_constraint` calls it after a compile and its
+    first mask (a refill running beside a compile slowed it by ~0.4 ms; beside the walks
+    that follow it costs them ~3%). The refill thread backs the pages while the caller goes
+    on (~3 ms of the OS zeroing pages, on another core or between masks): the next lazy DFA
+    of that size finds its first 4,096 rows' pages backed (harness ``json_large`` first walk,
+    llama3, medians of 8 fresh processes: 26.4 -> 22.2 us a mask).
+    """
+    if not _wanted:
+        return
+    with _free_lock:
+        for nbytes in _wanted:
+            if nbytes not in _refilling:
+                _refilling.add(nbytes)
+                _refill_thread().put(nbytes)
+        _wanted.clear()
+
+
+def _refill_thread() -> queue.SimpleQueue[int]:
+    """The refill thread's queue (under ``_free_lock``).
+
+    The thread starts with the first refill (~0.2 ms, once): a process that compiles
+    nothing itself (a compile worker forking its trials) stays single-threaded.
+    """
+    global _refill_queue
+    if _refill_queue is None:
+        _refill_queue = queue.SimpleQueue()
+        thread = threading.Thread(
+            target=_refill_loop, args=(_refill_queue,), name="ol-row-tables", daemon=True
+        )
+        thread.start()
+    return _refill_queue
+
+
+def _refill_loop(asked: queue.SimpleQueue[int]) -> None:
+    while True:
+        nbytes = asked.get()
+        try:
+            _stock(nbytes)
+        finally:
+            with _free_lock:
+                _refilling.discard(nbytes)
+
+
+def wait_refills(timeout: float = 5.0) -> bool:
+    """Wait until the refill thread has no table left to stock; whether it finished (tests)."""
+    deadline = time.monotonic() + timeout
+    while _refilling:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def _after_fork_in_child() -> None:
+    # a forked child has no refill thread, and a lock another thread held at the fork stays
+    # held there: the lock starts afresh, and the child stocks nothing more (a compile
+    # worker's trial would start a thread for a table it never uses) until it primes again
+    global _free_lock, _refill_queue
+    _free_lock = threading.Lock()
+    _refill_queue = None
+    _stock_sizes.clear()
+    _wanted.clear()
+    _refilling.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _mapped(nbytes: int) -> bool:

@@ -49,6 +49,7 @@ from outlines_like.fsm._context_products import clear_context_products
 from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm._regex_estimate import clear_estimates
+from outlines_like.fsm._row_tables import refill as refill_row_tables
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check
 from outlines_like.fsm.grammar import (
     clear_compiled_grammars,
@@ -336,6 +337,7 @@ def compile_constraint(
     with budget.meter("compile"):
         compiled = _compile(term, pattern, vocab, max_states, cache_dir, budget)
     _lru_put(_compiled, key, compiled, _MAX_COMPILED, _MAX_COMPILED_BYTES)
+    refill_row_tables()  # (a lazy DFA's table taken: the next one is backed in the background)
     return compiled
 
 

@@ -6,6 +6,7 @@ compiled one (``TokenIndex`` rows; ``walk_tokens`` and ``_walk_one`` are pure ei
 
 from __future__ import annotations
 
+import gc
 import mmap
 import threading
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 from outlines_like.fsm import Vocabulary, _accel, _row_tables
 from outlines_like.fsm.index import TokenIndex, TokenTable, pack_ids, token_table, walk_tokens
 from outlines_like.fsm.regex_dfa import LazyByteDFA, compile_regex, compile_regex_auto
+from tests.fsm.test_regex_dfa import empty_pool
 
 TOKENS = [
     b"a",
@@ -131,27 +133,21 @@ def _assert_same_rows(eager: TokenIndex, lazy: TokenIndex, vocab: Vocabulary) ->
     reason="mapped tables",
 )
 def test_prepare_vocabulary_primes_a_row_table_for_the_first_lazy_dfa(vocab: Vocabulary) -> None:
-    import gc
-
     from outlines_like.fsm.index import prepare_vocabulary
 
-    gc.collect()
-    _row_tables._free_tables.clear()
+    empty_pool()
     prepare_vocabulary(vocab)
     assert [len(r) for r in _row_tables._free_tables] == [20_001 * 1024]
     lazy = compile_regex_auto(r"[ab]*a[ab]{11}", eager_nfa_limit=0)
     assert isinstance(lazy, LazyByteDFA)
     assert _row_tables._free_tables == []  # taken
-    _row_tables._free_tables.clear()
+    empty_pool()
 
 
 def test_lazy_rows_on_a_reused_table_match_eager(vocab: Vocabulary) -> None:
     # the second DFA's table is the first one's mapping, its rows of thousands of states
     # (kept, past the first 1,024) still the first DFA's: the second index reads its own
-    import gc
-
-    gc.collect()
-    _row_tables._free_tables.clear()
+    empty_pool()
     first = compile_regex_auto(r"[ab]*a[ab]{11}", eager_nfa_limit=0)
     assert isinstance(first, LazyByteDFA)
     address = first._table.ctypes.data

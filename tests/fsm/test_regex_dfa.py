@@ -5,9 +5,11 @@ from __future__ import annotations
 import gc
 import itertools
 import mmap
+import os
 import random
 import re
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -331,13 +333,19 @@ def test_lazy_dfa_grows_past_its_reserve(
 _MAPPED = hasattr(mmap, "MADV_NOHUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
 
 
-@pytest.fixture
-def _empty_pool() -> Iterator[None]:
-
+def empty_pool() -> None:
+    """No table in the pool, none to stock nor being stocked (the refill thread is idle)."""
+    assert _row_tables.wait_refills()
+    _row_tables._wanted.clear()
     gc.collect()
     _row_tables._free_tables.clear()
+
+
+@pytest.fixture
+def _empty_pool() -> Iterator[None]:
+    empty_pool()
     yield
-    _row_tables._free_tables.clear()
+    empty_pool()
 
 
 @pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")
@@ -433,6 +441,95 @@ def test_primed_row_table_is_backed_and_taken_by_the_next_lazy_dfa() -> None:
     assert not lazy.fullmatch(b"abbbbbbbb")
     prime_row_table(max_states=40)  # a table numpy allocates: nothing to keep
     assert _row_tables._free_tables == []
+
+
+@pytest.mark.skipif(
+    not _MAPPED or not sys.platform.startswith("linux"), reason="mapped tables, getrusage"
+)
+@pytest.mark.usefixtures("_empty_pool")
+def test_a_compile_that_took_the_stocked_table_has_the_next_one_backed() -> None:
+    """After a compile whose lazy DFA took the stocked table, the refill thread stocks
+    another (a new mapping, its first pages backed), for the next lazy DFA of the process
+    while the first is still in use; a table taken outside a compile is stocked again at the
+    end of the next compile."""
+    from outlines_like.fsm.compile import clear_caches, compile_constraint
+    from outlines_like.types import JsonSchema
+    from tests.fsm.test_grammar import VOCAB
+
+    kept = _row_tables._KEEP_BYTES
+    nbytes = (DEFAULT_MAX_STATES + 1) * 256 * 4
+    prime_row_table()
+    (stocked,) = _row_tables._free_tables
+    clear_caches()
+    schema = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "maxLength": 30} for i in range(12)},
+        "required": [f"p{i}" for i in range(12)],
+    }
+    compiled = compile_constraint(JsonSchema(schema), VOCAB)
+    lazy = compiled.dfa  # type: ignore[attr-defined]
+    assert isinstance(lazy, LazyByteDFA)
+    assert lazy._table.ctypes.data == np.frombuffer(stocked, dtype=np.uint8).ctypes.data
+    assert _row_tables.wait_refills()
+    (again,) = _row_tables._free_tables
+    assert len(again) == nbytes
+    assert again is not stocked
+    assert _write_faults(again, kept) < kept // mmap.PAGESIZE // 10  # backed
+    # taken outside a compile: stocked again once the next compile is done
+    other = compile_regex_auto(r"[ab]*a[ab]{9}", eager_nfa_limit=0)
+    assert isinstance(other, LazyByteDFA)
+    assert _row_tables._free_tables == []
+    compile_constraint(JsonSchema({"type": "integer"}), VOCAB)
+    assert _row_tables.wait_refills()
+    assert [len(r) for r in _row_tables._free_tables] == [nbytes]
+    # a size never stocked is not stocked after it is taken
+    odd = _rows_table(30_000)
+    compile_constraint(JsonSchema({"type": "boolean"}), VOCAB)
+    assert _row_tables.wait_refills()
+    assert [len(r) for r in _row_tables._free_tables] == [nbytes]
+    del compiled, lazy, other, odd
+    clear_caches()
+
+
+@pytest.mark.skipif(not _MAPPED or not hasattr(os, "fork"), reason="mapped tables, a forked child")
+@pytest.mark.usefixtures("_empty_pool")
+def test_a_forked_child_stocks_tables_with_a_refill_thread_of_its_own() -> None:
+    """A child forked while the refill thread may hold the pool's lock starts with a lock of
+    its own and stocks nothing until it primes again (a compile worker's trial starts no
+    thread); primed, it starts its own refill thread, and its refills finish."""
+    prime_row_table()
+    nbytes = (DEFAULT_MAX_STATES + 1) * 256 * 4
+    _rows_table(DEFAULT_MAX_STATES + 1)
+    _row_tables.refill()  # the parent's refill thread runs
+    assert _row_tables.wait_refills()
+    with _row_tables._free_lock:  # held by "another thread" at the fork
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            ok = False
+            try:
+                table = _rows_table(DEFAULT_MAX_STATES + 1)
+                _row_tables.refill()
+                ok = _row_tables._refill_queue is None and _row_tables._free_tables == []
+                prime_row_table()
+                other = _rows_table(DEFAULT_MAX_STATES + 1)
+                _row_tables.refill()
+                ok = ok and _row_tables.wait_refills(10.0)
+                ok = ok and [len(r) for r in _row_tables._free_tables] == [nbytes]
+                del table, other
+            finally:
+                os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's refill did not finish")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status)
+    assert os.WEXITSTATUS(status) == 0
 
 
 @pytest.mark.skipif(not _MAPPED, reason="mapped tables: MAP_ANONYMOUS and MADV_NOHUGEPAGE")

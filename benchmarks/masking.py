@@ -220,7 +220,7 @@ def _peaks(data: dict[str, Any]) -> dict[str, float]:
     return {
         names[spec]: round(float(s["peak_rss_mb"]), 1)
         for spec, s in data.get("setups", {}).items()
-        if isinstance(s.get("peak_rss_mb"), (int, float))
+        if isinstance(s, dict) and isinstance(s.get("peak_rss_mb"), (int, float))
     }
 
 

@@ -92,14 +92,17 @@ def prime(cap: int) -> None:
     ms once), so the process's first lazy DFA reads like one on a reused table; it makes
     ``cap`` a stocked size, whose tables taken are stocked again in the background
     (:func:`refill`), so the lazy DFAs of later constraints, while the earlier ones are
-    still in use (compiled constraints kept in a cache), find theirs backed too. Nothing is
-    done where :func:`rows_table` would not map (small tables, no advice).
+    still in use (compiled constraints kept in a cache), find theirs backed too; and it
+    starts the refill thread (~0.2 ms), here rather than in a compile. Nothing is done where
+    :func:`rows_table` would not map (small tables, no advice).
     """
     nbytes = cap * 256 * 4
     if not _mapped(nbytes):
         return
     _stock_sizes.add(nbytes)
     _stock(nbytes)
+    with _free_lock:
+        _refill_thread()
 
 
 def _stock(nbytes: int) -> None:
@@ -143,11 +146,7 @@ def refill() -> None:
 
 
 def _refill_thread() -> queue.SimpleQueue[int]:
-    """The refill thread's queue (under ``_free_lock``).
-
-    The thread starts with the first refill (~0.2 ms, once): a process that compiles
-    nothing itself (a compile worker forking its trials) stays single-threaded.
-    """
+    """The refill thread's queue (under ``_free_lock``); the thread starts on first use."""
     global _refill_queue
     if _refill_queue is None:
         _refill_queue = queue.SimpleQueue()
@@ -180,8 +179,8 @@ def wait_refills(timeout: float = 5.0) -> bool:
 
 def _after_fork_in_child() -> None:
     # a forked child has no refill thread, and a lock another thread held at the fork stays
-    # held there: the lock starts afresh, and the child stocks nothing more (a compile
-    # worker's trial would start a thread for a table it never uses) until it primes again
+    # held there: the lock starts afresh, and the child stocks nothing more (a short-lived
+    # child would start a thread for a table it never uses) until it primes again
     global _free_lock, _refill_queue
     _free_lock = threading.Lock()
     _refill_queue = None

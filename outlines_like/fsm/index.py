@@ -228,17 +228,20 @@ def token_trie(vocab: Vocabulary) -> _accel.TokenTrie:
     return trie
 
 
-def prepare_vocabulary(vocab: Vocabulary) -> None:
+def prepare_vocabulary(vocab: Vocabulary, *, stock_row_tables: bool = True) -> None:
     """Build the tables every compiled constraint on ``vocab`` shares, now rather than lazily.
 
     The layouts are built and kept on the vocabulary: the regex index's :class:`TokenTable`
     with the token sets of a JSON string's body, and the grammar masker's byte table; with the
     ``accel`` extra, the token trie too, and the compiled walk's kernels are loaded (or
-    compiled, the first time: seconds) so that no mask pays for them; and the first pages of
-    a lazy DFA's row table are backed (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`),
-    and Lark's modules, which grammar compiles use, are imported (~50 ms once a process).
-    Benchmarks and servers call this in setup, so the first compile does not pay for them
-    (~0.3 s for 150k tokens, ~0.5 s with the extra).
+    compiled, the first time: seconds) so that no mask pays for them; the first pages of
+    a lazy DFA's row table are backed, and kept in stock by a background thread
+    (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`; not with
+    ``stock_row_tables=False``: a process that compiles nothing itself but forks children
+    that do, which would inherit the pages copy-on-write); and Lark's modules, which grammar
+    compiles use, are imported (~50 ms once a process). Benchmarks and servers call this in
+    setup, so the first compile does not pay for them (~0.3 s for 150k tokens, ~0.5 s with
+    the extra).
     """
     table = token_table(vocab)
     if _accel.enabled():
@@ -255,7 +258,8 @@ def prepare_vocabulary(vocab: Vocabulary) -> None:
         body.body_mask(0, True)
     byte_table(vocab)
     _ = vocab.hash
-    prime_row_table()
+    if stock_row_tables:
+        prime_row_table()
     load_lark()
 
 

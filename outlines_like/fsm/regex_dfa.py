@@ -212,7 +212,8 @@ def prime_row_table(max_states: int = DEFAULT_MAX_STATES) -> None:
     """Back the first pages of the table the next lazy DFA of ``max_states`` will take.
 
     For setup (see :func:`outlines_like.fsm._row_tables.prime`): the process's first lazy DFA
-    then pays no page faults for its first 4,096 rows.
+    then pays no page faults for its first 4,096 rows, and each compile that takes such a
+    table has the next one backed in the background.
     """
     _prime_rows(_reserve_rows(max_states))
 

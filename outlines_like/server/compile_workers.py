@@ -198,7 +198,9 @@ def _serve(conn_in: Connection, conn_out: Connection) -> None:
     import outlines_like.server.grammar_check
 
     vocabulary, budget = conn_in.recv()
-    outlines_like.fsm.index.prepare_vocabulary(vocabulary)  # once, not in every trial
+    # once, not in every trial; no row table in stock (a trial would take it copy-on-write)
+    # and no refill thread: this worker stays single-threaded for its forks
+    outlines_like.fsm.index.prepare_vocabulary(vocabulary, stock_row_tables=False)
     conn_out.send(("ready", "", None))
     forks = hasattr(os, "fork")
     while True:

@@ -136,6 +136,8 @@ def test_prepare_vocabulary_primes_a_row_table_for_the_first_lazy_dfa(vocab: Voc
     from outlines_like.fsm.index import prepare_vocabulary
 
     empty_pool()
+    prepare_vocabulary(vocab, stock_row_tables=False)  # (a compile worker's: none)
+    assert _row_tables._free_tables == []
     prepare_vocabulary(vocab)
     assert [len(r) for r in _row_tables._free_tables] == [20_001 * 1024]
     lazy = compile_regex_auto(r"[ab]*a[ab]{11}", eager_nfa_limit=0)

@@ -10,6 +10,7 @@ import random
 import re
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -502,7 +503,9 @@ def test_a_forked_child_stocks_tables_with_a_refill_thread_of_its_own() -> None:
     _rows_table(DEFAULT_MAX_STATES + 1)
     _row_tables.refill()  # the parent's refill thread runs
     assert _row_tables.wait_refills()
-    with _row_tables._free_lock:  # held by "another thread" at the fork
+    with _row_tables._free_lock, warnings.catch_warnings():  # held by "another thread"
+        # (Python 3.12+ warns that the process has threads: the point of the test)
+        warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             ok = False

@@ -34,7 +34,7 @@ _HOPCROFT_FROM = 128
 """States from which :func:`minimize` refines by Hopcroft's algorithm rather than Moore's rounds
 (same blocks; on smaller DFAs Moore's few cheap rounds cost ~half Hopcroft's set-up: a
 35-state JSON Schema DFA 16 vs 36 us; past it a long chain's rounds add up: 290 states
-0.6 vs 0.3 ms, a 50-character bounded string's 653 states 3.8 vs 1.0 ms)."""
+0.6 vs 0.2 ms, a 50-character bounded string's 653 states 3.8 vs 1.0 ms)."""
 
 
 @numba.njit(numba.int64(numba.int64), cache=True, nogil=True)
@@ -90,7 +90,7 @@ def _coarsest(table: I32, accepting: U8, block: I64) -> int:  # pragma: no cover
     Hopcroft's refinement (a worklist of splitter blocks, each taken for every class; of a
     split block not waiting, the smaller part waits), O(k n log n): Moore's rounds, one per
     step of the longest distinguishing path, cost k n each (a 50-character string's 653
-    states took ~300 rounds, 3.8 ms). A missing transition (-1) goes to a sink of its own
+    states took hundreds of rounds, 3.8 ms). A missing transition (-1) goes to a sink of its own
     that no state joins, as Moore's -1 signature. Blocks come numbered as Moore numbers them:
     by their first state, or as the accepting / non-accepting split when nothing refines it.
     """

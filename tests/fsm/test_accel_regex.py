@@ -7,6 +7,8 @@ Skipped without numba.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -100,46 +102,47 @@ def test_compile_regex_is_the_same_with_either_path() -> None:
     np.testing.assert_array_equal(pure.class_transitions, fast.class_transitions)
 
 
+def given_tables(sizes: tuple[int, int], classes: int) -> Any:
+    """Hypothesis's arguments for :func:`random_table`: ``n`` states, ``k`` classes, a seed."""
+    return given(
+        n=st.integers(*sizes),
+        k=st.integers(1, classes),
+        seed=st.integers(0, 2**32 - 1),
+        chain=st.booleans(),
+    )
+
+
 @settings(max_examples=60, deadline=None)
-@given(
-    n=st.integers(40, 400),
-    k=st.integers(1, 8),
-    seed=st.integers(0, 2**32 - 1),
-    chain=st.booleans(),
-)
+@given_tables((40, 400), 8)
 def test_larger_tables_minimise_the_same(n: int, k: int, seed: int, chain: bool) -> None:
     """Hundreds of states, random or chain-like (each state's successors mostly the next few
     states, so that blocks split late, one step of a long path at a time)."""
     rng = np.random.default_rng(seed)
-    if chain:
-        table = np.minimum(np.arange(n)[:, None] + rng.integers(0, 3, (n, k)), n - 1)
-        table[rng.random((n, k)) > 0.7] = -1
-    else:
-        table = rng.integers(0, n, (n, k))
-        table[rng.random((n, k)) > 0.5] = -1
+    table = random_table(rng, n, k, chain, 0.7 if chain else 0.5)
     accepting = rng.random(n) < (0.05 if chain else 0.3)
     assert_same(table, accepting, int(rng.integers(0, n)))
 
 
+def random_table(rng: np.random.Generator, n: int, k: int, chain: bool, kept: float) -> np.ndarray:
+    """``int32[n, k]`` transitions, random or chain-like (each state's successors among the
+    next two), each kept with probability ``kept`` (else -1)."""
+    if chain:
+        table = np.minimum(np.arange(n)[:, None] + rng.integers(0, 3, (n, k)), n - 1)
+    else:
+        table = rng.integers(0, n, (n, k))
+    table[rng.random((n, k)) > kept] = -1
+    return np.ascontiguousarray(table, dtype=np.int32)
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    n=st.integers(1, 160),
-    k=st.integers(1, 6),
-    seed=st.integers(0, 2**32 - 1),
-    chain=st.booleans(),
-)
+@given_tables((1, 160), 6)
 def test_hopcroft_and_moore_find_the_same_blocks(n: int, k: int, seed: int, chain: bool) -> None:
     """:func:`minimize` refines small DFAs by Moore's rounds and larger ones by Hopcroft's
     algorithm: on any table, the two write the same blocks, numbered the same way."""
     from outlines_like.fsm import _accel_regex
 
     rng = np.random.default_rng(seed)
-    if chain:
-        table = np.minimum(np.arange(n)[:, None] + rng.integers(0, 3, (n, k)), n - 1)
-    else:
-        table = rng.integers(0, n, (n, k))
-    table[rng.random((n, k)) > 0.6] = -1
-    table = np.ascontiguousarray(table, dtype=np.int32)
+    table = random_table(rng, n, k, chain, 0.6)
     accepting = (rng.random(n) < 0.2).astype(np.uint8)
     moore = np.empty(n, dtype=np.int64)
     hopcroft = np.empty(n, dtype=np.int64)

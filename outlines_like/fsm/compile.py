@@ -47,6 +47,7 @@ import numpy as np
 from outlines_like.fsm import _accel
 from outlines_like.fsm._context_products import clear_context_products
 from outlines_like.fsm._grammar_lexer import clear_terminal_dfas
+from outlines_like.fsm._grammar_tables import plain_from_parts
 from outlines_like.fsm._protocols import Compiled
 from outlines_like.fsm._regex_estimate import clear_estimates
 from outlines_like.fsm._row_tables import refill as refill_row_tables
@@ -69,7 +70,7 @@ from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG, JsonObject, JsonSchema, to_regex, to_term
 from outlines_like.types._regex import clear_group_memos
 from outlines_like.types.json_schema._base import clear_member_keys
-from outlines_like.types.json_schema_grammar import json_schema_path
+from outlines_like.types.json_schema_grammar import GrammarParts, json_schema_path
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -352,6 +353,7 @@ def _compile(
     """Compile under the running meter; the first mask is computed here too."""
     compiled: Compiled
     if isinstance(term, JsonSchema):
+        parts: list[GrammarParts] = []
         pattern, grammar = json_schema_path(
             term.schema,
             whitespace_pattern=term.whitespace_pattern,
@@ -359,10 +361,13 @@ def _compile(
             regex_budget=JSON_REGEX_BUDGET,
             max_depth=budget.max_depth,
             check=check,
+            grammar_parts=parts,
         )
         if grammar is not None:
             budget.check_grammar_size(len(grammar), "the grammar of the JSON Schema")
-            compiled = compile_grammar(CFG(grammar, "lark"), vocab, budget=budget)
+            # (its rules as the converter built them: the text is not read back)
+            plain = plain_from_parts(parts[-1]) if parts else None
+            compiled = compile_grammar(CFG(grammar, "lark"), vocab, budget=budget, plain=plain)
         else:
             compiled = _regex(
                 pattern,

@@ -101,7 +101,13 @@ from outlines_like.fsm._grammar_parser import (
     build_glr,
     hidden_left_recursion,
 )
-from outlines_like.fsm._grammar_tables import gc_paused, lalr_tables, lexer_contexts, read_plain
+from outlines_like.fsm._grammar_tables import (
+    PlainGrammar,
+    gc_paused,
+    lalr_tables,
+    lexer_contexts,
+    read_plain,
+)
 from outlines_like.fsm._grammar_walk import (
     ByteTable,
     LexemeWalk,
@@ -161,7 +167,11 @@ Row = npt.NDArray[np.int32]
 
 
 def compile_grammar(
-    cfg: CFG, vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET
+    cfg: CFG,
+    vocab: Vocabulary,
+    *,
+    budget: Budget = DEFAULT_BUDGET,
+    plain: PlainGrammar | None = None,
 ) -> CompiledGrammar:
     """Compile a context-free grammar for a vocabulary.
 
@@ -176,6 +186,9 @@ def compile_grammar(
         vocab: The model's vocabulary.
         budget: Limits on later masks (time per mask); the compile's own time is the caller's
             meter (``compile_constraint`` runs one).
+        plain: The grammar's rules and terminals, when its writer has them (a JSON Schema's:
+            ``compile_constraint``), instead of reading its Lark text back; they must say what
+            the text says.
 
     Returns:
         An immutable :class:`CompiledGrammar`; ``.matcher()`` gives per-generation matchers.
@@ -203,7 +216,9 @@ def compile_grammar(
             _grammar_caches.append(weakref.ref(cache))
         compiled = cache.get(key)
     if compiled is None or compiled.failed is not None:
-        compiled = CompiledGrammar(text, vocab, budget=budget)  # (two threads may both build)
+        compiled = CompiledGrammar(  # (two threads may both build)
+            text, vocab, budget=budget, plain=plain if cfg.syntax == "lark" else None
+        )
         with _grammars_lock:
             cache.pop(key, None)
             while len(cache) >= _MAX_CACHED_GRAMMARS:
@@ -1038,7 +1053,14 @@ class CompiledGrammar(Compiled):
         terminal_names: Lark's terminal names, by terminal id.
     """
 
-    def __init__(self, grammar: str, vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self,
+        grammar: str,
+        vocab: Vocabulary,
+        *,
+        budget: Budget = DEFAULT_BUDGET,
+        plain: PlainGrammar | None = None,
+    ) -> None:
         self._vocab = vocab
         self.grammar = grammar
         self.budget = budget
@@ -1046,7 +1068,8 @@ class CompiledGrammar(Compiled):
         self._parser: LALRParser | GLRParser
         fast: LALRParser | None = None
         with gc_paused():
-            plain = read_plain(grammar)
+            if plain is None:
+                plain = read_plain(grammar)
             tables = lalr_tables(plain.rules) if plain is not None else None
             if tables is not None and not tables.conflict:
                 # plain BNF without conflicts (what JSON Schemas compile to): our own reader

@@ -285,3 +285,74 @@ def test_action_rows() -> None:
     assert again[0].tolist() == [0, 2, 2, 3]
     assert [again[3][i] for i in again[1]] == ["b", "A", END]
     assert again[2].tolist() == [1, ~0, 2]
+
+
+def _terminal_defs(defs: list[Any]) -> list[tuple[Any, ...]]:
+    return [
+        (t.name, type(t.pattern), t.pattern.value, t.pattern.flags, t.pattern.raw, t.priority)
+        for t in defs
+    ]
+
+
+@pytest.mark.parametrize("path", sorted(SCHEMAS.glob("*.json")), ids=lambda p: p.stem)
+def test_a_schema_grammars_parts_are_what_its_text_reads_as(path: Path) -> None:
+    """``compile_constraint`` hands a JSON Schema grammar's rules and terminals over as the
+    converter built them, instead of reading its text back: the same ``PlainGrammar`` that
+    :func:`read_plain` gives for the text, rule for rule and terminal for terminal (every
+    schema of tests/types/schemas, written for the grammar path however small)."""
+    from outlines_like.fsm._grammar_tables import plain_from_parts
+    from outlines_like.types.json_schema_grammar import GrammarParts, _grammar_of
+
+    schema = json.loads(path.read_text())
+    parts: list[GrammarParts] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            text = _grammar_of(schema, "[ ]?", True, 1 << 20, parts=parts)
+        except Exception as exc:  # (a schema the grammar path refuses: nothing to compare)
+            pytest.skip(f"{type(exc).__name__}: {exc}")
+    (given,) = parts
+    handed, read = plain_from_parts(given), read_plain(text)
+    assert handed is not None
+    assert read is not None
+    assert handed.rules == read.rules
+    assert handed.ignore == read.ignore
+    assert _terminal_defs(handed.terminals) == _terminal_defs(read.terminals)
+
+
+def test_parts_that_would_not_read_back_are_read_from_the_text() -> None:
+    from outlines_like.fsm._grammar_tables import plain_from_parts
+    from outlines_like.types.json_schema_grammar import GrammarParts
+
+    rules = (("start", ("a",)), ("a", ("A",)))
+    assert plain_from_parts(GrammarParts(rules, (("A", '"x"'),))) is not None
+    assert plain_from_parts(GrammarParts(rules, (("A", "x"),))) is None  # not a definition
+    twice = (*rules, ("a", ("A",)))
+    assert plain_from_parts(GrammarParts(twice, (("A", '"x"'),))) is None
+
+
+def test_a_json_schema_compile_reads_no_grammar_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grammar path of ``compile_constraint`` takes the converter's parts; the masks are
+    those of the grammar read from its text."""
+    from outlines_like.fsm import _grammar_tables
+    from outlines_like.fsm import compile as compile_module
+    from outlines_like.types import JsonSchema
+
+    schema = json.loads((SCHEMAS / "recursive_tree.json").read_text())
+    compile_module.clear_caches()
+    reads: list[str] = []
+    real = _grammar_tables.read_plain
+
+    def counted(text: str, start: str = "start") -> Any:
+        reads.append(text)
+        return real(text, start)
+
+    monkeypatch.setattr("outlines_like.fsm.grammar.read_plain", counted)
+    handed = compile_module.compile_constraint(JsonSchema(schema, whitespace_pattern="[ ]?"), VOCAB)
+    assert isinstance(handed, CompiledGrammar)
+    assert reads == []
+    from_text = CompiledGrammar(handed.grammar, VOCAB)
+    assert reads == [handed.grammar]
+    for seed in range(4):
+        assert _walk_masks(handed, seed) == _walk_masks(from_text, seed)
+    compile_module.clear_caches()

@@ -459,9 +459,10 @@ def test_a_compile_that_took_the_stocked_table_has_the_next_one_backed() -> None
 
     kept = _row_tables._KEEP_BYTES
     nbytes = (DEFAULT_MAX_STATES + 1) * 256 * 4
+    clear_caches()  # (earlier tests' cached DFAs: their tables would come back to the pool)
+    empty_pool()
     prime_row_table()
     (stocked,) = _row_tables._free_tables
-    clear_caches()
     schema = {
         "type": "object",
         "properties": {f"p{i}": {"type": "string", "maxLength": 30} for i in range(12)},

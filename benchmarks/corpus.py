@@ -280,8 +280,9 @@ def _engine_worker(conn: Connection, name: str, harness: str, vocab_name: str, l
             compiled = engine.compile("json_schema", job["schema"], vocab)
             matcher = engine.matcher(compiled)
             out["compile_s"] = time.perf_counter() - start
-        except rejected_types as exc:
-            conn.send({"status": "rejected", "error": str(exc)[:300]})
+        except rejected_types as exc:  # (the time to the verdict: a refusal should be quick)
+            verdict_s = time.perf_counter() - start
+            conn.send({"status": "rejected", "error": str(exc)[:300], "verdict_s": verdict_s})
             continue
         except Exception as exc:
             conn.send({"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
@@ -463,6 +464,7 @@ def summarize(
     compile_ms = [r["compile_s"] * 1e3 for r in ok]
     ttfm_ms = [(r["compile_s"] + r.get("first_mask_s", 0.0)) * 1e3 for r in ok]
     masks = [m for r in ok for m in r["masks_us"]]
+    reject_ms = [r["verdict_s"] * 1e3 for r in rows if "verdict_s" in r]
     return {
         "engine": run["engine"],
         "version": run["version"],
@@ -477,11 +479,20 @@ def summarize(
         "compile_ms": {q: _pct(compile_ms, q) for q in (50, 75, 99)},
         "ttfm_ms": {q: _pct(ttfm_ms, q) for q in (50, 75, 99)},
         "mask_us": {**{q: _pct(masks, q) for q in (50, 90, 99)}, "max": max(masks, default=None)},
+        "reject_ms": {
+            **{q: _pct(reject_ms, q) for q in (50, 99)},
+            "max": max(reject_ms, default=None),
+        },
         "masks": len(masks),
         "wall_s": run["wall_s"],
         "wrong": wrong,
         "rejections": [
-            {"schema": r["name"], "status": r["status"], "error": r.get("error", "")}
+            {
+                "schema": r["name"],
+                "status": r["status"],
+                "error": r.get("error", ""),
+                "ms": r["verdict_s"] * 1e3 if "verdict_s" in r else None,
+            }
             for r in rows
             if r["status"] != "ok"
         ],
@@ -504,8 +515,8 @@ def _engine_table(summaries: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| engine | compiled | rejected | timeout / oom / crash | invalid accepted "
         "| valid refused | compile ms p50 / p75 / p99 | first mask ms p50 / p75 / p99 "
-        "| mask µs p50 / p90 / p99 / max |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| mask µs p50 / p90 / p99 / max | rejected in ms p50 / p99 / max |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         c = s["counts"]
@@ -515,7 +526,8 @@ def _engine_table(summaries: list[dict[str, Any]]) -> list[str]:
             f"| {c['timeout']} / {c['oom']} / {c['error'] + c['died']} "
             f"| {s['invalid_accepted']}/{s['invalid']} | {s['valid_refused']}/{s['valid']} "
             f"| {_qs(s['compile_ms'], (50, 75, 99))} | {_qs(s['ttfm_ms'], (50, 75, 99))} "
-            f"| {_qs(s['mask_us'], (50, 90, 99, 'max'))} |"
+            f"| {_qs(s['mask_us'], (50, 90, 99, 'max'))} "
+            f"| {_qs(s['reject_ms'], (50, 99, 'max'))} |"
         )
     return lines
 

@@ -24,13 +24,12 @@ raises :class:`NeedsBottom` too (the whole configuration then decides, as before
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from outlines_like.fsm._grammar_actions import END, Tables
-from outlines_like.fsm._grammar_tables import lalr_tables
 
-__all__ = ["BOTTOM", "END", "GLRParser", "LALRParser", "NeedsBottom", "Stack", "build_glr"]
+__all__ = ["BOTTOM", "END", "GLRParser", "LALRParser", "NeedsBottom", "Stack"]
 
 Stack = tuple[int, ...]
 BOTTOM = -1
@@ -355,31 +354,30 @@ class GLRParser(_Automaton):
         return tuple(results)
 
 
-def hidden_left_recursion(rules: list[Any]) -> str | None:
+def hidden_left_recursion(rules: Sequence[tuple[str, Sequence[str]]]) -> str | None:
     """Return a rule left-recursive through a nullable prefix (``a: b a "x"``, ``b:`` empty).
 
-    Such a rule needs unboundedly many empty reductions before the first token, which a GLR
-    parser on an LR automaton cannot enumerate; None when there is none.
+    ``rules``: ``(origin, expansion)`` per alternative; symbols that are no rule's origin are
+    terminals. Such a rule needs unboundedly many empty reductions before the first token,
+    which a GLR parser on an LR automaton cannot enumerate; None when there is none.
     """
+    origins = {origin for origin, _ in rules}
     nullable: set[str] = set()
     changed = True
     while changed:
         changed = False
-        for rule in rules:
-            name = rule.origin.name
-            if name not in nullable and all(
-                not sym.is_term and sym.name in nullable for sym in rule.expansion
-            ):
+        for name, expansion in rules:
+            if name not in nullable and all(sym in nullable for sym in expansion):
                 nullable.add(name)
                 changed = True
     # edges origin -> nonterminal at the left edge, marked hidden when a nullable precedes it
     edges: dict[str, set[tuple[str, bool]]] = {}
-    for rule in rules:
-        for i, sym in enumerate(rule.expansion):
-            if sym.is_term:
+    for name, expansion in rules:
+        for i, sym in enumerate(expansion):
+            if sym not in origins:
                 break
-            edges.setdefault(rule.origin.name, set()).add((sym.name, i > 0))
-            if sym.name not in nullable:
+            edges.setdefault(name, set()).add((sym, i > 0))
+            if sym not in nullable:
                 break
     for start in edges:
         # search for a path back to `start` that uses at least one hidden edge
@@ -395,15 +393,3 @@ def hidden_left_recursion(rules: list[Any]) -> str | None:
                     seen.add(state)
                     stack.append(state)
     return None
-
-
-def build_glr(rules: list[Any]) -> tuple[GLRParser, bool]:
-    """Build the LALR(1) automaton of ``rules`` (start rule ``start``), keeping conflicts.
-
-    Returns:
-        The parser, and whether the table has any conflict (shift/reduce or reduce/reduce).
-    """
-    tables = lalr_tables(
-        [(str(r.origin.name), tuple(str(s.name) for s in r.expansion)) for r in rules]
-    )
-    return GLRParser(tables), tables.conflict

@@ -98,7 +98,6 @@ from outlines_like.fsm._grammar_parser import (
     GLRParser,
     LALRParser,
     NeedsBottom,
-    build_glr,
     hidden_left_recursion,
 )
 from outlines_like.fsm._grammar_tables import (
@@ -292,6 +291,18 @@ def _build_lark(text: str) -> tuple[Any, bool]:
                 raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
         finally:
             lark.lexer.has_interegular = saved
+
+
+def _refuse_hidden_left_recursion(rules: list[tuple[str, tuple[str, ...]]]) -> None:
+    """Refuse a grammar (not LALR(1)) with a rule the GLR parser cannot run."""
+    looping = hidden_left_recursion(rules)
+    if looping is not None:
+        raise UnsupportedConstraintError(
+            f"the grammar is not LALR(1) and rule '{looping}' is left-recursive through a "
+            "prefix that can be empty (e.g. `a: ws a x` with `ws` optional); the token masker "
+            "cannot run it. Move the optional part after the recursion (`a: a ws x`) or make "
+            "it non-empty."
+        )
 
 
 def _validate_terminals(terminals: list[Any]) -> None:
@@ -1075,33 +1086,39 @@ class CompiledGrammar(Compiled):
                 # plain BNF without conflicts (what JSON Schemas compile to): our own reader
                 # and LALR(1) tables, the same parser as Lark's in a fraction of its time
                 fast = LALRParser(tables)
-        if plain is not None and fast is not None:
-            self._parser = fast
+        checked_by_lark = False  # (terminals Lark's own lexer set-up validated)
+        if plain is not None and tables is not None:
+            # plain BNF: our reader and table; with conflicts (overlapping alternatives, a
+            # lenient schema's oneOf) the same table runs in the GLR parser, where Lark's
+            # analyses (strict LALR, then Earley: tens of seconds on a large grammar, with no
+            # budget checked inside) would only give it back
+            if fast is not None:
+                self._parser = fast
+            else:
+                _refuse_hidden_left_recursion(plain.rules)
+                self._parser = GLRParser(tables)
             lark_terminals = list(plain.terminals)
             ignore = set(plain.ignore)
         else:
             parser, lalr_ok = _build_lark(grammar)
             try:
-                rules = list(parser.rules)
+                rules = [
+                    (str(r.origin.name), tuple(str(s.name) for s in r.expansion))
+                    for r in parser.rules
+                ]
                 lark_terminals = list(parser.terminals)
                 ignore = set(parser.ignore_tokens)
                 if lalr_ok:  # strict LALR: no conflict
                     self._parser = LALRParser.from_lark(parser.parser.parser._parse_table)
                 else:
-                    looping = hidden_left_recursion(rules)
-                    if looping is not None:
-                        raise UnsupportedConstraintError(
-                            f"the grammar is not LALR(1) and rule '{looping}' is left-recursive "
-                            "through a prefix that can be empty (e.g. `a: ws a x` with `ws` "
-                            "optional); the token masker cannot run it. Move the optional part "
-                            "after the recursion (`a: a ws x`) or make it non-empty."
-                        )
-                    self._parser = build_glr(rules)[0]
+                    _refuse_hidden_left_recursion(rules)
+                    self._parser = GLRParser(lalr_tables(rules))
+                    checked_by_lark = True
             except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
                 raise UnsupportedConstraintError(
                     f"this lark version's parser internals are not supported: {exc}"
                 ) from exc
-        if isinstance(self._parser, LALRParser):
+        if not checked_by_lark:
             _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
         self._unless_pairs: dict[tuple[str, str], bool] = {}  # (Lark's retyping: _scanner)

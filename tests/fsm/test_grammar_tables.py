@@ -356,3 +356,86 @@ def test_a_json_schema_compile_reads_no_grammar_text(monkeypatch: pytest.MonkeyP
     for seed in range(4):
         assert _walk_masks(handed, seed) == _walk_masks(from_text, seed)
     compile_module.clear_caches()
+
+
+CONFLICTED = [
+    # reduce/reduce: two rules take the same token
+    "start: a E | b E | b Q\na: X\nb: X\nX: /x/\nE: /!/\nQ: /[?]/",
+    # shift/reduce: the dangling else
+    "start: s\ns: I s | I s E s | X\nI: /i/\nE: /e/\nX: /x/",
+]
+
+
+@pytest.mark.parametrize("text", CONFLICTED)
+def test_a_plain_grammar_with_conflicts_runs_its_own_table_without_lark(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lark's analyses (unbounded in time) are skipped; the masks are the Lark route's."""
+    import outlines_like.fsm.grammar as grammar_module
+    from outlines_like.fsm._grammar_parser import GLRParser
+
+    plain = read_plain(text)
+    assert plain is not None and lalr_tables(plain.rules).conflict
+    theirs = CompiledGrammar(text + "\n// through lark\n", VOCAB)
+    calls: list[str] = []
+    real = grammar_module._build_lark
+    monkeypatch.setattr(
+        grammar_module,
+        "_build_lark",
+        lambda t: calls.append(t) or real(t),  # type: ignore[func-returns-value]
+    )
+    ours = CompiledGrammar(text, VOCAB)
+    assert calls == []
+    assert isinstance(ours._parser, GLRParser) and isinstance(theirs._parser, GLRParser)
+    for seed in range(6):
+        assert _walk_masks(ours, seed) == _walk_masks(theirs, seed)
+
+
+def test_a_plain_grammar_the_glr_parser_cannot_run_is_refused_either_way() -> None:
+    from outlines_like.errors import UnsupportedConstraintError
+
+    text = "start: a\na: b a X | X\nb: Y | \nX: /x/\nY: /y/"  # `a` after an empty `b`
+    plain = read_plain(text)
+    assert plain is not None and lalr_tables(plain.rules).conflict
+    for source in (text, text + "\n// through lark\n"):
+        with pytest.raises(UnsupportedConstraintError, match="rule 'a' is left-recursive"):
+            CompiledGrammar(source, VOCAB)
+
+
+def test_a_lenient_overlapping_one_of_compiles_to_the_glr_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import outlines_like.fsm.grammar as grammar_module
+    from outlines_like.fsm._grammar_parser import GLRParser
+    from outlines_like.fsm.compile import compile_constraint
+    from outlines_like.types import JsonSchema
+
+    def no_lark(text: str) -> Any:
+        raise AssertionError("Lark was asked to analyse a plain grammar")
+
+    monkeypatch.setattr(grammar_module, "_build_lark", no_lark)
+    item = {"type": "object", "properties": {"v": {"type": "integer"}}}
+    schema = {  # recursive: the grammar path; both branches accept {"v":1}
+        "$defs": {
+            "node": {
+                "oneOf": [
+                    item,
+                    {
+                        **item,
+                        "properties": {**item["properties"], "next": {"$ref": "#/$defs/node"}},
+                    },
+                ]
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_constraint(JsonSchema(schema, lenient=True), VOCAB)
+    assert isinstance(compiled, CompiledGrammar) and isinstance(compiled._parser, GLRParser)
+    for text in ('{"v":1}', '{"v":1,"next":{"v":2}}', "{}"):
+        matcher = compiled.matcher()
+        for byte in text.encode():
+            matcher.advance(byte)
+        matcher.advance(len(TOKENS) - 1)
+        assert matcher.is_finished()

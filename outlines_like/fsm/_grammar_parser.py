@@ -118,33 +118,6 @@ class LALRParser(_Automaton):
         self.actions: Mapping[int, dict[str, int]] = tables.actions
         self.initial: Hashable = (self.start,)
 
-    @classmethod
-    def from_lark(cls, parse_table: Any) -> LALRParser:
-        """The parser of Lark's ``IntParseTable``."""
-        from lark.parsers.lalr_analysis import Shift
-
-        rule_ids: dict[int, int] = {}
-        rule_size: list[int] = []
-        rule_origin: list[str] = []
-        actions: dict[int, dict[str, int]] = {}
-        for state, table in parse_table.states.items():
-            row: dict[str, int] = {}
-            for symbol, (action, arg) in table.items():
-                if action is Shift:
-                    row[symbol] = int(arg)
-                else:
-                    rid = rule_ids.get(id(arg))
-                    if rid is None:
-                        rid = rule_ids[id(arg)] = len(rule_size)
-                        rule_size.append(len(arg.expansion))
-                        # (a plain str: Lark's names are Tokens, whose == runs in Python)
-                        rule_origin.append(str(arg.origin.name))
-                    row[symbol] = ~rid
-            actions[int(state)] = row
-        start = int(parse_table.start_states["start"])
-        end = int(parse_table.end_states["start"])
-        return cls(Tables(actions, {}, start, end, rule_size, rule_origin))
-
     def _feed_all(self, config: Hashable, terminal: str) -> Hashable | None:
         return self._run(config, terminal)  # type: ignore[arg-type]
 

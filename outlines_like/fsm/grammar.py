@@ -249,25 +249,23 @@ def compile_json_object(vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -
     return compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab, budget=budget)
 
 
-def _build_lark(text: str) -> tuple[Any, bool]:
-    """Build the Lark parser; return it and whether its LALR(1) table has no conflict.
+def _load_lark(text: str) -> tuple[list[tuple[str, tuple[str, ...]]], list[Any], list[str]]:
+    """Lark's reading of a grammar (EBNF, imports, templates...) as plain BNF.
 
-    Lark runs in strict mode, so any conflict (shift/reduce included) makes it refuse LALR;
-    the grammar is then loaded with Earley (for its rules and terminals only) and matched with
-    the GLR parser. A grammar Lark accepts needs no second LALR analysis to find conflicts
-    (that analysis is most of the compile time of a large grammar).
+    Returns its rules as ``(origin, expansion)`` pairs, its terminals and its ignored
+    terminals' names.
+
+    Only Lark's grammar loader runs: no parser is built. The tables come from
+    :func:`~outlines_like.fsm._grammar_tables.lalr_tables` (the same LALR(1) automaton as
+    Lark's, up to the numbering of its states, with the budget checked as it is built), run
+    by the LALR parser or, with conflicts, the GLR parser. Lark's own analyses (its LALR
+    table, then Earley's sets where the table has a conflict) took 4-25 ms on the harness's
+    grammars and tens of seconds on a large one, with no budget checked inside.
     """
     import lark
+    import lark.load_grammar
 
-    class _Unused(lark.lexer.Lexer):
-        """Stands for Lark's lexer, which the matcher never runs (see _scanner)."""
-
-        def __init__(self, conf: Any) -> None:
-            pass
-
-        def lex(self, lexer_state: Any, parser_state: Any) -> Any:
-            raise NotImplementedError("the grammar matcher lexes bytes itself")
-
+    load_grammar: Any = lark.load_grammar.load_grammar  # (untyped)
     with _LARK_LOCK:
         # Lark's first grammar in a process builds its own meta-grammar parser, whose lexer
         # checks Lark's terminals pairwise for collisions with interegular (about 120 ms, to
@@ -276,21 +274,16 @@ def _build_lark(text: str) -> tuple[Any, bool]:
         saved = lark.lexer.has_interegular
         lark.lexer.has_interegular = False
         try:
-            try:
-                parser = lark.Lark(text, parser="lalr", lexer=_Unused, start="start", strict=True)
-                return parser, True
-            except lark.exceptions.GrammarError as exc:
-                message = str(exc).lower()
-                if "collision" not in message and "conflict" not in message:
-                    raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-            except lark.exceptions.LarkError as exc:
-                raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-            try:
-                return lark.Lark(text, parser="earley", lexer="dynamic", start="start"), False
-            except lark.exceptions.LarkError as exc:
-                raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
+            loaded, _ = load_grammar(text, "<string>", None, False)
+            terminals, rules, ignore = loaded.compile(["start"], set())
+        except lark.exceptions.LarkError as exc:
+            raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
         finally:
             lark.lexer.has_interegular = saved
+    pairs = [(str(r.origin.name), tuple(str(sym.name) for sym in r.expansion)) for r in rules]
+    if not any(origin == "start" for origin, _ in pairs):
+        raise InvalidConstraintError("invalid grammar: it has no rule 'start' (the start rule)")
+    return pairs, list(terminals), list(ignore)
 
 
 def _refuse_hidden_left_recursion(rules: list[tuple[str, tuple[str, ...]]]) -> None:
@@ -1086,40 +1079,25 @@ class CompiledGrammar(Compiled):
                 # plain BNF without conflicts (what JSON Schemas compile to): our own reader
                 # and LALR(1) tables, the same parser as Lark's in a fraction of its time
                 fast = LALRParser(tables)
-        checked_by_lark = False  # (terminals Lark's own lexer set-up validated)
         if plain is not None and tables is not None:
-            # plain BNF: our reader and table; with conflicts (overlapping alternatives, a
-            # lenient schema's oneOf) the same table runs in the GLR parser, where Lark's
-            # analyses (strict LALR, then Earley: tens of seconds on a large grammar, with no
-            # budget checked inside) would only give it back
-            if fast is not None:
-                self._parser = fast
-            else:
-                _refuse_hidden_left_recursion(plain.rules)
-                self._parser = GLRParser(tables)
+            rules = plain.rules
             lark_terminals = list(plain.terminals)
             ignore = set(plain.ignore)
+        else:  # Lark's reading of the grammar, then our table
+            rules, lark_terminals, ignored = _load_lark(grammar)
+            ignore = set(ignored)
+            with gc_paused():
+                tables = lalr_tables(rules)
+            if not tables.conflict:
+                fast = LALRParser(tables)
+        # with conflicts (overlapping alternatives, a lenient schema's oneOf) the same table
+        # runs in the GLR parser
+        if fast is not None:
+            self._parser = fast
         else:
-            parser, lalr_ok = _build_lark(grammar)
-            try:
-                rules = [
-                    (str(r.origin.name), tuple(str(s.name) for s in r.expansion))
-                    for r in parser.rules
-                ]
-                lark_terminals = list(parser.terminals)
-                ignore = set(parser.ignore_tokens)
-                if lalr_ok:  # strict LALR: no conflict
-                    self._parser = LALRParser.from_lark(parser.parser.parser._parse_table)
-                else:
-                    _refuse_hidden_left_recursion(rules)
-                    self._parser = GLRParser(lalr_tables(rules))
-                    checked_by_lark = True
-            except AttributeError as exc:  # pragma: no cover - guards against lark internals moving
-                raise UnsupportedConstraintError(
-                    f"this lark version's parser internals are not supported: {exc}"
-                ) from exc
-        if not checked_by_lark:
-            _validate_terminals(lark_terminals)
+            _refuse_hidden_left_recursion(rules)
+            self._parser = GLRParser(tables)
+        _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
         self._unless_pairs: dict[tuple[str, str], bool] = {}  # (Lark's retyping: _scanner)
         self.terminal_names: list[str] = [t.name for t in lark_terminals]

@@ -14,7 +14,7 @@ import pytest
 from outlines_like.fsm import _accel, _grammar_actions
 from outlines_like.fsm._grammar_actions import END, ActionRows, Tables, action_arrays
 from outlines_like.fsm._grammar_parser import LALRParser
-from outlines_like.fsm._grammar_tables import lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import PlainGrammar, lalr_tables, read_plain
 from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types.json_schema_grammar import json_schema_to_grammar
@@ -58,14 +58,18 @@ def _schema_grammars() -> list[str]:
     return grammars
 
 
-def _same_automaton(text: str, tables: Tables) -> None:
-    """Map Lark's LALR states onto ours from the start state; every action must agree."""
+def _same_automaton(text: str, tables: Tables, plain: PlainGrammar | None = None) -> None:
+    """Map Lark's LALR states onto ours from the start state; every action must agree.
+
+    ``plain``: the rules and terminals ``tables`` was built from (else read from ``text``).
+    """
     import lark
     from lark.parsers.lalr_analysis import Shift
 
     reference = lark.Lark(text, parser="lalr", lexer="basic", start="start")
     table = reference.parser.parser._parse_table
-    plain = read_plain(text)
+    if plain is None:
+        plain = read_plain(text)
     assert plain is not None
 
     def terminals(defs: list[Any]) -> dict[str, tuple[Any, ...]]:
@@ -104,6 +108,25 @@ def test_tables_are_larks(text: str) -> None:
     tables = lalr_tables(plain.rules)
     assert not tables.conflict
     _same_automaton(text, tables)
+
+
+def _lark_grammars() -> list[str]:
+    from tests.fsm.test_grammar import ARITH_LARK, JSON_LARK, KEYWORDS, LARK_TUTORIAL_JSON, PRIORITY
+
+    return [JSON_LARK, ARITH_LARK, KEYWORDS, PRIORITY, LARK_TUTORIAL_JSON]
+
+
+@pytest.mark.parametrize("text", _lark_grammars())
+def test_grammars_lark_reads_get_larks_automaton(text: str) -> None:
+    """Grammars only Lark reads (EBNF, inline literals, imports, priorities): Lark's loader
+    writes their rules, our table is Lark's LALR(1) automaton."""
+    from outlines_like.fsm.grammar import _load_lark
+
+    assert read_plain(text) is None
+    rules, terminals, ignore = _load_lark(text)
+    tables = lalr_tables(rules)
+    assert not tables.conflict
+    _same_automaton(text, tables, PlainGrammar(rules, terminals, ignore))
 
 
 @pytest.mark.parametrize(
@@ -370,23 +393,25 @@ CONFLICTED = [
 def test_a_plain_grammar_with_conflicts_runs_its_own_table_without_lark(
     text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lark's analyses (unbounded in time) are skipped; the masks are the Lark route's."""
+    """Lark is not asked; the masks are those of the grammar read by Lark's loader."""
     import outlines_like.fsm.grammar as grammar_module
     from outlines_like.fsm._grammar_parser import GLRParser
 
     plain = read_plain(text)
-    assert plain is not None and lalr_tables(plain.rules).conflict
+    assert plain is not None
+    assert lalr_tables(plain.rules).conflict
     theirs = CompiledGrammar(text + "\n// through lark\n", VOCAB)
     calls: list[str] = []
-    real = grammar_module._build_lark
+    real = grammar_module._load_lark
     monkeypatch.setattr(
         grammar_module,
-        "_build_lark",
+        "_load_lark",
         lambda t: calls.append(t) or real(t),  # type: ignore[func-returns-value]
     )
     ours = CompiledGrammar(text, VOCAB)
     assert calls == []
-    assert isinstance(ours._parser, GLRParser) and isinstance(theirs._parser, GLRParser)
+    assert isinstance(ours._parser, GLRParser)
+    assert isinstance(theirs._parser, GLRParser)
     for seed in range(6):
         assert _walk_masks(ours, seed) == _walk_masks(theirs, seed)
 
@@ -396,7 +421,8 @@ def test_a_plain_grammar_the_glr_parser_cannot_run_is_refused_either_way() -> No
 
     text = "start: a\na: b a X | X\nb: Y | \nX: /x/\nY: /y/"  # `a` after an empty `b`
     plain = read_plain(text)
-    assert plain is not None and lalr_tables(plain.rules).conflict
+    assert plain is not None
+    assert lalr_tables(plain.rules).conflict
     for source in (text, text + "\n// through lark\n"):
         with pytest.raises(UnsupportedConstraintError, match="rule 'a' is left-recursive"):
             CompiledGrammar(source, VOCAB)
@@ -413,7 +439,7 @@ def test_a_lenient_overlapping_one_of_compiles_to_the_glr_parser(
     def no_lark(text: str) -> Any:
         raise AssertionError("Lark was asked to analyse a plain grammar")
 
-    monkeypatch.setattr(grammar_module, "_build_lark", no_lark)
+    monkeypatch.setattr(grammar_module, "_load_lark", no_lark)
     item = {"type": "object", "properties": {"v": {"type": "integer"}}}
     schema = {  # recursive: the grammar path; both branches accept {"v":1}
         "$defs": {
@@ -432,7 +458,8 @@ def test_a_lenient_overlapping_one_of_compiles_to_the_glr_parser(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = compile_constraint(JsonSchema(schema, lenient=True), VOCAB)
-    assert isinstance(compiled, CompiledGrammar) and isinstance(compiled._parser, GLRParser)
+    assert isinstance(compiled, CompiledGrammar)
+    assert isinstance(compiled._parser, GLRParser)
     for text in ('{"v":1}', '{"v":1,"next":{"v":2}}', "{}"):
         matcher = compiled.matcher()
         for byte in text.encode():

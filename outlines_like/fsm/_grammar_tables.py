@@ -34,6 +34,7 @@ import dataclasses
 import gc
 import itertools
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -119,17 +120,45 @@ class PlainGrammar:
     ignore: list[str]
 
 
+LARK_LOCK = threading.Lock()
+"""Held while Lark reads a grammar (:func:`lark_quietly`)."""
+
+
+@contextlib.contextmanager
+def lark_quietly() -> Iterator[None]:
+    """Let Lark read grammars without its terminal-collision check (under :data:`LARK_LOCK`).
+
+    Lark's first grammar in a process builds its own meta-grammar parser, whose lexer checks
+    Lark's terminals pairwise for collisions with interegular (about 120 ms, to log warnings
+    nobody reads). The check is switched off meanwhile; it changes no table, and the lock
+    keeps two threads from racing on the flag.
+    """
+    import lark.lexer
+
+    with LARK_LOCK:
+        saved = lark.lexer.has_interegular
+        lark.lexer.has_interegular = False
+        try:
+            yield
+        finally:
+            lark.lexer.has_interegular = saved
+
+
 def load_lark() -> None:
-    """Import what a grammar's compile takes from Lark (its parser generator, terminals).
+    """Import what a grammar's compile takes from Lark, and build Lark's grammar reader.
 
     Imported on first use, so that ``import outlines_like`` stays light; the first import
-    costs ~50 ms (Lark's modules, with ``regex`` and ``interegular``), which a process's first
-    grammar compile would otherwise pay (:func:`~outlines_like.fsm.index.prepare_vocabulary`
-    calls this in setup).
+    costs ~50 ms (Lark's modules, with ``regex`` and ``interegular``), and Lark's parser of
+    grammar text and its lexer (built once per process, on the first grammar it reads) ~45 ms
+    more, which a process's first grammar compile would otherwise pay
+    (:func:`~outlines_like.fsm.index.prepare_vocabulary` calls this in setup).
     """
     import lark.lexer
     import lark.load_grammar
-    import lark.parsers.lalr_analysis  # noqa: F401
+
+    load: Any = lark.load_grammar.load_grammar  # (untyped)
+    with lark_quietly():  # (a first grammar read builds Lark's parser of grammar text)
+        load('start: A\nA: "a"\n%ignore " "', "<setup>", None, False)
 
 
 def read_plain(text: str, start: str = "start") -> PlainGrammar | None:

@@ -104,6 +104,7 @@ from outlines_like.fsm._grammar_tables import (
     PlainGrammar,
     gc_paused,
     lalr_tables,
+    lark_quietly,
     lexer_contexts,
     read_plain,
 )
@@ -150,7 +151,6 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 """Any JSON object (the ``dict`` output type), in Lark syntax; whitespace between tokens."""
 
 _COMPILED_KEY = "fsm.grammar.compiled"
-_LARK_LOCK = threading.Lock()
 _MAX_CACHED_GRAMMARS = 8
 _MAX_CACHED_MASKS = 2048  # 4·ceil(V/32) bytes each: 32 MB on llama3
 _PYTHON_TAIL = 24  # walk this few tokens byte by byte rather than column by column
@@ -266,20 +266,12 @@ def _load_lark(text: str) -> tuple[list[tuple[str, tuple[str, ...]]], list[Any],
     import lark.load_grammar
 
     load_grammar: Any = lark.load_grammar.load_grammar  # (untyped)
-    with _LARK_LOCK:
-        # Lark's first grammar in a process builds its own meta-grammar parser, whose lexer
-        # checks Lark's terminals pairwise for collisions with interegular (about 120 ms, to
-        # log warnings nobody reads). The check is switched off while Lark loads; it changes
-        # no table, and the lock keeps two compiles from racing on the flag.
-        saved = lark.lexer.has_interegular
-        lark.lexer.has_interegular = False
+    with lark_quietly():
         try:
             loaded, _ = load_grammar(text, "<string>", None, False)
             terminals, rules, ignore = loaded.compile(["start"], set())
         except lark.exceptions.LarkError as exc:
             raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-        finally:
-            lark.lexer.has_interegular = saved
     pairs = [(str(r.origin.name), tuple(str(sym.name) for sym in r.expansion)) for r in rules]
     if not any(origin == "start" for origin, _ in pairs):
         raise InvalidConstraintError("invalid grammar: it has no rule 'start' (the start rule)")

@@ -14,6 +14,10 @@ a flattened schema is itself a schema of simple parts (De Morgan over its keywor
 "required": ["kind"]}``). ``dependentRequired``, ``dependentSchemas`` and draft 7's
 ``dependencies`` become ``anyOf: [member absent, member present and its dependency]``, at most
 :data:`MAX_DEPENDENCIES` of them per object (each doubles the object's regex).
+
+A ``oneOf`` whose branches only name types (Kubernetes' ``Quantity``:
+``[{"type": ["string", "null"]}, {"type": ["number", "null"]}]``) becomes the types exactly one
+branch names: a value of a type two branches name fits both, which ``oneOf`` excludes.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from outlines_like.errors import InvalidConstraintError
 from outlines_like.types.json_schema._base import CLOSED, NEVER, TYPES
 
 NOT_STRINGS: Final = "x-outlines-like-not-strings"  # strings other than these
@@ -144,3 +149,35 @@ def dependencies(node: dict[str, Any]) -> list[dict[str, Any]] | None:
             present = {"allOf": [{"required": [name]}, dependency]}
         unions.append({"anyOf": [{"properties": {name: False}}, present]})
     return unions
+
+
+def one_of_types(branches: Any, flatten: Flatten, path: str) -> dict[str, Any] | None:
+    """``oneOf: branches`` as a ``type``, when every branch only names types; else ``None``.
+
+    The values a single branch accepts are those of the types exactly one branch names. Not
+    where one branch names ``integer`` and another ``number`` (a number with a fraction fits
+    one, an integral one both: no keyword says that).
+    """
+    if not isinstance(branches, list) or not branches:
+        return None
+    counts: dict[str, int] = {}
+    for i, branch in enumerate(branches):
+        try:
+            flat = flatten(branch, f"{path}/oneOf/{i}")
+        except InvalidConstraintError:  # (a branch that refers to its own schema, say)
+            return None  # the union's own conversion reports what is wrong
+        declared = flat.get("type")
+        if flat.keys() != {"type"}:
+            return None
+        names = [declared] if isinstance(declared, str) else declared
+        if not isinstance(names, list) or not names or not all(n in TYPES for n in names):
+            return None  # (the metaschema check names an invalid type)
+        kinds = set(names)
+        if "number" in kinds:
+            kinds.discard("integer")
+        for kind in kinds:
+            counts[kind] = counts.get(kind, 0) + 1
+    if "integer" in counts and "number" in counts:
+        return None
+    once = [t for t in TYPES if counts.get(t) == 1]
+    return {"type": once} if once else {NEVER: True}

@@ -22,12 +22,13 @@ from outlines_like.types.json_schema._logic import (
     conditional,
     dependencies,
     negate,
+    one_of_types,
 )
 from outlines_like.types.json_schema.pointer import PointerError, resolve_pointer
 
 # The keywords :meth:`RefsMixin.rewrites` reads.
 _REWRITTEN: Final = frozenset(
-    {"not", "if", "dependentRequired", "dependentSchemas", "dependencies"}
+    {"not", "if", "dependentRequired", "dependentSchemas", "dependencies", "oneOf"}
 )
 
 # The keywords :meth:`RefsMixin.upgrade` rewrites.
@@ -152,9 +153,10 @@ class RefsMixin(ConverterBase):
     def rewrites(
         self, node: dict[str, Any], schema: dict[str, Any], path: str, seen: tuple[str, ...]
     ) -> list[dict[str, Any]]:
-        """Take ``not``, ``if`` and dependencies out of ``node`` as schemas to merge (``_logic``).
+        """Take ``not``, ``if``, dependencies and ``oneOf`` of types out of ``node`` (``_logic``).
 
-        What cannot be rewritten stays in ``node``, to be reported as not enforced.
+        They come back as schemas to merge into it. What cannot be rewritten stays in ``node``,
+        to be reported as not enforced.
         """
 
         def flat(sub: Any, where: str) -> dict[str, Any]:
@@ -174,6 +176,11 @@ class RefsMixin(ConverterBase):
             if union is not None:
                 del node["if"]
                 parts.append(union)
+        if "oneOf" in node:
+            types = one_of_types(node["oneOf"], flat, path)
+            if types is not None:
+                del node["oneOf"]
+                parts.append(types)
         unions = dependencies(node)
         if unions is not None:
             for key in ("dependentRequired", "dependentSchemas", "dependencies"):

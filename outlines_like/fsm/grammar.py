@@ -1062,33 +1062,27 @@ class CompiledGrammar(Compiled):
         self.budget = budget
         self.failed: ConstraintTooLargeError | None = None  # a mask ran out of budget
         self._parser: LALRParser | GLRParser
-        fast: LALRParser | None = None
         with gc_paused():
+            # plain BNF (what JSON Schemas compile to, when not handed over as `plain`): our
+            # own reader; any other grammar: Lark's loader. The LALR(1) table is ours either
+            # way, the same automaton as Lark's in a fraction of its time
             if plain is None:
                 plain = read_plain(grammar)
-            tables = lalr_tables(plain.rules) if plain is not None else None
-            if tables is not None and not tables.conflict:
-                # plain BNF without conflicts (what JSON Schemas compile to): our own reader
-                # and LALR(1) tables, the same parser as Lark's in a fraction of its time
-                fast = LALRParser(tables)
-        if plain is not None and tables is not None:
-            rules = plain.rules
-            lark_terminals = list(plain.terminals)
-            ignore = set(plain.ignore)
-        else:  # Lark's reading of the grammar, then our table
-            rules, lark_terminals, ignored = _load_lark(grammar)
-            ignore = set(ignored)
-            with gc_paused():
-                tables = lalr_tables(rules)
-            if not tables.conflict:
-                fast = LALRParser(tables)
-        # with conflicts (overlapping alternatives, a lenient schema's oneOf) the same table
-        # runs in the GLR parser
-        if fast is not None:
-            self._parser = fast
-        else:
+            if plain is not None:
+                rules = plain.rules
+                lark_terminals = list(plain.terminals)
+                ignore = set(plain.ignore)
+            else:
+                rules, lark_terminals, ignored = _load_lark(grammar)
+                ignore = set(ignored)
+            tables = lalr_tables(rules)
+        if tables.conflict:
+            # (overlapping alternatives, a lenient schema's oneOf): the same table runs in the
+            # GLR parser
             _refuse_hidden_left_recursion(rules)
             self._parser = GLRParser(tables)
+        else:
+            self._parser = LALRParser(tables)
         _validate_terminals(lark_terminals)
         self.is_lalr = isinstance(self._parser, LALRParser)
         self._unless_pairs: dict[tuple[str, str], bool] = {}  # (Lark's retyping: _scanner)

@@ -153,7 +153,6 @@ def load_lark() -> None:
     more, which a process's first grammar compile would otherwise pay
     (:func:`~outlines_like.fsm.index.prepare_vocabulary` calls this in setup).
     """
-    import lark.lexer
     import lark.load_grammar
 
     load: Any = lark.load_grammar.load_grammar  # (untyped)

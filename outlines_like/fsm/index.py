@@ -239,8 +239,10 @@ def prepare_vocabulary(vocab: Vocabulary, *, stock_row_tables: bool = True) -> N
     a lazy DFA's row table are backed, and kept in stock by a background thread
     (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`; not with
     ``stock_row_tables=False``: a process that compiles nothing itself but forks children
-    that do, which would inherit the pages copy-on-write); and Lark's modules, which grammar
-    compiles use, are imported (~50 ms once a process). Benchmarks and servers call this in
+    that do, which would inherit the pages copy-on-write); the grammar kernel's layout of the
+    token trie is made (~5 ms on llama3); and Lark's modules, which grammar compiles use, are
+    imported and its grammar reader built (~95 ms once a process:
+    :func:`~outlines_like.fsm._grammar_tables.load_lark`). Benchmarks and servers call this in
     setup, so the first compile does not pay for them (~0.3 s for 150k tokens, ~0.5 s with
     the extra).
     """

@@ -166,9 +166,9 @@ def one_of_types(branches: Any, flatten: Flatten, path: str) -> dict[str, Any] |
             flat = flatten(branch, f"{path}/oneOf/{i}")
         except InvalidConstraintError:  # (a branch that refers to its own schema, say)
             return None  # the union's own conversion reports what is wrong
-        declared = flat.get("type")
         if flat.keys() != {"type"}:
             return None
+        declared = flat["type"]
         names = [declared] if isinstance(declared, str) else declared
         if not isinstance(names, list) or not names or not all(n in TYPES for n in names):
             return None  # (the metaschema check names an invalid type)

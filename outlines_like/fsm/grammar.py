@@ -70,6 +70,7 @@ lines so its invariants read in one place.
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 import threading
 import weakref
@@ -990,6 +991,60 @@ _DEEP_STATE = 1  # the matcher DFA's "needs the stack's bottom" state
 # Rows are keyed by this many top states, then deeper (LALR; a GLR configuration's stacks part
 # near the top, and its partial rows cost more than they save on the benchmark's grammars).
 _KEY_DEPTHS = (1, 2, 4, 8, 16, 32)
+_WIDEN_CANDIDATES = 64  # a scanner is widened only when its rarest terminal is this rare
+
+
+class _ScannerIndex:
+    """Per terminal symbol of an LALR table's rows, the states with an action on it."""
+
+    def __init__(self, actions: ActionRows, is_terminal: npt.NDArray[np.bool_]) -> None:
+        bounds = np.asarray(actions.bounds, dtype=np.int64)
+        symbols = np.asarray(actions.symbols)
+        state_of = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(bounds))
+        keep = is_terminal[symbols]
+        order = np.argsort(symbols[keep], kind="stable")
+        self._states = state_of[keep][order]
+        self._first = np.searchsorted(symbols[keep][order], np.arange(len(actions.names) + 1))
+        self._bounds = bounds.tolist()
+        self._symbols = symbols
+        self._is_terminal = is_terminal
+        self._sets: dict[int, frozenset[int]] = {}
+
+    def terminals(self, state: int) -> frozenset[int]:
+        """The terminal symbols of ``state``'s actions (memoised)."""
+        found = self._sets.get(state)
+        if found is None:
+            row = self._symbols[self._bounds[state] : self._bounds[state + 1]]
+            found = self._sets[state] = frozenset(row[self._is_terminal[row]].tolist())
+        return found
+
+    def widest(self, ids: npt.NDArray[Any]) -> frozenset[int] | None:
+        """The one largest set of terminals among the states' that hold ``ids``, if wider.
+
+        None unless the states whose terminals include ``ids`` (found through its rarest
+        terminal, when fewer than :data:`_WIDEN_CANDIDATES` states have it) have one set that
+        holds all the others, larger than ``ids``.
+        """
+        if not len(ids):
+            return None
+        first = self._first
+        counts = first[ids + 1] - first[ids]
+        at = int(counts.argmin())
+        if counts[at] > _WIDEN_CANDIDATES:
+            return None
+        rare = int(ids[at])
+        want = frozenset(ids.tolist())
+        holding = []
+        for c in self._states[first[rare] : first[rare + 1]].tolist():
+            got = self.terminals(c)
+            if want <= got:
+                holding.append(got)
+        best = max(holding, key=len)
+        if len(best) == len(want) or not all(got <= best for got in holding):
+            return None
+        return best
+
+
 _MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
 
 
@@ -1129,6 +1184,9 @@ class CompiledGrammar(Compiled):
         # which of the tables' symbols are terminals (`_scanner_key`)
         self._context_by_terms: dict[Hashable, int] = {}
         self._symbol_is_terminal: npt.NDArray[np.bool_] | None = None
+        self._scanner_index: _ScannerIndex | None = None
+        self._apart_memo: dict[tuple[str, str], bool] = {}
+        self._wide_keys: dict[frozenset[int], bytes] = {}
         self._static: dict[tuple[int, int], _Lexed] = {}
         self._after_memo: dict[tuple[Config, int], Config | None] = {}
         self._ok_terms: dict[
@@ -1289,11 +1347,33 @@ class CompiledGrammar(Compiled):
         return found
 
     def _lark_context(self, state: int) -> int:
-        """Lark's contextual lexer of one LALR state: its terminals, order and retyping."""
+        """Lark's contextual lexer of one LALR state: its terminals, order and retyping.
+
+        A state may take a wider state's context instead (:meth:`_wider_scanner`): the one set
+        of terminals among the states that hold all of its own that holds every other such
+        set, when those terminals lex apart (:meth:`_wide_key`). The terminals the state does
+        not take then end no lexeme it would have read and begin none that one of its own
+        matches a prefix of, and the parser refuses them: the same masks. The member
+        positions of a JSON Schema object (each takes the names still to come) share the
+        context of the state after its ``{``, built once rather than once per position:
+        Kubernetes' pod, with 38 members in one object, built 38 contexts of up to 450 states.
+        """
         terms = self._scanner_key(state)
         found = self._context_by_terms.get(terms)
         if found is not None:
             return found
+        wide = self._wider_scanner(terms)
+        if wide is not None:
+            found = self._context_by_terms.get(wide)
+            if found is not None:
+                self._context_by_terms[terms] = found
+                return found
+            cid = self._lark_context_of(state, wide)
+            self._context_by_terms[terms] = cid
+            return cid
+        return self._lark_context_of(state, terms)
+
+    def _lark_context_of(self, state: int, terms: Hashable) -> int:
         names, retyped = self._scanner(state, terms)
         term_id = self._term_id
         order = tuple(term_id[name] for name in names)
@@ -1311,6 +1391,100 @@ class CompiledGrammar(Compiled):
             )
         self._context_by_terms[terms] = cid
         return cid
+
+    def _wider_scanner(self, terms: Hashable) -> bytes | None:
+        """The key of the wider scanner a state with terminals ``terms`` takes, or None.
+
+        See :meth:`_lark_context`. With the compiled tables only (whose rows are arrays); the
+        Python tables keep a context per scanner, which tests compare masks with.
+        """
+        actions = self._parser.actions
+        if not isinstance(terms, bytes) or not isinstance(actions, ActionRows):
+            return None
+        index = self._scanner_index
+        if index is None:
+            assert self._symbol_is_terminal is not None  # (made by _scanner_key)
+            index = self._scanner_index = _ScannerIndex(actions, self._symbol_is_terminal)
+        ids = np.frombuffer(terms, dtype=actions.symbols.dtype)
+        best = index.widest(ids)
+        if best is None:
+            return None
+        wide = self._wide_keys.get(best)
+        if wide is None:
+            wide = self._wide_keys[best] = self._wide_key(best)
+        return wide or None
+
+    def _wide_key(self, terminals: frozenset[int]) -> bytes:
+        """The scanner key of ``terminals`` if any of its subsets may lex as it does, else b"".
+
+        They may when every terminal is :meth:`_apart` from every other (and ``%ignore``)
+        and all have one priority: then a lexeme of any of them never meets a text that
+        another one matches, so the ones a state does not take change no lexeme of those it
+        does (see :meth:`_lark_context`).
+        """
+        actions = self._parser.actions
+        assert isinstance(actions, ActionRows)
+        names = [actions.names[i] for i in terminals]
+        names.extend(self._ignore_names)
+        defs = self._terminal_defs
+        if len({defs[name].priority for name in names}) > 1:
+            return b""
+        literals = sorted(lit for lit in map(self._literal_of, names) if lit is not None)
+        if any(b.startswith(a) for a, b in itertools.pairwise(literals)):  # (sorted: neighbours)
+            return b""
+        regexes = [name for name in names if self._literal_of(name) is None]
+        for name in regexes:
+            for other in names:
+                if other != name and not (self._apart(name, other) and self._apart(other, name)):
+                    return b""
+        return np.array(sorted(terminals), dtype=actions.symbols.dtype).tobytes()
+
+    def _literal_of(self, name: str) -> bytes | None:
+        """A plain literal terminal's bytes, else None."""
+        pattern = self._terminal_defs[name].pattern
+        if pattern.type == "str" and not pattern.flags:
+            return pattern.value.encode("utf-8")  # type: ignore[no-any-return]
+        return None
+
+    def _apart(self, added: str, other: str) -> bool:
+        """Whether no text that ``other`` matches begins a text of ``added`` (memoised).
+
+        Exact where one is a literal; two regexes are apart only when no first byte is
+        common to both (conservative: a refusal keeps the state's own context).
+        """
+        key = (added, other)
+        found = self._apart_memo.get(key)
+        if found is not None:
+            return found
+        a_lit, o_lit = self._literal_of(added), self._literal_of(other)
+        if a_lit is not None and o_lit is not None:
+            found = not a_lit.startswith(o_lit)
+        elif a_lit is not None:  # does the regex `other` match a prefix of the literal?
+            dfa = self._dfas[self._term_id[other]]
+            q = dfa.start
+            found = True
+            for byte in a_lit:
+                q = int(dfa.transitions[q, byte])
+                if q < 0:
+                    break
+                if dfa.accepting[q]:
+                    found = False
+                    break
+        elif o_lit is not None:  # can the regex `added` go on past the literal?
+            dfa = self._dfas[self._term_id[added]]
+            q = dfa.start
+            for byte in o_lit:
+                q = int(dfa.transitions[q, byte])
+                if q < 0:
+                    break
+            found = q < 0
+        else:
+            a_dfa = self._dfas[self._term_id[added]]
+            o_dfa = self._dfas[self._term_id[other]]
+            a_first = a_dfa.transitions[a_dfa.start] >= 0
+            found = not bool((a_first & (o_dfa.transitions[o_dfa.start] >= 0)).any())
+        self._apart_memo[key] = found
+        return found
 
     def _scanner_key(self, state: int) -> Hashable:
         """The terminals of LALR state ``state``'s actions: all its scanner depends on.

@@ -304,6 +304,7 @@ def test_scanner_read_from_the_state_key(which: str, accel: bool) -> None:
 def test_states_with_the_same_terminals_share_a_context(which: str) -> None:
     """A state found by its actions' terminals gets the context its scanner gives."""
     compiled = CompiledGrammar(JSON_AFTER_LET if which == "lark" else _schema_grammar(), VOCAB)
+    compiled._wider_scanner = lambda terms: None  # type: ignore[method-assign]
     parser = compiled._parser
     assert isinstance(parser, LALRParser)
     got = [compiled._state_context(s) for s in parser.actions]
@@ -318,6 +319,119 @@ def test_states_with_the_same_terminals_share_a_context(which: str) -> None:
     compiled._scanner_key = lambda state: next(keys)  # type: ignore[method-assign]
     assert [compiled._state_context(s) for s in parser.actions] == got
     assert len(compiled._contexts) == n_contexts
+
+
+def _members_grammar(n: int) -> str:
+    """A JSON Schema's grammar of one object with ``n`` optional members, strings or null."""
+    from outlines_like.types import CFG
+    from outlines_like.types.json_schema_grammar import json_schema_path
+
+    schema = {
+        "type": "object",
+        "properties": {f"k{i}": {"type": ["string", "null"]} for i in range(n)},
+        "additionalProperties": False,
+    }
+    _, grammar = json_schema_path(schema, whitespace_pattern="[ ]?", regex_budget=0)
+    assert grammar is not None
+    return CFG(grammar, "lark").lark
+
+
+def _step_masks(compiled: CompiledGrammar, text: bytes) -> list[bytes]:
+    from tests.fsm.test_grammar import greedy
+
+    out = []
+    m = compiled.matcher()
+    row = np.zeros((1, VOCAB.mask_words), dtype=np.int32)
+    for token in greedy(text):
+        m.fill_bitmask(row)
+        out.append(row.tobytes())
+        if not (int(row[0, token // 32]) >> (token % 32)) & 1:
+            break
+        m.advance(token)
+    m.fill_bitmask(row)
+    return [*out, row.tobytes()]
+
+
+MEMBER_DOCS = [
+    b'{"k0": "a", "k3": null, "k7": "b c"}',
+    b'{"k2": "x", "k2": "y"}',  # (rejected at the second k2: members in order, once)
+    b'{"k11": null}',
+    rb'{"k1": "\u00e9", "k4": "", "k5": null, "k6": "q", "k10": "z", "k11": "w"}',
+    b'{"k5": "a", "k3": "b"}',  # (rejected: out of order)
+    b"{}",
+    b'{"k9": nul',
+]
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled tables need numba")
+def test_member_positions_share_one_wider_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The states after each member of an object take the terminals of the state after its
+    ``{`` (the names still to come are a subset of them): one context, not one per position,
+    and the same masks as the states' own contexts give."""
+    grammar = _members_grammar(12)
+    _accel.set_enabled(True)
+    try:
+        wide = CompiledGrammar(grammar, VOCAB)
+        with monkeypatch.context() as patch:  # (in case a context is built in the compile)
+            patch.setattr(CompiledGrammar, "_wider_scanner", lambda self, terms: None)
+            narrow = CompiledGrammar(grammar, VOCAB)
+        narrow._wider_scanner = lambda terms: None  # type: ignore[method-assign]
+        for text in MEMBER_DOCS:
+            assert _step_masks(wide, text) == _step_masks(narrow, text), text
+        assert isinstance(narrow._parser, LALRParser)
+        for state in narrow._parser.actions:
+            narrow._state_context(state)
+        assert isinstance(wide._parser, LALRParser)
+        assert isinstance(wide._parser.actions, ActionRows)
+        for state in wide._parser.actions:
+            wide._state_context(state)
+    finally:
+        _accel.set_enabled(None)
+    # the twelve name positions (and the state after the last member) share the first's
+    assert len(narrow._contexts) - len(wide._contexts) >= 11
+
+
+# the state after "x" takes AB; the start state takes AB and ABC, of which AB matches a prefix
+AB_THEN_ABC = r"""
+start: "x" AB "c" | AB "z" | ABC
+AB: "ab"
+ABC: "abc"
+"""
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled tables need numba")
+@pytest.mark.parametrize(
+    ("grammar", "text"),
+    [
+        (AB_THEN_ABC, b"xabc"),
+        # a regex (the taken one) that matches a prefix of a literal the start state takes
+        ('start: "x" AB "c" | AB "z" | "abc"\nAB: /a[b]/\n', b"xabc"),
+        # two regexes (refused where they begin with the same byte, without a closer look)
+        ('start: "x" AB "c" | AB "z" | ABC\nAB: /ab/\nABC: /ab[c]/\n', b"xabc"),
+    ],
+)
+def test_a_wider_context_that_would_lex_otherwise_is_not_taken(
+    grammar: str, text: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without its check (a terminal a state does not take may not begin with a text one it
+    takes matches), the wider context would read ``abc`` whole after ``x`` and reject it."""
+    _accel.set_enabled(True)
+    try:
+        compiled = CompiledGrammar(grammar, VOCAB)
+        assert compiled.accepts_text(text)
+        assert _step_masks(compiled, text)[-1] != bytes(4 * VOCAB.mask_words)
+        unchecked = CompiledGrammar.__dict__["_wide_key"]
+
+        def every_key(self: CompiledGrammar, terminals: frozenset[int]) -> bytes:
+            monkeypatch.setattr(self, "_apart", lambda a, b: True)
+            monkeypatch.setattr(self, "_literal_of", lambda name: None)
+            return unchecked(self, terminals)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(CompiledGrammar, "_wide_key", every_key)
+        widened = CompiledGrammar(grammar, VOCAB)
+        assert not widened.accepts_text(text)
+    finally:
+        _accel.set_enabled(None)
 
 
 @pytest.mark.skipif(not _accel.available(), reason="the compiled context build needs numba")

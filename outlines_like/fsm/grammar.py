@@ -1009,6 +1009,7 @@ class _ScannerIndex:
         self._symbols = symbols
         self._is_terminal = is_terminal
         self._sets: dict[int, frozenset[int]] = {}
+        self._tops: dict[int, frozenset[int] | None] = {}  # per terminal (`widest`)
 
     def terminals(self, state: int) -> frozenset[int]:
         """The terminal symbols of ``state``'s actions (memoised)."""
@@ -1034,15 +1035,25 @@ class _ScannerIndex:
             return None
         rare = int(ids[at])
         want = frozenset(ids.tolist())
-        holding = []
-        for c in self._states[first[rare] : first[rare + 1]].tolist():
-            got = self.terminals(c)
-            if want <= got:
-                holding.append(got)
-        best = max(holding, key=len)
-        if len(best) == len(want) or not all(got <= best for got in holding):
-            return None
-        return best
+        if rare in self._tops:
+            top = self._tops[rare]
+        else:  # the largest set holding `rare`, if it holds all the others
+            sets = [self.terminals(c) for c in self._candidates(rare)]
+            largest = max(sets, key=len)
+            top = self._tops[rare] = largest if all(got <= largest for got in sets) else None
+        if top is not None and want <= top:  # (then it is the answer: it holds every holder)
+            best = top
+        else:
+            holding = [got for got in map(self.terminals, self._candidates(rare)) if want <= got]
+            best = max(holding, key=len)
+            if not all(got <= best for got in holding):
+                return None
+        return None if len(best) == len(want) else best
+
+    def _candidates(self, rare: int) -> list[int]:
+        """The states with an action on terminal ``rare``."""
+        found: list[int] = self._states[self._first[rare] : self._first[rare + 1]].tolist()
+        return found
 
 
 _MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this

@@ -261,12 +261,14 @@ class LALRKernel:
             # a state's terminal: its class's first (-1, the last item, where none wins)
             self._extend("term_of", n)[:] = class_terms[context.winner]
             # the reach's set cells in row-major order: per state, the end of its terms
-            width = context.reach.shape[1]
-            cells = context.reach.reshape(-1).nonzero()[0]  # (a 2-D nonzero costs ~7x more)
+            reach = context.reach_local
+            width = reach.shape[1]
+            cells = reach.reshape(-1).nonzero()[0]  # (a 2-D nonzero costs ~7x more)
             ends = self._extend("reach_first", n)
             ends[:] = cells.searchsorted(np.arange(1, n + 1) * width)
             ends += self.reach_first[base]
-            self._extend("reach_term", len(cells))[:] = cells % width if width else cells
+            terms = self._extend("reach_term", len(cells))
+            terms[:] = context.reach_terms[cells % width] if width else cells
         self._n_contexts = len(contexts)
 
     def _class_terms_upto(self, n: int) -> I32:

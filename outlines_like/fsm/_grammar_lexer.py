@@ -273,15 +273,21 @@ class ContextDFA:
         winner: ``int64[n_states]``: the class (see ``classify``) of the terminals a lexeme
             ending here becomes, or -1.
         accepting: ``winner >= 0``.
-        reach: ``bool[n_states, n_terminals]``: terminals a lexeme going through this state can
-            still become.
+        reach_local: ``bool[n_states, k]``: the terminals ``reach_terms`` (global ids) a
+            lexeme going through this state can still become (the columns of :attr:`reach`
+            that can be set: the compiled build's are its components, a few of a grammar's
+            hundreds of terminals).
+        reach_terms: ``int[k]``.
+        n_terminals: The grammar's number of terminals.
     """
 
     terminals: tuple[int, ...]
     transitions: npt.NDArray[np.int32]
     winner: npt.NDArray[np.int64]
     accepting: npt.NDArray[np.bool_]
-    reach: npt.NDArray[np.bool_]
+    reach_local: npt.NDArray[np.bool_]
+    reach_terms: npt.NDArray[np.intp]
+    n_terminals: int
 
     @property
     def n_states(self) -> int:
@@ -289,15 +295,32 @@ class ContextDFA:
         return int(self.transitions.shape[0])
 
     @functools.cached_property
+    def reach(self) -> npt.NDArray[np.bool_]:
+        """``bool[n_states, n_terminals]``: what a lexeme through a state can still become.
+
+        Made on first use (the Python parts of a mask read it; the compiled walk does not).
+        """
+        terms = self.reach_terms
+        if len(terms) == self.n_terminals and (terms == np.arange(len(terms))).all():
+            return self.reach_local
+        out = np.zeros((self.n_states, self.n_terminals), dtype=np.bool_)
+        out[:, self.reach_terms] = self.reach_local
+        return out
+
+    @functools.cached_property
     def flat(self) -> npt.NDArray[np.int32]:
         """``transitions`` raveled, for :func:`~outlines_like.fsm._grammar_walk.walk`."""
         return np.ascontiguousarray(self.transitions.reshape(-1))
 
     @functools.cached_property
-    def rows(self) -> list[list[int]]:
-        """``transitions`` as Python lists (fast scalar lookups while advancing)."""
-        out: list[list[int]] = self.transitions.tolist()
-        return out
+    def rows(self) -> tuple[tuple[int, ...], ...]:
+        """``transitions`` as Python tuples (fast scalar lookups while advancing).
+
+        Tuples of ints, which the cyclic garbage collector stops tracking once it has seen
+        them: as lists, a large schema's contexts kept ~25,000 lists of 256 items in its
+        reach, and a full collection during a mask took ~100 ms traversing them.
+        """
+        return tuple(map(tuple, self.transitions.tolist()))
 
 
 _DEAD_ROW = np.full(256, -1, dtype=np.int32)
@@ -552,7 +575,9 @@ def build_context(
         transitions=transitions,
         winner=winner,
         accepting=winner >= 0,
-        reach=reach,
+        reach_local=reach,
+        reach_terms=np.arange(n_terms),
+        n_terminals=n_terms,
     )
 
 
@@ -621,12 +646,12 @@ def _compiled_context(
     classes = [classify((components[c],)) for c in product.labels]
     classes.append(-1)
     winner_array = np.array(classes, dtype=np.int64)[product.label_at]
-    by_term = np.zeros((len(winner_array), n_terms), dtype=np.bool_)
-    by_term[:, components] = product.reach  # its components' columns to this grammar's ids
     return ContextDFA(
         terminals=tuple(order),
         transitions=product.transitions,
         winner=winner_array,
         accepting=winner_array >= 0,
-        reach=by_term,
+        reach_local=product.reach,  # its components' columns, as this grammar's ids
+        reach_terms=np.array(components, dtype=np.intp),
+        n_terminals=n_terms,
     )

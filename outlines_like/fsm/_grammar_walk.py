@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -341,7 +341,7 @@ class LexemeWalk:
     rests: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
-def sub_dfa(rows: list[list[int]], start: int) -> list[int] | None:
+def sub_dfa(rows: Sequence[Sequence[int]], start: int) -> list[int] | None:
     """The states reachable from ``start``, breadth first by byte; None past a few dozen."""
     order = [start]
     seen = {start}

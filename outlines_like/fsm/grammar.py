@@ -1000,41 +1000,49 @@ class _ScannerIndex:
     def __init__(self, actions: ActionRows, is_terminal: npt.NDArray[np.bool_]) -> None:
         bounds = np.asarray(actions.bounds, dtype=np.int64)
         symbols = np.asarray(actions.symbols)
-        state_of = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(bounds))
         keep = is_terminal[symbols]
-        order = np.argsort(symbols[keep], kind="stable")
-        self._states = state_of[keep][order]
-        self._first = np.searchsorted(symbols[keep][order], np.arange(len(actions.names) + 1))
-        self._bounds = bounds.tolist()
-        self._symbols = symbols
-        self._is_terminal = is_terminal
+        terms = symbols[keep]
+        counted = np.zeros(len(symbols) + 1, dtype=np.int64)
+        np.cumsum(keep, out=counted[1:])
+        n_terms = counted[bounds]  # where each state's terminal actions begin among `terms`
+        state_of = np.repeat(np.arange(len(bounds) - 1, dtype=np.int32), np.diff(n_terms))
+        order = np.argsort(terms, kind="stable")
+        self._states = state_of[order]
+        self._first: list[int] = np.searchsorted(
+            terms[order], np.arange(len(actions.names) + 1)
+        ).tolist()
+        self._terms = terms.tolist()  # (slices of a list make the sets: no numpy per state)
+        self._term_bounds = n_terms.tolist()
         self._sets: dict[int, frozenset[int]] = {}
         self._tops: dict[int, frozenset[int] | None] = {}  # per terminal (`widest`)
+
+    def row(self, state: int) -> tuple[int, ...]:
+        """The terminal symbols of ``state``'s actions, in the table's order."""
+        bounds = self._term_bounds
+        return tuple(self._terms[bounds[state] : bounds[state + 1]])
 
     def terminals(self, state: int) -> frozenset[int]:
         """The terminal symbols of ``state``'s actions (memoised)."""
         found = self._sets.get(state)
         if found is None:
-            row = self._symbols[self._bounds[state] : self._bounds[state + 1]]
-            found = self._sets[state] = frozenset(row[self._is_terminal[row]].tolist())
+            bounds = self._term_bounds
+            found = self._sets[state] = frozenset(self._terms[bounds[state] : bounds[state + 1]])
         return found
 
-    def widest(self, ids: npt.NDArray[Any]) -> frozenset[int] | None:
+    def widest(self, ids: tuple[int, ...]) -> frozenset[int] | None:
         """The one largest set of terminals among the states' that hold ``ids``, if wider.
 
         None unless the states whose terminals include ``ids`` (found through its rarest
         terminal, when fewer than :data:`_WIDEN_CANDIDATES` states have it) have one set that
         holds all the others, larger than ``ids``.
         """
-        if not len(ids):
+        if not ids:
             return None
         first = self._first
-        counts = first[ids + 1] - first[ids]
-        at = int(counts.argmin())
-        if counts[at] > _WIDEN_CANDIDATES:
+        rare = min(ids, key=lambda i: first[i + 1] - first[i])
+        if first[rare + 1] - first[rare] > _WIDEN_CANDIDATES:
             return None
-        rare = int(ids[at])
-        want = frozenset(ids.tolist())
+        want = frozenset(ids)
         if rare in self._tops:
             top = self._tops[rare]
         else:  # the largest set holding `rare`, if it holds all the others
@@ -1194,10 +1202,9 @@ class CompiledGrammar(Compiled):
         # (LALR, compiled tables) contexts by the terminal symbols of a state's actions, and
         # which of the tables' symbols are terminals (`_scanner_key`)
         self._context_by_terms: dict[Hashable, int] = {}
-        self._symbol_is_terminal: npt.NDArray[np.bool_] | None = None
         self._scanner_index: _ScannerIndex | None = None
         self._apart_memo: dict[tuple[str, str], bool] = {}
-        self._wide_keys: dict[frozenset[int], bytes] = {}
+        self._wide_keys: dict[frozenset[int], tuple[int, ...]] = {}
         self._static: dict[tuple[int, int], _Lexed] = {}
         self._after_memo: dict[tuple[Config, int], Config | None] = {}
         self._ok_terms: dict[
@@ -1316,8 +1323,8 @@ class CompiledGrammar(Compiled):
         by_name = self._terminal_defs
         actions = self._parser.actions
         names: set[str]
-        if isinstance(terms, bytes) and isinstance(actions, ActionRows):
-            ids = np.frombuffer(terms, dtype=actions.symbols.dtype).tolist()
+        if isinstance(terms, tuple) and isinstance(actions, ActionRows):
+            ids = terms
             names = set(map(actions.names.__getitem__, ids)) | self._ignore_names
         elif isinstance(terms, frozenset):
             names = set(terms) | self._ignore_names
@@ -1403,21 +1410,16 @@ class CompiledGrammar(Compiled):
         self._context_by_terms[terms] = cid
         return cid
 
-    def _wider_scanner(self, terms: Hashable) -> bytes | None:
+    def _wider_scanner(self, terms: Hashable) -> tuple[int, ...] | None:
         """The key of the wider scanner a state with terminals ``terms`` takes, or None.
 
         See :meth:`_lark_context`. With the compiled tables only (whose rows are arrays); the
         Python tables keep a context per scanner, which tests compare masks with.
         """
         actions = self._parser.actions
-        if not isinstance(terms, bytes) or not isinstance(actions, ActionRows):
+        if not isinstance(terms, tuple) or not isinstance(actions, ActionRows):
             return None
-        index = self._scanner_index
-        if index is None:
-            assert self._symbol_is_terminal is not None  # (made by _scanner_key)
-            index = self._scanner_index = _ScannerIndex(actions, self._symbol_is_terminal)
-        ids = np.frombuffer(terms, dtype=actions.symbols.dtype)
-        best = index.widest(ids)
+        best = self._index(actions).widest(terms)
         if best is None:
             return None
         wide = self._wide_keys.get(best)
@@ -1425,8 +1427,8 @@ class CompiledGrammar(Compiled):
             wide = self._wide_keys[best] = self._wide_key(best)
         return wide or None
 
-    def _wide_key(self, terminals: frozenset[int]) -> bytes:
-        """The scanner key of ``terminals`` if any of its subsets may lex as it does, else b"".
+    def _wide_key(self, terminals: frozenset[int]) -> tuple[int, ...]:
+        """The scanner key of ``terminals`` if any of its subsets may lex as it does, else ().
 
         They may when every terminal is :meth:`_apart` from every other (and ``%ignore``)
         and all have one priority: then a lexeme of any of them never meets a text that
@@ -1439,16 +1441,16 @@ class CompiledGrammar(Compiled):
         names.extend(self._ignore_names)
         defs = self._terminal_defs
         if len({defs[name].priority for name in names}) > 1:
-            return b""
+            return ()
         literals = sorted(lit for lit in map(self._literal_of, names) if lit is not None)
         if any(b.startswith(a) for a, b in itertools.pairwise(literals)):  # (sorted: neighbours)
-            return b""
+            return ()
         regexes = [name for name in names if self._literal_of(name) is None]
         for name in regexes:
             for other in names:
                 if other != name and not (self._apart(name, other) and self._apart(other, name)):
-                    return b""
-        return np.array(sorted(terminals), dtype=actions.symbols.dtype).tobytes()
+                    return ()
+        return tuple(sorted(terminals))
 
     def _literal_of(self, name: str) -> bytes | None:
         """A plain literal terminal's bytes, else None."""
@@ -1503,21 +1505,25 @@ class CompiledGrammar(Compiled):
         Most states share theirs with others: a context found by them skips the scanner
         (:meth:`_scanner`) and, with the compiled tables, the state's dict of actions (~40-100
         us a state on the 2-core VM, at a mask's first visit). With the compiled tables they
-        are the symbols' ids as bytes, else their names.
+        are the symbols' ids (a tuple, from :class:`_ScannerIndex`), else their names.
         """
         actions = self._parser.actions
         if not isinstance(actions, ActionRows):
             return frozenset(actions[state].keys() & self._terminal_defs.keys())
-        is_terminal = self._symbol_is_terminal
-        if is_terminal is None:
+        return self._index(actions).row(state)
+
+    def _index(self, actions: ActionRows) -> _ScannerIndex:
+        """The compiled tables' :class:`_ScannerIndex` (made on first use)."""
+        index = self._scanner_index
+        if index is None:
             by_name = self._terminal_defs
-            is_terminal = self._symbol_is_terminal = np.fromiter(
+            is_terminal = np.fromiter(
                 (name in by_name for name in actions.names),
                 dtype=np.bool_,
                 count=len(actions.names),
             )
-        symbols = actions.symbols[int(actions.bounds[state]) : int(actions.bounds[state + 1])]
-        return bytes(symbols[is_terminal[symbols]].tobytes())
+            index = self._scanner_index = _ScannerIndex(actions, is_terminal)
+        return index
 
     def _glr_context(self, config: Config) -> int:
         """The terminals some stack can shift next (plus ``%ignore``); a lexeme becomes each."""

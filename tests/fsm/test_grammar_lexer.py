@@ -311,7 +311,7 @@ def test_states_with_the_same_terminals_share_a_context(which: str) -> None:
     n_contexts = len(compiled._contexts)
     assert 0 < len(compiled._context_by_terms) < len(got)
     if which == "schema" and _accel.enabled():
-        assert isinstance(compiled._scanner_key(0), bytes)  # (the compiled tables' rows)
+        assert isinstance(compiled._scanner_key(0), tuple)  # (the compiled tables' rows)
     # again, every state through its scanner (the contexts are found by their key)
     compiled._context_of.clear()
     compiled._context_by_terms.clear()

@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from outlines_like.errors import UnsupportedConstraintError
+from outlines_like.errors import InvalidConstraintError, UnsupportedConstraintError
 from outlines_like.fsm import _accel, _context_products, _grammar_lexer
 from outlines_like.fsm import grammar as grammar_module
 from outlines_like.fsm._grammar_actions import ActionRows
@@ -389,6 +391,76 @@ def test_member_positions_share_one_wider_context(monkeypatch: pytest.MonkeyPatc
         _accel.set_enabled(None)
     # the twelve name positions (and the state after the last member) share the first's
     assert len(narrow._contexts) - len(wide._contexts) >= 11
+
+
+_NAMES = ["a", "ab", "b", "ba", "k0", "k1", "k10", "x y", "\u00e9"]
+_VALUES: list[dict[str, Any]] = [
+    {"type": "string"},
+    {"type": ["string", "null"]},
+    {"type": "integer"},
+    {"enum": ["a", "ab", 1]},
+    {"type": "boolean"},
+    {"type": "array", "items": {"type": "integer"}},
+]
+
+
+@st.composite
+def _objects(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
+    """A small object schema: names some of which prefix others (as text, not as quoted
+    names), optional and required members, sometimes extra members by a pattern or freely."""
+    names = draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=6, unique=True))
+    choices: list[dict[str, Any] | None] = [*_VALUES, *([None] if depth < 1 else [])]
+    props: dict[str, Any] = {}
+    for name in names:
+        value = draw(st.sampled_from(choices))
+        props[name] = draw(_objects(depth + 1)) if value is None else value
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    schema["required"] = draw(st.lists(st.sampled_from(names), max_size=2, unique=True))
+    extra = draw(st.sampled_from(["none", "pattern", "any"]))
+    if extra == "none":
+        schema["additionalProperties"] = False
+    elif extra == "pattern":
+        schema["patternProperties"] = {"^k[0-9]$": {"type": "integer"}}
+        schema["additionalProperties"] = False
+    return schema
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled tables need numba")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=_objects(), data=st.data())
+def test_wider_contexts_give_the_states_own_masks(schema: dict[str, Any], data: Any) -> None:
+    """Along random walks of random object schemas' grammars, the masks with wider contexts
+    are those of each state's own context."""
+    from outlines_like.types import CFG
+    from outlines_like.types.json_schema_grammar import json_schema_path
+
+    try:
+        _, text = json_schema_path(schema, whitespace_pattern="[ ]?", regex_budget=0)
+    except InvalidConstraintError:  # (a member both a string and, by the pattern, an integer)
+        return
+    assert text is not None
+    grammar = CFG(text, "lark").lark
+    _accel.set_enabled(True)
+    try:
+        wide = CompiledGrammar(grammar, VOCAB)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(CompiledGrammar, "_wider_scanner", lambda self, terms: None)
+            narrow = CompiledGrammar(grammar, VOCAB)
+        narrow._wider_scanner = lambda terms: None  # type: ignore[method-assign]
+        matchers = [wide.matcher(), narrow.matcher()]
+        rows = np.zeros((2, VOCAB.mask_words), dtype=np.int32)
+        for _ in range(40):
+            for i, m in enumerate(matchers):
+                m.fill_bitmask(rows[i])
+            np.testing.assert_array_equal(rows[0], rows[1])
+            allowed = np.flatnonzero(np.unpackbits(rows[0].view(np.uint8), bitorder="little"))
+            token = int(data.draw(st.sampled_from(allowed.tolist())))
+            if token in VOCAB.eos_token_ids:
+                break
+            for m in matchers:
+                m.advance(token)
+    finally:
+        _accel.set_enabled(None)
 
 
 # the state after "x" takes AB; the start state takes AB and ABC, of which AB matches a prefix

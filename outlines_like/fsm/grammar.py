@@ -1025,8 +1025,7 @@ class _ScannerIndex:
         """The terminal symbols of ``state``'s actions (memoised)."""
         found = self._sets.get(state)
         if found is None:
-            bounds = self._term_bounds
-            found = self._sets[state] = frozenset(self._terms[bounds[state] : bounds[state + 1]])
+            found = self._sets[state] = frozenset(self.row(state))
         return found
 
     def widest(self, ids: tuple[int, ...]) -> frozenset[int] | None:
@@ -1378,18 +1377,13 @@ class CompiledGrammar(Compiled):
         """
         terms = self._scanner_key(state)
         found = self._context_by_terms.get(terms)
-        if found is not None:
-            return found
-        wide = self._wider_scanner(terms)
-        if wide is not None:
-            found = self._context_by_terms.get(wide)
-            if found is not None:
-                self._context_by_terms[terms] = found
-                return found
-            cid = self._lark_context_of(state, wide)
-            self._context_by_terms[terms] = cid
-            return cid
-        return self._lark_context_of(state, terms)
+        if found is None:
+            key = self._wider_scanner(terms) or terms
+            found = self._context_by_terms.get(key)
+            if found is None:
+                found = self._lark_context_of(state, key)
+            self._context_by_terms[terms] = found
+        return found
 
     def _lark_context_of(self, state: int, terms: Hashable) -> int:
         names, retyped = self._scanner(state, terms)
@@ -1442,11 +1436,11 @@ class CompiledGrammar(Compiled):
         defs = self._terminal_defs
         if len({defs[name].priority for name in names}) > 1:
             return ()
-        literals = sorted(lit for lit in map(self._literal_of, names) if lit is not None)
+        texts = {name: self._literal_of(name) for name in names}
+        literals = sorted(text for text in texts.values() if text is not None)
         if any(b.startswith(a) for a, b in itertools.pairwise(literals)):  # (sorted: neighbours)
             return ()
-        regexes = [name for name in names if self._literal_of(name) is None]
-        for name in regexes:
+        for name in [name for name, text in texts.items() if text is None]:  # the regexes
             for other in names:
                 if other != name and not (self._apart(name, other) and self._apart(other, name)):
                     return ()
@@ -1462,6 +1456,7 @@ class CompiledGrammar(Compiled):
     def _apart(self, added: str, other: str) -> bool:
         """Whether no text that ``other`` matches begins a text of ``added`` (memoised).
 
+        One of them at least is a regex (:meth:`_wide_key` compares two literals itself).
         Exact where one is a literal; two regexes are apart only when no first byte is
         common to both (conservative: a refusal keeps the state's own context).
         """
@@ -1470,9 +1465,7 @@ class CompiledGrammar(Compiled):
         if found is not None:
             return found
         a_lit, o_lit = self._literal_of(added), self._literal_of(other)
-        if a_lit is not None and o_lit is not None:
-            found = not a_lit.startswith(o_lit)
-        elif a_lit is not None:  # does the regex `other` match a prefix of the literal?
+        if a_lit is not None:  # does the regex `other` match a prefix of the literal?
             dfa = self._dfas[self._term_id[other]]
             q = dfa.start
             found = True

@@ -105,8 +105,8 @@ from outlines_like.fsm._grammar_tables import (
     PlainGrammar,
     gc_paused,
     lalr_tables,
-    lark_quietly,
     lexer_contexts,
+    read_lark,
     read_plain,
 )
 from outlines_like.fsm._grammar_walk import (
@@ -248,35 +248,6 @@ def clear_compiled_grammars() -> None:
 def compile_json_object(vocab: Vocabulary, *, budget: Budget = DEFAULT_BUDGET) -> CompiledGrammar:
     """Compile :data:`JSON_OBJECT_GRAMMAR` (any JSON object) for a vocabulary."""
     return compile_grammar(CFG(JSON_OBJECT_GRAMMAR, "lark"), vocab, budget=budget)
-
-
-def _load_lark(text: str) -> tuple[list[tuple[str, tuple[str, ...]]], list[Any], list[str]]:
-    """Lark's reading of a grammar (EBNF, imports, templates...) as plain BNF.
-
-    Returns its rules as ``(origin, expansion)`` pairs, its terminals and its ignored
-    terminals' names.
-
-    Only Lark's grammar loader runs: no parser is built. The tables come from
-    :func:`~outlines_like.fsm._grammar_tables.lalr_tables` (the same LALR(1) automaton as
-    Lark's, up to the numbering of its states, with the budget checked as it is built), run
-    by the LALR parser or, with conflicts, the GLR parser. Lark's own analyses (its LALR
-    table, then Earley's sets where the table has a conflict) took 4-25 ms on the harness's
-    grammars and tens of seconds on a large one, with no budget checked inside.
-    """
-    import lark
-    import lark.load_grammar
-
-    load_grammar: Any = lark.load_grammar.load_grammar  # (untyped)
-    with lark_quietly():
-        try:
-            loaded, _ = load_grammar(text, "<string>", None, False)
-            terminals, rules, ignore = loaded.compile(["start"], set())
-        except lark.exceptions.LarkError as exc:
-            raise InvalidConstraintError(f"invalid grammar: {str(exc).strip()}") from exc
-    pairs = [(str(r.origin.name), tuple(str(sym.name) for sym in r.expansion)) for r in rules]
-    if not any(origin == "start" for origin, _ in pairs):
-        raise InvalidConstraintError("invalid grammar: it has no rule 'start' (the start rule)")
-    return pairs, list(terminals), list(ignore)
 
 
 def _refuse_hidden_left_recursion(rules: list[tuple[str, tuple[str, ...]]]) -> None:
@@ -1146,7 +1117,7 @@ class CompiledGrammar(Compiled):
                 lark_terminals = list(plain.terminals)
                 ignore = set(plain.ignore)
             else:
-                rules, lark_terminals, ignored = _load_lark(grammar)
+                rules, lark_terminals, ignored = read_lark(grammar)
                 ignore = set(ignored)
             tables = lalr_tables(rules)
         if tables.conflict:

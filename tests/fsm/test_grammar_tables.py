@@ -14,7 +14,7 @@ import pytest
 from outlines_like.fsm import _accel, _grammar_actions
 from outlines_like.fsm._grammar_actions import END, ActionRows, Tables, action_arrays
 from outlines_like.fsm._grammar_parser import LALRParser
-from outlines_like.fsm._grammar_tables import PlainGrammar, lalr_tables, read_plain
+from outlines_like.fsm._grammar_tables import PlainGrammar, lalr_tables, read_lark, read_plain
 from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types.json_schema_grammar import json_schema_to_grammar
@@ -120,10 +120,8 @@ def _lark_grammars() -> list[str]:
 def test_grammars_lark_reads_get_larks_automaton(text: str) -> None:
     """Grammars only Lark reads (EBNF, inline literals, imports, priorities): Lark's loader
     writes their rules, our table is Lark's LALR(1) automaton."""
-    from outlines_like.fsm.grammar import _load_lark
-
     assert read_plain(text) is None
-    rules, terminals, ignore = _load_lark(text)
+    rules, terminals, ignore = read_lark(text)
     tables = lalr_tables(rules)
     assert not tables.conflict
     _same_automaton(text, tables, PlainGrammar(rules, terminals, ignore))
@@ -402,10 +400,10 @@ def test_a_plain_grammar_with_conflicts_runs_its_own_table_without_lark(
     assert lalr_tables(plain.rules).conflict
     theirs = CompiledGrammar(text + "\n// through lark\n", VOCAB)
     calls: list[str] = []
-    real = grammar_module._load_lark
+    real = read_lark  # (the name the grammar module calls, patched there)
     monkeypatch.setattr(
         grammar_module,
-        "_load_lark",
+        "read_lark",
         lambda t: calls.append(t) or real(t),  # type: ignore[func-returns-value]
     )
     ours = CompiledGrammar(text, VOCAB)
@@ -439,7 +437,7 @@ def test_a_lenient_overlapping_one_of_compiles_to_the_glr_parser(
     def no_lark(text: str) -> Any:
         raise AssertionError("Lark was asked to analyse a plain grammar")
 
-    monkeypatch.setattr(grammar_module, "_load_lark", no_lark)
+    monkeypatch.setattr(grammar_module, "read_lark", no_lark)
     item = {"type": "object", "properties": {"v": {"type": "integer"}}}
     schema = {  # recursive: the grammar path; both branches accept {"v":1}
         "$defs": {

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from outlines_like.fsm._accel import TokenTrie
     from outlines_like.fsm._grammar_lexer import ContextDFA
     from outlines_like.fsm._grammar_parser import LALRParser
-    from outlines_like.fsm._grammar_walk import ByteTable
+    from outlines_like.fsm._grammar_walk import ByteTable, LexemeWalk
 
-__all__ = ["LALRKernel", "Pending", "RestTrie", "rest_trie", "trie_layout"]
+__all__ = ["LALRKernel", "Pending", "RestTrie", "rest_trie", "shared_rest_tries", "trie_layout"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -115,6 +115,22 @@ def rest_trie(table: ByteTable, ids: I32, offsets: I32) -> RestTrie:
     arrays = (np.ascontiguousarray(byte[node]), first, node, tok)
     size = int(depth[:n_nodes].max()) + 1
     return RestTrie(ids.astype(np.int32), rest_of, arrays, size, n_distinct // 32 + 2)
+
+
+def shared_rest_tries(walk: LexemeWalk, table: ByteTable) -> list[tuple[int, RestTrie]]:
+    """Per state of a shared lexical walk where tokens stop, the trie of their rests.
+
+    Built on first use and kept on the walk (:attr:`LexemeWalk.rests
+    <outlines_like.fsm._grammar_walk.LexemeWalk>`), so that every grammar whose lexeme has
+    that walk (the vocabulary's) shares them. States are the walk's own (canonical) numbers.
+    """
+    out = []
+    for state, ids, offsets in walk.stops:
+        found = walk.rests.get(state)
+        if found is None:
+            found = walk.rests[state] = rest_trie(table, ids, offsets)
+        out.append((state, found))
+    return out
 
 
 def _load() -> Any:

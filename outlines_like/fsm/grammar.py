@@ -87,7 +87,14 @@ from outlines_like.errors import (
 )
 from outlines_like.fsm import _accel
 from outlines_like.fsm._grammar_actions import END, ActionRows, action_arrays
-from outlines_like.fsm._grammar_kernel import LALRKernel, Pending, RestTrie, rest_trie, trie_layout
+from outlines_like.fsm._grammar_kernel import (
+    LALRKernel,
+    Pending,
+    RestTrie,
+    rest_trie,
+    shared_rest_tries,
+    trie_layout,
+)
 from outlines_like.fsm._grammar_lexer import (
     ContextDFA,
     TerminalDFAs,
@@ -124,7 +131,7 @@ from outlines_like.fsm._grammar_walk import (
 from outlines_like.fsm._grammar_walk import pack as _pack
 from outlines_like.fsm._protocols import Compiled, RejectedTokenError
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, check, metered
-from outlines_like.fsm.index import token_table, token_trie
+from outlines_like.fsm.index import body_token_sets, token_trie
 from outlines_like.types import CFG
 from outlines_like.types.grammars import ebnf_to_lexeme_lark
 
@@ -1903,9 +1910,7 @@ class CompiledGrammar(Compiled):
 
     def _body_sets(self, key: bytes) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]:
         """A string body's token sets (:data:`~outlines_like.fsm._grammar_walk.BodySets`)."""
-        tokens = token_table(self._vocab)
-        sets = tokens.lexemes.chars(key)
-        return sets.mask_upto(sets.max_chars).view(np.uint8), tokens.ids[sets.unfit_pos]
+        return body_token_sets(self._vocab, key)
 
     def _rest_tries(self, lexed: _Lexed) -> list[tuple[int, RestTrie]]:
         """The tokens that ran past the lexeme's end in ``lexed``, as a trie per lexer state.
@@ -1914,13 +1919,7 @@ class CompiledGrammar(Compiled):
         """
         if lexed.shared_from is not None:
             shared, order = lexed.shared_from
-            out = []
-            for state, ids, offsets in shared.stops:
-                found = shared.rests.get(state)
-                if found is None:
-                    found = shared.rests[state] = rest_trie(self._table, ids, offsets)
-                out.append((order[state], found))
-            return out
+            return [(order[state], trie) for state, trie in shared_rest_tries(shared, self._table)]
         assert lexed.stops is not None
         ids, offsets, states = lexed.stops
         return [

@@ -44,9 +44,10 @@ import numpy.typing as npt
 
 from outlines_like.errors import ConstraintTooLargeError
 from outlines_like.fsm import _accel
-from outlines_like.fsm._grammar_kernel import trie_layout
+from outlines_like.fsm._grammar_kernel import shared_rest_tries, trie_layout
+from outlines_like.fsm._grammar_lexer import terminal_dfa
 from outlines_like.fsm._grammar_tables import load_lark
-from outlines_like.fsm._grammar_walk import byte_table
+from outlines_like.fsm._grammar_walk import byte_table, lexeme_walk, sub_dfa
 from outlines_like.fsm._lexemes import (
     NON_ASCII,
     LexemeCache,
@@ -60,6 +61,7 @@ from outlines_like.fsm._subset import VISIT_WALKED
 from outlines_like.fsm.budget import DEFAULT_BUDGET, Budget, active, start, stop
 from outlines_like.fsm.regex_dfa import UNKNOWN, ByteDFA, LazyByteDFA, prime_row_table
 from outlines_like.fsm.vocabulary import Vocabulary
+from outlines_like.types.json_schema._text import STRING as JSON_STRING
 
 if TYPE_CHECKING:
     from outlines_like.fsm._accel_chain import ChainMemo
@@ -68,6 +70,7 @@ __all__ = [
     "StateRow",
     "TokenIndex",
     "TokenTable",
+    "body_token_sets",
     "pack_ids",
     "prepare_vocabulary",
     "token_table",
@@ -240,8 +243,9 @@ def prepare_vocabulary(vocab: Vocabulary, *, stock_row_tables: bool = True) -> N
     (:func:`~outlines_like.fsm.regex_dfa.prime_row_table`; not with
     ``stock_row_tables=False``: a process that compiles nothing itself but forks children
     that do, which would inherit the pages copy-on-write); the grammar kernel's layout of the
-    token trie is made (~5 ms on llama3); and Lark's modules, which grammar compiles use, are
-    imported and its grammar reader built (~95 ms once a process:
+    token trie is made (~5 ms on llama3); the grammar masker's walk of the vocabulary inside
+    a JSON string is made (:func:`_walk_json_string`, ~2 ms); and Lark's modules, which
+    grammar compiles use, are imported and its grammar reader built (~95 ms once a process:
     :func:`~outlines_like.fsm._grammar_tables.load_lark`). Benchmarks and servers call this in
     setup, so the first compile does not pay for them (~0.3 s for 150k tokens, ~0.5 s with
     the extra).
@@ -260,10 +264,57 @@ def prepare_vocabulary(vocab: Vocabulary, *, stock_row_tables: bool = True) -> N
             body.body_mask(k, False)
         body.body_mask(0, True)
     byte_table(vocab)
+    _walk_json_string(vocab)
     _ = vocab.hash
     if stock_row_tables:
         prime_row_table()
     load_lark()
+
+
+def body_token_sets(
+    vocab: Vocabulary, key: bytes
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.integer[Any]]]:
+    """A string body's token sets for the grammar masker's lexical walks.
+
+    ``key``: the ASCII bytes that loop on the body (``bool[128]`` bytes). Returns the packed
+    row of the tokens that fit the body and the ids of the other text tokens
+    (:data:`~outlines_like.fsm._grammar_body.BodySets`).
+    """
+    tokens = token_table(vocab)
+    sets = tokens.lexemes.chars(key)
+    return sets.mask_upto(sets.max_chars).view(np.uint8), tokens.ids[sets.unfit_pos]
+
+
+def _walk_json_string(vocab: Vocabulary) -> None:
+    """Walk the vocabulary inside a JSON string for the grammar masker, once, in setup.
+
+    A grammar whose lexer reads nothing but a JSON string after an opening quote (a Lark or
+    EBNF JSON grammar's string terminal, a JSON Schema grammar's string values) takes the
+    tokens inside the string from a lexical walk the vocabulary keeps, keyed by the part of
+    the lexer DFA past the quote (:func:`~outlines_like.fsm._grammar_walk.lexeme_walk`), and
+    those that close the string from tries of their rests kept with it. The process's first
+    such mask built both (~1.5-2.5 ms on llama3); here they are built from the JSON string
+    terminal's own DFA, whose part past the quote is, numbered canonically, the one every
+    such lexer context has (any regex of that language: the terminal DFAs are minimal).
+    """
+    dfa = terminal_dfa("STRING", "re", JSON_STRING, ())
+    inside = int(dfa.transitions[dfa.start, ord('"')])
+    order = sub_dfa(dfa.transitions.tolist(), inside)
+    if order is None:  # pragma: no cover - the JSON string's DFA has a dozen states
+        return
+    table = byte_table(vocab)
+    trie = token_trie(vocab) if _accel.enabled() else None
+    walk = lexeme_walk(
+        vocab,
+        table,
+        dfa.transitions,
+        dfa.accepting,
+        order,
+        trie,
+        lambda key: body_token_sets(vocab, key),
+    )
+    if trie is not None:  # (the rests are walked by the grammar kernel only)
+        shared_rest_tries(walk, table)
 
 
 def _ascii_set(excluded: bytes) -> bytes:

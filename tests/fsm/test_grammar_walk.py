@@ -93,3 +93,79 @@ def _canon(transitions: np.ndarray, order: list[int]) -> np.ndarray:
     remap[order] = np.arange(len(order), dtype=np.int32)
     sub = transitions[order]
     return np.where(sub >= 0, remap[sub], -1).astype(np.int32)
+
+
+# a JSON grammar whose string terminal is spelled otherwise than the JSON Schema converter's
+LARK_JSON = r"""
+start: value
+value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"""
+# a recursive schema (the grammar path) with a string value
+TREE_SCHEMA = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+STRING_DOCS = {
+    "lark": '{"a": ["é€ \\" \\u00e9 x", "😀"], "b": "日本"}',
+    "schema": '{"name":"a€b \\\\ \\u00e9 😀","kids":[{"name":"\\n"}]}',
+}
+
+
+def _string_masks(vocab: Vocabulary, kind: str) -> list[bytes]:
+    """Every mask along the document of ``kind``, token by token (one byte each)."""
+    from outlines_like.fsm import compile_constraint
+    from outlines_like.types import CFG, JsonSchema
+
+    term = CFG(LARK_JSON, "lark") if kind == "lark" else JsonSchema(TREE_SCHEMA)
+    matcher = compile_constraint(term, vocab).matcher()
+    masks = []
+    mask = np.zeros(vocab.mask_words, dtype=np.int32)
+    for byte in STRING_DOCS[kind].encode():
+        matcher.fill_bitmask(mask)
+        masks.append(mask.tobytes())
+        matcher.advance(byte)  # (token ``byte`` is that byte: TOKENS starts with all 256)
+    return masks
+
+
+@pytest.mark.parametrize("kind", ["lark", "schema"])
+def test_setup_walks_the_inside_of_a_json_string_for_every_grammar(kind: str, accel: bool) -> None:
+    from outlines_like.fsm import clear_caches, prepare_vocabulary
+    from outlines_like.fsm._grammar_walk import _LEXEME_KEY
+
+    clear_caches()  # (no compiled grammar nor terminal DFA from an earlier test)
+    prepared = _vocab()
+    prepare_vocabulary(prepared, stock_row_tables=False)
+    walks = prepared._cache[_LEXEME_KEY]
+    assert len(walks) == 1
+    (walked,) = walks.values()
+    assert bool(walked.rests) is accel  # the closing tokens' tries: the kernel's only
+    (setup_key,) = walks
+    masks = _string_masks(prepared, kind)
+    # the grammar's string took the walk made in setup (the same canonical sub-DFA, though
+    # the grammar spells its regex otherwise), and the rests' tries with it: no other walk
+    # of a string's body was made (the pure masker also walks numbers, literals... so)
+    assert walks[setup_key] is walked
+    assert [key for key in walks if key != setup_key and body_key(_key_canon(key))] == []
+    assert len(walked.rests) == (len(walked.stops) if accel else 0)
+    clear_caches()
+    assert masks == _string_masks(_vocab(), kind)  # the same masks as a walk made on first use
+
+
+def _key_canon(key: bytes) -> np.ndarray:
+    """The canonical sub-DFA a lexical walk is cached by (its transitions, then ``accepting``)."""
+    n = len(key) // (256 * 4 + 1)
+    return np.frombuffer(key[: n * 256 * 4], dtype=np.int32).reshape(n, 256)

@@ -329,7 +329,12 @@ def prepare_corpus(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     run with another ``--limit`` only generates what is new.
     """
     cache = out / "corpus.json"
-    key = {"seed": args.seed, "docs": [args.valid, args.invalid], "vocab": args.vocab}
+    key = {
+        "seed": args.seed,
+        "docs": [args.valid, args.invalid],
+        "vocab": args.vocab,
+        "generator": corpus_docs.GENERATOR,
+    }
     known: dict[str, dict[str, Any]] = {}
     if cache.exists():
         data = json.loads(cache.read_text())

@@ -211,6 +211,10 @@ EMAIL_EXACT = (
     f"{_ATEXT}(?:\\.{_ATEXT})*@(?:(?:{_DOMAIN_LABEL}\\.)+{_DOMAIN_LABEL}"
     f"|\\[(?:{_IPV4_EXACT}|IPv6:{RFC3986_IPV6})\\])"
 )
+# OpenAPI's ``byte``: base64-encoded data (RFC 4648 section 4: the standard alphabet, padded to
+# whole 4-character groups, no line breaks), as Kubernetes' schemas use it (Secret data,
+# certificate bundles).
+BASE64_PATTERN = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
 FORMAT_PATTERNS: dict[str, str] = {
     "date-time": RFC3339_DATETIME,
     "date": RFC3339_DATE,
@@ -223,4 +227,5 @@ FORMAT_PATTERNS: dict[str, str] = {
     "uri-reference": RFC3986_URI_REFERENCE,
     "ipv4": _IPV4_EXACT,
     "ipv6": RFC3986_IPV6,
+    "byte": BASE64_PATTERN,
 }

@@ -106,9 +106,14 @@ def test_xgrammar_table() -> None:
 
 @pytest.mark.parametrize("adapter", [SGLangAdapter(), VLLMAdapter(), VLLMAdapter("0.8.5")])
 def test_xgrammar_servers_refuse_by_name_what_they_and_we_would_drop(adapter: BaseAdapter) -> None:
-    term = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "format": "byte"}}})
+    schema = {"type": "object", "properties": {"s": {"type": "string", "format": "idn-email"}}}
     with pytest.raises(UnsupportedConstraintError, match="'format' at #/properties/s/format"):
-        adapter.constraint_fields(term, endpoint="chat")
+        adapter.constraint_fields(JsonSchema(schema), endpoint="chat")
+    # a format they drop and we write (OpenAPI's base64 ``byte``) goes as our regex instead
+    byte = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "format": "byte"}}})
+    sent = str(adapter.constraint_fields(byte, endpoint="chat"))
+    assert "regex" in sent
+    assert "[A-Za-z0-9+/]{4}" in sent
     native = adapter.constraint_fields(to_term(Score), endpoint="chat")  # xgrammar bounds floats
     assert "regex" not in str(native)
 

@@ -651,6 +651,7 @@ def _predefined_patterns() -> list[tuple[str, str, str]]:
             "duration": "P1DT2H",
             "hostname": "api.example.com",
             "uri-reference": "../a?b#c",
+            "byte": "aGk/+w==",
         }[fmt]
         out.append((f"format_{fmt}", pattern, sample))
     out.append(("json_string", predefined.JSON_STRING_PATTERN, '"tab\\t"'))

@@ -323,6 +323,11 @@ def test_format_strings_pass_the_format_checker(fmt: str) -> None:
         ("duration", ["P1Y2M3DT4H5M6S", "PT0S", "P2W"], ["P", "PT", "P1Y2D", "P1W1D"]),
         ("email", ["a.b@c.io", "x@[127.0.0.1]"], ["a..b@c.io", ".a@c.io", "a@b@c"]),
         ("ipv6", ["::ffff:1.2.3.4", "1::"], ["1::2::3", "::1.2.3.04"]),
+        (
+            "byte",
+            ["", "QQ==", "QUI=", "QUJD", "aGk/+w==", "AAAA" * 20],
+            ["Q", "QQ=", "Q===", "QUJD=", "QQ==QQ==", "a-_b", "QU JD", "QUJD\n", "QQ"],
+        ),
     ],
 )
 def test_formats_accept_and_refuse(fmt: str, good: list[str], bad: list[str]) -> None:

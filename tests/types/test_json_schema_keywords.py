@@ -338,6 +338,27 @@ def test_formats_accept_and_refuse(fmt: str, good: list[str], bad: list[str]) ->
         assert not pattern.fullmatch(text), text
 
 
+def _strict_base64(text: str) -> bool:
+    """RFC 4648 base64 by Python's decoder: whole 4-character groups, ``=`` only at the end."""
+    import base64
+    import binascii
+
+    body = text.rstrip("=")
+    if len(text) % 4 or len(text) - len(body) > 2 or "=" in body:
+        return False
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=st.text(alphabet="QUJDaz09+/=-_ \né", max_size=13))
+def test_format_byte_is_what_the_base64_decoder_takes(text: str) -> None:
+    assert bool(re.fullmatch(FORMAT_PATTERNS["byte"], text)) == _strict_base64(text), text
+
+
 # -------------------------------------------------------------------- number literals
 
 

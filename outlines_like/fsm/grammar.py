@@ -991,27 +991,28 @@ class _ScannerIndex:
         ).tolist()
         self._terms = terms.tolist()  # (slices of a list make the sets: no numpy per state)
         self._term_bounds = n_terms.tolist()
-        self._sets: dict[int, frozenset[int]] = {}
-        self._tops: dict[int, frozenset[int] | None] = {}  # per terminal (`widest`)
+        # sets of terminal ids as ints, a bit per id (ints: the collector tracks no set)
+        self._sets: dict[int, int] = {}
+        self._tops: dict[int, int | None] = {}  # per terminal (`widest`)
 
     def row(self, state: int) -> tuple[int, ...]:
         """The terminal symbols of ``state``'s actions, in the table's order."""
         bounds = self._term_bounds
         return tuple(self._terms[bounds[state] : bounds[state + 1]])
 
-    def terminals(self, state: int) -> frozenset[int]:
-        """The terminal symbols of ``state``'s actions (memoised)."""
+    def terminals(self, state: int) -> int:
+        """The terminal symbols of ``state``'s actions, a bit per id (memoised)."""
         found = self._sets.get(state)
         if found is None:
-            found = self._sets[state] = frozenset(self.row(state))
+            found = self._sets[state] = _bits(self.row(state))
         return found
 
-    def widest(self, ids: tuple[int, ...]) -> frozenset[int] | None:
+    def widest(self, ids: tuple[int, ...]) -> int | None:
         """The one largest set of terminals among the states' that hold ``ids``, if wider.
 
         None unless the states whose terminals include ``ids`` (found through its rarest
         terminal, when fewer than :data:`_WIDEN_CANDIDATES` states have it) have one set that
-        holds all the others, larger than ``ids``.
+        holds all the others, larger than ``ids``. Sets are ints, a bit per terminal id.
         """
         if not ids:
             return None
@@ -1019,26 +1020,44 @@ class _ScannerIndex:
         rare = min(ids, key=lambda i: first[i + 1] - first[i])
         if first[rare + 1] - first[rare] > _WIDEN_CANDIDATES:
             return None
-        want = frozenset(ids)
+        want = _bits(ids)
         if rare in self._tops:
             top = self._tops[rare]
         else:  # the largest set holding `rare`, if it holds all the others
             sets = [self.terminals(c) for c in self._candidates(rare)]
-            largest = max(sets, key=len)
-            top = self._tops[rare] = largest if all(got <= largest for got in sets) else None
-        if top is not None and want <= top:  # (then it is the answer: it holds every holder)
+            largest = max(sets, key=int.bit_count)
+            top = self._tops[rare] = largest if all(got & ~largest == 0 for got in sets) else None
+        if top is not None and want & ~top == 0:  # (then it is the answer: it holds every holder)
             best = top
         else:
-            holding = [got for got in map(self.terminals, self._candidates(rare)) if want <= got]
-            best = max(holding, key=len)
-            if not all(got <= best for got in holding):
+            holding = [g for g in map(self.terminals, self._candidates(rare)) if want & ~g == 0]
+            best = max(holding, key=int.bit_count)
+            if not all(got & ~best == 0 for got in holding):
                 return None
-        return None if len(best) == len(want) else best
+        return None if best == want else best
 
     def _candidates(self, rare: int) -> list[int]:
         """The states with an action on terminal ``rare``."""
         found: list[int] = self._states[self._first[rare] : self._first[rare + 1]].tolist()
         return found
+
+
+def _bits(ids: Iterable[int]) -> int:
+    """The set ``ids`` as an int, bit ``i`` set for each ``i``."""
+    out = 0
+    for i in ids:
+        out |= 1 << i
+    return out
+
+
+def _members(bits: int) -> tuple[int, ...]:
+    """The ids of the set bits of ``bits``, ascending."""
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return tuple(out)
 
 
 _MAX_PARTIALS = 2048  # partial rows kept (all levels; a row each); all are dropped past this
@@ -1060,7 +1079,8 @@ class _TopCache(Generic[_Kept]):
 
     def __init__(self) -> None:
         self._values: dict[tuple[Hashable, tuple[int, ...]], _Kept] = {}
-        self._sizes: dict[tuple[Hashable, int], list[int]] = {}
+        # (tuples of ints, not lists: the collector stops tracking them)
+        self._sizes: dict[tuple[Hashable, int], tuple[int, ...]] = {}
 
     def __len__(self) -> int:
         return len(self._values)
@@ -1082,9 +1102,9 @@ class _TopCache(Generic[_Kept]):
             self._values.clear()
             self._sizes.clear()
         self._values[(key, stack[deepest:])] = value
-        sizes = self._sizes.setdefault((key, stack[-1]), [])
+        sizes = self._sizes.get((key, stack[-1]), ())
         if len(stack) - deepest not in sizes:
-            sizes.append(len(stack) - deepest)
+            self._sizes[(key, stack[-1])] = (*sizes, len(stack) - deepest)
 
 
 class CompiledGrammar(Compiled):
@@ -1181,7 +1201,7 @@ class CompiledGrammar(Compiled):
         self._context_by_terms: dict[Hashable, int] = {}
         self._scanner_index: _ScannerIndex | None = None
         self._apart_memo: dict[tuple[str, str], bool] = {}
-        self._wide_keys: dict[frozenset[int], tuple[int, ...]] = {}
+        self._wide_keys: dict[int, tuple[int, ...]] = {}  # by the terminals' bits
         self._static: dict[tuple[int, int], _Lexed] = {}
         self._after_memo: dict[tuple[Config, int], Config | None] = {}
         self._ok_terms: dict[
@@ -1399,8 +1419,10 @@ class CompiledGrammar(Compiled):
             wide = self._wide_keys[best] = self._wide_key(best)
         return wide or None
 
-    def _wide_key(self, terminals: frozenset[int]) -> tuple[int, ...]:
-        """The scanner key of ``terminals`` if any of its subsets may lex as it does, else ().
+    def _wide_key(self, terminal_bits: int) -> tuple[int, ...]:
+        """The scanner key of ``terminal_bits``' terminals if its subsets may lex as they do.
+
+        ``terminal_bits`` has a bit per terminal id; the key is their ids ascending, else ().
 
         They may when every terminal is :meth:`_apart` from every other (and ``%ignore``)
         and all have one priority: then a lexeme of any of them never meets a text that
@@ -1409,6 +1431,7 @@ class CompiledGrammar(Compiled):
         """
         actions = self._parser.actions
         assert isinstance(actions, ActionRows)
+        terminals = _members(terminal_bits)
         names = [actions.names[i] for i in terminals]
         names.extend(self._ignore_names)
         defs = self._terminal_defs
@@ -1422,7 +1445,7 @@ class CompiledGrammar(Compiled):
             for other in names:
                 if other != name and not (self._apart(name, other) and self._apart(other, name)):
                     return ()
-        return tuple(sorted(terminals))
+        return terminals  # (ascending)
 
     def _literal_of(self, name: str) -> bytes | None:
         """A plain literal terminal's bytes, else None."""

@@ -494,7 +494,7 @@ def test_a_wider_context_that_would_lex_otherwise_is_not_taken(
         assert _step_masks(compiled, text)[-1] != bytes(4 * VOCAB.mask_words)
         unchecked = CompiledGrammar.__dict__["_wide_key"]
 
-        def every_key(self: CompiledGrammar, terminals: frozenset[int]) -> bytes:
+        def every_key(self: CompiledGrammar, terminals: int) -> bytes:
             monkeypatch.setattr(self, "_apart", lambda a, b: True)
             monkeypatch.setattr(self, "_literal_of", lambda name: None)
             return unchecked(self, terminals)  # type: ignore[no-any-return]

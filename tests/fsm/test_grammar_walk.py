@@ -19,7 +19,7 @@ from outlines_like.fsm._grammar_walk import LexemeWalk, lexeme_walk, sub_dfa
 from outlines_like.fsm.grammar import CompiledGrammar
 from outlines_like.fsm.index import token_trie
 from outlines_like.fsm.vocabulary import Vocabulary
-from tests.fsm.test_grammar import MULTI
+from tests.fsm.test_grammar import JSON_LARK, MULTI
 from tests.fsm.test_grammar_keys import _configs, _walks
 from tests.fsm.test_grammar_properties import GRAMMARS
 
@@ -95,17 +95,6 @@ def _canon(transitions: np.ndarray, order: list[int]) -> np.ndarray:
     return np.where(sub >= 0, remap[sub], -1).astype(np.int32)
 
 
-# a JSON grammar whose string terminal is spelled otherwise than the JSON Schema converter's
-LARK_JSON = r"""
-start: value
-value: object | array | STRING | NUMBER | "true" | "false" | "null"
-object: "{" [pair ("," pair)*] "}"
-pair: STRING ":" value
-array: "[" [value ("," value)*] "]"
-STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
-%ignore /[ \t\n\r]+/
-"""
 # a recursive schema (the grammar path) with a string value
 TREE_SCHEMA = {
     "$defs": {
@@ -130,7 +119,8 @@ def _string_masks(vocab: Vocabulary, kind: str) -> list[bytes]:
     from outlines_like.fsm import compile_constraint
     from outlines_like.types import CFG, JsonSchema
 
-    term = CFG(LARK_JSON, "lark") if kind == "lark" else JsonSchema(TREE_SCHEMA)
+    # (JSON_LARK spells its string regex otherwise than the JSON Schema converter)
+    term = CFG(JSON_LARK, "lark") if kind == "lark" else JsonSchema(TREE_SCHEMA)
     matcher = compile_constraint(term, vocab).matcher()
     masks = []
     mask = np.zeros(vocab.mask_words, dtype=np.int32)

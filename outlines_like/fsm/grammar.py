@@ -1196,8 +1196,8 @@ class CompiledGrammar(Compiled):
         self._contexts: list[ContextDFA] = []
         self._context_by_key: dict[Hashable, int] = {}
         self._context_of: dict[Hashable, int] = {}
-        # (LALR, compiled tables) contexts by the terminal symbols of a state's actions, and
-        # which of the tables' symbols are terminals (`_scanner_key`)
+        # contexts by the terminal symbols of a state's actions (`_scanner_key`), and (LALR,
+        # compiled tables) the index those symbols are read from (`_index`)
         self._context_by_terms: dict[Hashable, int] = {}
         self._scanner_index: _ScannerIndex | None = None
         self._apart_memo: dict[tuple[str, str], bool] = {}

@@ -494,10 +494,10 @@ def test_a_wider_context_that_would_lex_otherwise_is_not_taken(
         assert _step_masks(compiled, text)[-1] != bytes(4 * VOCAB.mask_words)
         unchecked = CompiledGrammar.__dict__["_wide_key"]
 
-        def every_key(self: CompiledGrammar, terminals: int) -> bytes:
+        def every_key(self: CompiledGrammar, terminal_bits: int) -> tuple[int, ...]:
             monkeypatch.setattr(self, "_apart", lambda a, b: True)
             monkeypatch.setattr(self, "_literal_of", lambda name: None)
-            return unchecked(self, terminals)  # type: ignore[no-any-return]
+            return unchecked(self, terminal_bits)  # type: ignore[no-any-return]
 
         monkeypatch.setattr(CompiledGrammar, "_wide_key", every_key)
         widened = CompiledGrammar(grammar, VOCAB)

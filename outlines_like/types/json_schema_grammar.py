@@ -316,7 +316,10 @@ class _GrammarConverter(_Converter):
 
     def union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> _Seq:
         subs = self.branches(base, key, branches)
-        symbols = [self.symbol(sub, f"{path}/{key}/{i}") for i, sub in enumerate(subs)]
+        symbols = [
+            None if sub is None else self.symbol(sub, f"{path}/{key}/{i}")
+            for i, sub in enumerate(subs)
+        ]
         if key == "oneOf":
             self.check_one_of(subs, path)
         return self.rule(symbols, path)
@@ -330,6 +333,8 @@ class _GrammarConverter(_Converter):
         regexes: list[str] = []
         live: list[Any] = []
         for i, sub in enumerate(subs):
+            if sub is None:  # lists values that fit none of the keywords beside
+                continue
             converter = _BudgetedConverter(
                 self.root,
                 5_000,

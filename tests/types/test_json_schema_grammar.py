@@ -24,6 +24,7 @@ from outlines_like.fsm.grammar import CompiledGrammar, compile_grammar
 from outlines_like.fsm.vocabulary import Vocabulary
 from outlines_like.types import CFG
 from outlines_like.types.json_schema import json_schema_to_regex
+from outlines_like.types.json_schema._quick import listed_values
 from outlines_like.types.json_schema_budget import (
     RegexBudgetExceeded,
     bounded_json_schema_regex,
@@ -726,6 +727,97 @@ def test_the_grammar_budget_names_the_construct() -> None:
     assert time.perf_counter() - start < 2.0
     with pytest.raises(InvalidConstraintError, match="grows past 50 symbols at #"):
         json_schema_to_grammar(wide(20, 5), max_size=50)
+
+
+def catalogue(tools: int) -> dict[str, Any]:
+    """Azure Pipelines' shape: a member that is a union of one-name branches, beside a union
+    of one branch per tool whose ``pattern`` keeps its own name (and its own inputs)."""
+    names = [f"Tool{i}@{i % 3 + 1}" for i in range(tools)]
+    per_tool = [
+        {
+            "properties": {
+                "task": {"pattern": f"^{name}$", "description": f"tool {i}"},
+                "inputs": {
+                    "type": "object",
+                    "properties": {f"in{i}": {"type": "string"}, "flag": {"type": "boolean"}},
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["task"],
+        }
+        for i, name in enumerate(names)
+    ]
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "task": {"anyOf": [{"enum": [name], "description": name} for name in names]},
+            "inputs": {"type": "object"},
+            "name": {"type": "string"},
+        },
+        "anyOf": per_tool,
+    }
+
+
+def test_branches_that_only_list_refused_values_are_not_converted() -> None:
+    # each tool's task merges with the 200 one-name branches: 40,000 merges, 200 of them
+    # not empty; refuted by their values, they cost the grammar nothing (past 100,000
+    # symbols before, at tool 116)
+    schema = catalogue(200)
+    grammar = json_schema_to_grammar(schema, max_size=60_000)
+    assert len(grammar) < len(json.dumps(schema))
+    compiled = compile_grammar(CFG(grammar, "lark"), BYTES)
+    good = {"task": "Tool7@2", "inputs": {"in7": "x", "flag": True}, "name": "n"}
+    for doc, valid in [
+        (good, True),
+        ({"task": "Tool7@2"}, True),
+        ({**good, "task": "Tool8@3"}, False),  # another tool's name with tool 7's inputs
+        ({**good, "task": "Tool7@1"}, False),  # no tool has that name
+        ({**good, "task": "Tool7@2x"}, False),
+    ]:
+        assert jsonschema.Draft202012Validator(schema).is_valid(doc) is valid
+        assert compiled.accepts_text(_dump(_reorder(doc, schema, schema)).encode()) is valid
+
+
+@pytest.mark.parametrize(
+    ("branch", "values"),
+    [
+        ({"enum": ["b", 1]}, ["b", 1]),
+        ({"const": "b", "title": "t", "x-vendor": 1}, ["b"]),
+        ({"enum": ["b"], "const": "b"}, ["b"]),
+        ({"enum": ["b"], "minLength": 0}, None),  # says more than its values
+        ({"enum": ["b"], "$ref": "#/$defs/A"}, None),
+        ({"enum": ["b"], "not": {"pattern": "^a"}}, None),
+        ({"enum": ["b"], "x-outlines-like-never": True}, None),  # a converter's marker
+        ({"enum": "b"}, None),  # invalid: the conversion says so
+        ({"type": "string"}, None),
+        (True, None),
+    ],
+)
+def test_the_branches_that_only_list_values(branch: Any, values: list[Any] | None) -> None:
+    assert listed_values(branch) == values
+
+
+def test_a_branch_that_says_more_than_its_values_is_converted() -> None:
+    # its value fits none of the keywords beside, but its `not` is still refused by name
+    schema = {
+        "pattern": "^a$",
+        "anyOf": [{"enum": ["b"], "not": {"pattern": "^b"}}, {"const": "a"}],
+    }
+    for convert in (json_schema_to_grammar, json_schema_to_regex):
+        with pytest.raises(InvalidConstraintError, match="#/anyOf/0/not"):
+            convert(copy.deepcopy(schema))
+
+
+def test_a_refuted_branch_keeps_the_other_branches_numbers() -> None:
+    schema = {"type": "string", "anyOf": [{"enum": [1]}, {"pattern": "(?<=a)b"}]}
+    for convert in (json_schema_to_grammar, json_schema_to_regex):
+        with pytest.raises(InvalidConstraintError, match="anyOf/1"):
+            convert(copy.deepcopy(schema))
+    one_of = {"type": "string", "oneOf": [{"enum": [1]}, {"enum": ["a"]}, {"minLength": 2}]}
+    for convert in (json_schema_to_grammar, json_schema_to_regex):
+        out = convert(copy.deepcopy(one_of))  # branch 0 is empty: 1 and 2 are told apart
+        assert out
 
 
 @pytest.mark.parametrize(

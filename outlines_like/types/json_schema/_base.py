@@ -169,6 +169,9 @@ class ConverterBase:
         self._any_cache: dict[int, str] = {}
         self.flat_cache: FlatCache = {}
         self.resolved: dict[str, tuple[Any, str]] = {}  # RefsMixin.resolve's, by $ref
+        # a union's branch list (by identity, kept alive here) -> the values each branch
+        # lists (``listed_values``): merged siblings share the list of the schema they come from
+        self.listed: dict[int, tuple[list[Any], list[list[Any] | None]]] = {}
 
     def unenforced(self, keyword: str, path: str, why: str = "") -> None:
         """Raise (or, when lenient, warn) that ``keyword`` at ``path`` is not enforced."""

@@ -125,6 +125,32 @@ _VALIDATING = frozenset(
 """The keywords ``jsonschema``'s draft 2020-12 and 7 validators read (it ignores the others)."""
 
 
+def listed_values(branch: Any) -> list[Any] | None:
+    """The values ``branch`` lists, when listing them is all it does (else ``None``).
+
+    A dict with ``enum`` (or ``const``) and otherwise only keywords ``jsonschema`` ignores
+    (annotations, vendor extensions): no ``$``-keyword, no marker of the converter's, nothing
+    :data:`_VALIDATING` beside. With both ``enum`` and ``const``, the ``enum``'s values (the
+    documents are among them).
+    """
+    if not isinstance(branch, dict):
+        return None
+    if "enum" in branch:
+        values = branch["enum"]
+    elif "const" in branch:
+        values = [branch["const"]]
+    else:
+        return None
+    if not isinstance(values, list):
+        return None
+    for key in branch:
+        if key in ("enum", "const"):
+            continue
+        if not isinstance(key, str) or key in _VALIDATING or key.startswith(("$", "x-outlines")):
+            return None
+    return values
+
+
 def quick_value_check(rest: dict[str, Any], root: dict[str, Any]) -> Check | None:
     """The check ``jsonschema`` makes of a value against ``rest``, when it is simple to make here.
 
@@ -164,6 +190,8 @@ def quick_value_check(rest: dict[str, Any], root: dict[str, Any]) -> Check | Non
             checks.append(_pattern_check(bound))
         else:
             return None
+    if len(checks) == 1:
+        return checks[0]
     return lambda value: all(check(value) for check in checks)
 
 

@@ -231,8 +231,11 @@ class _GrammarConverter(_Converter):
 
     # ---------------------------------------------------------------------- conversion
 
-    def symbol(self, schema: Any, path: str) -> _Seq:
-        """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document)."""
+    def symbol(self, schema: Any, path: str, text: str | None = None) -> _Seq:
+        """The grammar of a sub-schema: a one-symbol sequence, or ``None`` (no document).
+
+        ``text``: the schema's JSON text (keys sorted) when the caller has it.
+        """
         self.check(path)
         if isinstance(schema, dict) and "$ref" in schema and schema.keys() <= REF_ONLY:
             target, target_path = self.resolve(schema["$ref"], path)
@@ -240,8 +243,9 @@ class _GrammarConverter(_Converter):
         if isinstance(schema, dict) and "allOf" in schema:
             # merged schemas (allOf, properties merged with each other) can combine two
             # recursive ones into the same combination again: one rule per combination
-            key = "allOf " + json.dumps(schema, sort_keys=True, default=repr)
-            return self.shared(key, schema, path, inline=True)
+            if text is None:
+                text = json.dumps(schema, sort_keys=True, default=repr)
+            return self.shared("allOf " + text, schema, path, inline=True)
         flat = self.flatten(schema, path, [], ())
         return self.symbol_flat(flat, path)
 
@@ -316,10 +320,20 @@ class _GrammarConverter(_Converter):
 
     def union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> _Seq:
         subs = self.branches(base, key, branches)
-        symbols = [
-            None if sub is None else self.symbol(sub, f"{path}/{key}/{i}")
-            for i, sub in enumerate(subs)
-        ]
+        # each branch merged with ``base`` is keyed by its JSON text: ``base``'s written once
+        # (a catalogue's union: hundreds of branches beside the same large keywords)
+        head = None
+        if base and key == "anyOf":
+            head = '{"allOf": [' + json.dumps(base, sort_keys=True, default=repr) + ", "
+        symbols: list[_Seq] = []
+        for i, sub in enumerate(subs):
+            if sub is None:
+                symbols.append(None)
+                continue
+            text = None
+            if head is not None:
+                text = head + json.dumps(sub["allOf"][1], sort_keys=True, default=repr) + "]}"
+            symbols.append(self.symbol(sub, f"{path}/{key}/{i}", text))
         if key == "oneOf":
             self.check_one_of(subs, path)
         return self.rule(symbols, path)

@@ -320,6 +320,8 @@ class _GrammarConverter(_Converter):
 
     def union(self, base: dict[str, Any], key: str, branches: list[Any], path: str) -> _Seq:
         subs = self.branches(base, key, branches)
+        if key == "oneOf":  # before the branches' rules: a refusal comes before their work
+            self.check_one_of(subs, path)
         # each branch merged with ``base`` is keyed by its JSON text: ``base``'s written once
         # (a catalogue's union: hundreds of branches beside the same large keywords)
         head = None
@@ -334,8 +336,6 @@ class _GrammarConverter(_Converter):
             if head is not None:
                 text = head + json.dumps(sub["allOf"][1], sort_keys=True, default=repr) + "]}"
             symbols.append(self.symbol(sub, f"{path}/{key}/{i}", text))
-        if key == "oneOf":
-            self.check_one_of(subs, path)
         return self.rule(symbols, path)
 
     def check_one_of(self, subs: list[Any], path: str) -> None:

@@ -729,6 +729,15 @@ def test_the_grammar_budget_names_the_construct() -> None:
         json_schema_to_grammar(wide(20, 5), max_size=50)
 
 
+def test_an_overlapping_one_of_is_refused_before_its_branches_are_built() -> None:
+    # (the branches' rules would pass the 50-symbol budget first: GitLab CI's 64 if/then
+    # combinations took 0.9 s before the oneOf they sit in was refused)
+    branch = wide(20, 5)
+    schema = {"$defs": branch.pop("$defs"), "oneOf": [branch, {"type": "object"}]}
+    with pytest.raises(InvalidConstraintError, match="'oneOf' at #/oneOf is not enforced"):
+        json_schema_to_grammar(schema, max_size=50)
+
+
 def catalogue(tools: int) -> dict[str, Any]:
     """Azure Pipelines' shape: a member that is a union of one-name branches, beside a union
     of one branch per tool whose ``pattern`` keeps its own name (and its own inputs)."""

@@ -270,15 +270,22 @@ def _pointer(link: Any) -> str:
     return "#" + "".join("/" + token for token in reversed(tokens))
 
 
-def _schema_from(source: object) -> tuple[dict[str, Any], object]:
-    """Return (schema dict, python type or None) for every source ``JsonSchema`` accepts."""
+def _schema_from(source: object) -> tuple[dict[str, Any], object, str | None]:
+    """(schema dict, python type or None, JSON text or None) for every ``JsonSchema`` source.
+
+    The text is given when written here, for a dict: it is the one read back into the schema;
+    writing the schema again would give the same text (JSON's values come back as written),
+    and reading the text gives the schema (a key written twice, ``1`` and ``"1"``, is the
+    last one both ways).
+    """
     if isinstance(source, Mapping):
         deep = too_deep_at(source, _MAX_SCHEMA_NESTING)
         if deep is not None:
             raise InvalidConstraintError(
                 f"the JSON Schema nests more than {_MAX_SCHEMA_NESTING} levels deep (at {deep})"
             )
-        return json.loads(json.dumps(source)), None
+        text = json.dumps(source)
+        return json.loads(text), None, text
     if isinstance(source, str):
         try:
             value = json.loads(source)
@@ -291,7 +298,7 @@ def _schema_from(source: object) -> tuple[dict[str, Any], object]:
             ) from exc
         if not isinstance(value, (dict, bool)):
             raise InvalidConstraintError("a JSON Schema must be a JSON object or a boolean")
-        return (value if isinstance(value, dict) else ({} if value else {"not": {}})), None
+        return (value if isinstance(value, dict) else ({} if value else {"not": {}})), None, None
     if isinstance(source, type) or callable(source):
         schema = json_schema_of(source)
         if schema is None:
@@ -299,7 +306,7 @@ def _schema_from(source: object) -> tuple[dict[str, Any], object]:
                 f"JsonSchema cannot take {source!r}: pass a dict, JSON text, a pydantic model, "
                 "a dataclass, a TypedDict or a function"
             )
-        return schema, source
+        return schema, source, None
     raise UnsupportedConstraintError(
         f"JsonSchema cannot take a {type(source).__name__}: pass a dict, JSON text, a pydantic "
         "model, a dataclass, a TypedDict or a function"
@@ -328,11 +335,11 @@ class JsonSchema(Term):
     """The dict read from JSON text (or a dict's JSON) here, until ``schema`` hands it out."""
 
     def __post_init__(self) -> None:
-        schema, python_type = _schema_from(self.source)
+        schema, python_type, text = _schema_from(self.source)
         if self.whitespace_pattern is not None:
             _check_regex(self.whitespace_pattern)
-        # property order matters; a dict read from JSON has no cycle to look for
-        text = json.dumps(schema, check_circular=python_type is not None)
+        if text is None:  # property order matters; a dict read from JSON has no cycle
+            text = json.dumps(schema, check_circular=python_type is not None)
         object.__setattr__(self, "schema_json", text)
         object.__setattr__(self, "python_type", python_type)
         # JSON text and dicts were read back from JSON by _schema_from: the dict is what

@@ -178,6 +178,24 @@ def test_json_schema_first_schema_is_the_dict_read_at_construction(
     assert hash(term) == hash(JsonSchema(source))
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"type": "object", "properties": {"a": {"const": 1.0}, "é": {"enum": [None, True]}}},
+        {"x": (1, 2.5, float("nan")), 3: "three", True: {"y": float("inf")}},
+        {1: "a", "1": {"b": []}},  # one key written twice: the last one, both ways
+    ],
+)
+def test_json_schema_text_of_a_dict_reads_back_as_its_schema(source: dict[object, object]) -> None:
+    import json
+
+    term = JsonSchema(source)
+    assert json.loads(term.schema_json) == term.schema  # (nan compares as itself here)
+    again = JsonSchema(term.schema)
+    assert again.schema_json == json.dumps(term.schema)
+    assert (again == term) is (len(source) == len(term.schema))
+
+
 def test_json_schema_pickles_and_copies_without_its_unread_dict() -> None:
     """A pickle (a term sent to a compile worker) or a copy carries the text, not the text and
     the dict kept for the first ``schema``; both read it back equal."""
